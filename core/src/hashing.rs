@@ -1,0 +1,266 @@
+//! vLLM block hashing with `prefix_caching_hash_algo = "sha256_cbor"`
+//! (`vllm/v1/core/kv_cache_utils.py`, `vllm/utils/hashing.py`).
+//!
+//! `hash_block_tokens(fn, parent, tokens, extra) = fn((parent or NONE_HASH, tuple(tokens), extra))`
+//! with `fn = sha256(cbor2.dumps(x, canonical=True))`. `NONE_HASH = fn(seed)` where the seed is
+//! the string `"vllm-none-hash"` by default (vLLM #51875) or `PYTHONHASHSEED` when set.
+
+use ciborium::value::{Integer, Value};
+use sha2::{Digest as _, Sha256};
+
+use crate::event::{ExtraValue, TokenId};
+
+/// The default seed string for `NONE_HASH` (`DEFAULT_NONE_HASH_SEED`, vLLM #51875).
+pub const DEFAULT_NONE_HASH_SEED: &str = "vllm-none-hash";
+
+/// A 32-byte SHA-256 block digest (vLLM's `BlockHash` bytes).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest(pub [u8; 32]);
+
+impl Digest {
+    /// The wire integer: `int.from_bytes(digest, "big") & (2**64 - 1)`, i.e. the last 8 bytes
+    /// big-endian (`maybe_convert_block_hash`).
+    pub fn wire_u64(&self) -> u64 {
+        let mut tail = [0u8; 8];
+        tail.copy_from_slice(&self.0[24..]);
+        u64::from_be_bytes(tail)
+    }
+
+    /// Lowercase hex of the 32 bytes.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl std::fmt::Debug for Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Digest({})", self.to_hex())
+    }
+}
+
+fn extra_to_cbor(v: &ExtraValue) -> Value {
+    match v {
+        ExtraValue::Nil => Value::Null,
+        ExtraValue::Bool(b) => Value::Bool(*b),
+        ExtraValue::UInt(u) => Value::Integer(Integer::from(*u)),
+        ExtraValue::Int(i) => Value::Integer(Integer::from(*i)),
+        ExtraValue::Float(x) => Value::Float(*x),
+        ExtraValue::Str(s) => Value::Text(s.clone()),
+        ExtraValue::Bytes(b) => Value::Bytes(b.clone()),
+        ExtraValue::Array(items) => Value::Array(items.iter().map(extra_to_cbor).collect()),
+        ExtraValue::Map(pairs) => Value::Map(
+            pairs
+                .iter()
+                .map(|(k, v)| (extra_to_cbor(k), extra_to_cbor(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn sha256_of_cbor(value: &Value) -> Digest {
+    let mut buf = Vec::with_capacity(128);
+    // Writing into a Vec cannot fail.
+    ciborium::into_writer(value, &mut buf).expect("CBOR encoding into a Vec is infallible");
+    Digest(Sha256::digest(&buf).into())
+}
+
+/// The canonical CBOR bytes vLLM hashes for one block: `(parent or NONE_HASH, tokens, extra)`.
+pub fn block_cbor(parent: &Digest, tokens: &[TokenId], extra_keys: Option<&[ExtraValue]>) -> Vec<u8> {
+    let value = block_value(parent, tokens, extra_keys);
+    let mut buf = Vec::with_capacity(64 + tokens.len() * 3);
+    ciborium::into_writer(&value, &mut buf).expect("CBOR encoding into a Vec is infallible");
+    buf
+}
+
+fn block_value(parent: &Digest, tokens: &[TokenId], extra_keys: Option<&[ExtraValue]>) -> Value {
+    Value::Array(vec![
+        Value::Bytes(parent.0.to_vec()),
+        Value::Array(
+            tokens
+                .iter()
+                .map(|t| Value::Integer(Integer::from(*t)))
+                .collect(),
+        ),
+        match extra_keys {
+            None => Value::Null,
+            Some(keys) => Value::Array(keys.iter().map(extra_to_cbor).collect()),
+        },
+    ])
+}
+
+/// `NONE_HASH = sha256_cbor(seed)` with the seed as a CBOR text string.
+pub fn none_hash(seed: &str) -> Digest {
+    sha256_of_cbor(&Value::Text(seed.to_owned()))
+}
+
+/// `hash_block_tokens(sha256_cbor, parent, tokens, extra_keys)`.
+pub fn hash_block_tokens(
+    none_hash: &Digest,
+    parent: Option<&Digest>,
+    tokens: &[TokenId],
+    extra_keys: Option<&[ExtraValue]>,
+) -> Digest {
+    sha256_of_cbor(&block_value(parent.unwrap_or(none_hash), tokens, extra_keys))
+}
+
+/// Per-request inputs to `generate_block_hash_extra_keys` that kvscope models.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExtraKeyInputs {
+    /// LoRA adapter name: added to every block's extra keys.
+    pub lora_name: Option<String>,
+    /// Cache salt: added to block 0's extra keys only.
+    pub cache_salt: Option<String>,
+}
+
+impl ExtraKeyInputs {
+    /// The extra keys of the block starting at token `start`, or `None` when empty (as vLLM's
+    /// `generate_block_hash_extra_keys`: `lora + mm + cache_salt + prompt_embeds`).
+    pub fn for_block(&self, start: usize) -> Option<Vec<ExtraValue>> {
+        let mut keys = Vec::new();
+        if let Some(name) = &self.lora_name {
+            keys.push(ExtraValue::Str(name.clone()));
+        }
+        if start == 0 {
+            if let Some(salt) = &self.cache_salt {
+                keys.push(ExtraValue::Str(salt.clone()));
+            }
+        }
+        (!keys.is_empty()).then_some(keys)
+    }
+}
+
+/// `Request.block_hashes`: hashes of every *full* block of `tokens` at `block_size`
+/// granularity, chained from `None` (`get_request_block_hasher`).
+pub fn request_block_hashes(
+    none_hash: &Digest,
+    tokens: &[TokenId],
+    block_size: usize,
+    extra: &ExtraKeyInputs,
+) -> Vec<Digest> {
+    assert!(block_size > 0, "block_size must be positive");
+    let mut out: Vec<Digest> = Vec::with_capacity(tokens.len() / block_size);
+    for (i, block) in tokens.chunks_exact(block_size).enumerate() {
+        let keys = extra.for_block(i * block_size);
+        let digest = hash_block_tokens(none_hash, out.last(), block, keys.as_deref());
+        out.push(digest);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Vectors from ../shared/reference/vllm-kv-events.md §4.
+    const NONE_DEFAULT: &str = "9bd96a485ad84efdafb72ee48a1d7a69bcead0f8f0433173941b276b9581eef0";
+    const NONE_SEED0: &str = "4e1195df020de59e0d65a33a4279f1183e7ae4e5d980e309f8b55adff2e61c3e";
+
+    #[test]
+    fn cbor_of_seed_string() {
+        let mut buf = Vec::new();
+        ciborium::into_writer(&Value::Text(DEFAULT_NONE_HASH_SEED.into()), &mut buf).unwrap();
+        assert_eq!(hex::encode(buf), "6e766c6c6d2d6e6f6e652d68617368");
+    }
+
+    #[test]
+    fn none_hash_vectors() {
+        assert_eq!(none_hash(DEFAULT_NONE_HASH_SEED).to_hex(), NONE_DEFAULT);
+        assert_eq!(none_hash("0").to_hex(), NONE_SEED0);
+    }
+
+    #[test]
+    fn shortest_int_encoding_check_vector() {
+        let v = Value::Array(vec![
+            Value::Bytes(vec![1, 2]),
+            Value::Array(
+                [1u32, 24, 255, 256, 65536]
+                    .iter()
+                    .map(|t| Value::Integer((*t).into()))
+                    .collect(),
+            ),
+            Value::Null,
+        ]);
+        let mut buf = Vec::new();
+        ciborium::into_writer(&v, &mut buf).unwrap();
+        assert_eq!(hex::encode(buf), "834201028501181818ff1901001a00010000f6");
+    }
+
+    #[test]
+    fn block_zero_cbor() {
+        let nh = none_hash(DEFAULT_NONE_HASH_SEED);
+        let cbor = block_cbor(&nh, &[1, 2, 3, 4], None);
+        assert_eq!(hex::encode(cbor), format!("835820{NONE_DEFAULT}8401020304f6"));
+    }
+
+    #[test]
+    fn chained_block_vectors() {
+        let nh = none_hash(DEFAULT_NONE_HASH_SEED);
+        let tokens: Vec<u32> = (1..=16).collect();
+        let hashes = request_block_hashes(&nh, &tokens, 4, &ExtraKeyInputs::default());
+        let expect = [
+            (
+                "58d0879dff3800f65f8c5fd449d73048c0f7699dd238a03b84b146b151d55111",
+                9561501211280363793u64,
+            ),
+            (
+                "e1bc29393a2da9fd798f35ff04d215f846aee6df4b803ce3d43b57df56b58fb1",
+                15292913576410714033,
+            ),
+            (
+                "321cf73a943519e37f9c8afa804132a5b9076e22b40b2d5fe6f7a2886960a68a",
+                16642949654738151050,
+            ),
+            (
+                "01dc4cca389391f8af911f65044fcfa1ab6371852fdf6b81dd13503db99baf5a",
+                15930164532976791386,
+            ),
+        ];
+        assert_eq!(hashes.len(), 4);
+        for (h, (hex_digest, wire)) in hashes.iter().zip(expect) {
+            assert_eq!(h.to_hex(), hex_digest);
+            assert_eq!(h.wire_u64(), wire);
+        }
+    }
+
+    #[test]
+    fn partial_tail_block_is_not_hashed() {
+        let nh = none_hash(DEFAULT_NONE_HASH_SEED);
+        let tokens: Vec<u32> = (1..=7).collect();
+        assert_eq!(
+            request_block_hashes(&nh, &tokens, 4, &ExtraKeyInputs::default()).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn extra_keys_cbor_vector() {
+        let nh = none_hash(DEFAULT_NONE_HASH_SEED);
+        let extra = [
+            ExtraValue::Str("my-lora".into()),
+            ExtraValue::Array(vec![ExtraValue::Str("mm-hash-abc".into()), ExtraValue::UInt(0)]),
+            ExtraValue::Str("salt".into()),
+        ];
+        let cbor = block_cbor(&nh, &[1, 2], Some(&extra));
+        assert_eq!(
+            hex::encode(cbor),
+            format!(
+                "835820{NONE_DEFAULT}820102\
+                 83676d792d6c6f7261826b6d6d2d686173682d616263006473616c74"
+            )
+        );
+    }
+
+    #[test]
+    fn lora_on_every_block_salt_on_first_only() {
+        let x = ExtraKeyInputs {
+            lora_name: Some("a".into()),
+            cache_salt: Some("s".into()),
+        };
+        assert_eq!(
+            x.for_block(0),
+            Some(vec![ExtraValue::Str("a".into()), ExtraValue::Str("s".into())])
+        );
+        assert_eq!(x.for_block(4), Some(vec![ExtraValue::Str("a".into())]));
+        assert_eq!(ExtraKeyInputs::default().for_block(0), None);
+    }
+}

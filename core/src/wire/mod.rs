@@ -1,0 +1,82 @@
+//! Wire formats: vLLM's msgpack `KVEventBatch` (map and legacy array event encodings) and the
+//! kvscope JSON Lines trace. Pure functions over byte slices; no IO.
+//!
+//! Every decoder reports errors with a [`Location`] (1-based line for JSONL, byte offset for
+//! msgpack) and never panics on hostile input.
+
+pub mod jsonl;
+pub mod msgpack;
+
+use std::fmt;
+
+use crate::trace::Trace;
+
+/// Where in the input an error was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// 1-based line of a JSON Lines file (and, optionally, a 1-based column).
+    Line {
+        /// Line number, from 1.
+        line: u64,
+        /// Column number, from 1, when known.
+        column: Option<u64>,
+    },
+    /// Byte offset from the start of the input.
+    Byte(u64),
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Line { line, column: Some(c) } => write!(f, "line {line}, column {c}"),
+            Location::Line { line, column: None } => write!(f, "line {line}"),
+            Location::Byte(o) => write!(f, "byte offset {o}"),
+        }
+    }
+}
+
+/// A decoding error with its location.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct WireError {
+    /// Where it happened.
+    pub location: Location,
+    /// What is wrong, in words a user can act on.
+    pub message: String,
+}
+
+/// How events are encoded inside a msgpack batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EventEncoding {
+    /// Current vLLM (since #42892): one map per event, `"type"` first.
+    #[default]
+    Map,
+    /// Legacy positional arrays `[tag, field1, ...]` with every field present.
+    Array,
+}
+
+/// A detected input format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputFormat {
+    /// kvscope JSON Lines.
+    Jsonl,
+    /// Concatenated msgpack `KVEventBatch` payloads.
+    MsgpackStream,
+}
+
+/// Guess the format from the first non-whitespace byte (`{` means JSON Lines).
+pub fn detect_format(bytes: &[u8]) -> InputFormat {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => InputFormat::Jsonl,
+        _ => InputFormat::MsgpackStream,
+    }
+}
+
+/// Read a trace in either format. `source` names the publisher of a bare msgpack stream (the
+/// input file's stem, per DECISIONS.md); JSONL lines carry their own.
+pub fn read_trace(bytes: &[u8], source: &str) -> Result<Trace, WireError> {
+    match detect_format(bytes) {
+        InputFormat::Jsonl => jsonl::read_trace(bytes),
+        InputFormat::MsgpackStream => msgpack::decode_stream(bytes, source),
+    }
+}
