@@ -24,7 +24,7 @@
 
 use siphasher::sip::SipHasher13;
 
-use crate::keys::{JobKeys, OffloadKey};
+use crate::keys::OffloadKey;
 
 /// `PySet_MINSIZE`: slots of a new set's (small) table.
 const PY_SET_MINSIZE: usize = 8;
@@ -276,9 +276,8 @@ pub fn set_order(keys: &[OffloadKey], python_hash_seed: u32) -> Vec<OffloadKey> 
 pub fn set_of_set_order(keys: &[OffloadKey], python_hash_seed: u32) -> Vec<OffloadKey> {
     let hasher = PyBytesHasher::new(python_hash_seed);
     let first = PySet::from_iter(keys, &hasher);
-    let order: Vec<OffloadKey> = PySet::copy_of(&first).iter_keys().collect();
-    debug_assert_eq!(order.len(), JobKeys::from_keys(keys.iter().copied()).len());
-    order
+    let second = PySet::copy_of(&first);
+    second.iter_keys().collect()
 }
 
 #[cfg(test)]
@@ -287,7 +286,7 @@ mod tests {
     use crate::hashing::{none_hash, request_block_hashes, Digest};
     use serde::Deserialize;
     use sha2::{Digest as _, Sha256};
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashMap};
 
     /// Output of `tests/fixtures/cpython/gen_vectors.py` under CPython 3.11.
     const VECTORS: &str = include_str!("../../../tests/fixtures/cpython/vectors.json");
@@ -297,6 +296,7 @@ mod tests {
         python: String,
         hash_algorithm: String,
         pool_size: usize,
+        large_sizes: Vec<usize>,
         cases: Vec<Case>,
         chains: BTreeMap<String, Vec<String>>,
         seeds: BTreeMap<String, SeedResults>,
@@ -313,6 +313,14 @@ mod tests {
         hashes: Vec<i64>,
         cases: BTreeMap<String, Orders>,
         chains: BTreeMap<String, ChainResults>,
+        large: BTreeMap<String, LargeResults>,
+    }
+
+    /// sha256 of the order's pool indices, decimal, joined by ",".
+    #[derive(Deserialize)]
+    struct LargeResults {
+        set: String,
+        set_of_set: String,
     }
 
     #[derive(Deserialize)]
@@ -411,6 +419,33 @@ mod tests {
         }
         // The fixture exercises the reinsertion path of set_merge, not only the slot copy.
         assert!(copy_changed_order > 0);
+    }
+
+    fn order_digest(order: &[OffloadKey], index: &HashMap<OffloadKey, usize>) -> String {
+        let joined: Vec<String> = order.iter().map(|k| index[k].to_string()).collect();
+        hex::encode(Sha256::digest(joined.join(",").as_bytes()))
+    }
+
+    /// Past 50000 keys the table grows to `used * 2` rather than `used * 4`, which also makes
+    /// `set(set(...))` take the slot-for-slot copy; CPython's orders are pinned by digest.
+    #[test]
+    fn large_set_orders_match_cpython() {
+        let f = fixture();
+        let max = f.large_sizes.iter().copied().max().expect("large sizes");
+        let pool: Vec<OffloadKey> = (0..max).map(pool_key).collect();
+        let index: HashMap<OffloadKey, usize> =
+            pool.iter().enumerate().map(|(j, k)| (*k, j)).collect();
+        for (seed, res) in &f.seeds {
+            let seed: u32 = seed.parse().expect("seed");
+            for n in &f.large_sizes {
+                let keys = &pool[..*n];
+                let want = &res.large[&n.to_string()];
+                let got = order_digest(&set_order(keys, seed), &index);
+                assert_eq!(got, want.set, "set(), seed {seed}, n {n}");
+                let got = order_digest(&set_of_set_order(keys, seed), &index);
+                assert_eq!(got, want.set_of_set, "set(set()), seed {seed}, n {n}");
+            }
+        }
     }
 
     #[test]
