@@ -1,0 +1,5 @@
+//! Binding tests shared by the Node (`node.rs`) and browser (`browser.rs`) suites. They call the
+//! exported functions the way JavaScript does and inspect the returned JS values.
+
+mod support;
+mod trace;
