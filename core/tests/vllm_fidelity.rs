@@ -29,6 +29,7 @@ const SCENARIOS: &[&str] = &[
     "e2_lru_eviction_bpc1",
     "f_split_prefill",
     "g_touch_eviction",
+    "h_two_requests_one_step",
 ];
 const MODES: &[&str] = &["fixed", "legacy"];
 
