@@ -30,6 +30,7 @@ const SCENARIOS: &[&str] = &[
     "f_split_prefill",
     "g_touch_eviction",
     "h_two_requests_one_step",
+    "i_two_evicting_jobs_one_step",
 ];
 const MODES: &[&str] = &["fixed", "legacy"];
 
