@@ -31,10 +31,21 @@ use super::{Location, WireError};
 
 /// Parse a JSON Lines trace. Line numbers in errors (and in [`TraceBatch::origin`]) are 1-based.
 pub fn read_trace(bytes: &[u8]) -> Result<Trace, WireError> {
+    read_trace_with_progress(bytes, &mut |_| {})
+}
+
+/// [`read_trace`], calling `progress(bytes_done)` after each line.
+pub fn read_trace_with_progress(
+    bytes: &[u8],
+    progress: &mut dyn FnMut(usize),
+) -> Result<Trace, WireError> {
     let mut records = Vec::new();
+    let mut done = 0usize;
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
         let line_no = i as u64 + 1;
+        done += line.len() + 1;
+        progress(done.min(bytes.len()));
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;

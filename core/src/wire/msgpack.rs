@@ -65,6 +65,15 @@ pub fn decode_batch(payload: &[u8]) -> Result<KvEventBatch, WireError> {
 /// `source` as given, `seq` = 0-based position in the stream, `dp_rank` from the batch and
 /// `origin` = 1-based batch number. Errors carry absolute byte offsets.
 pub fn decode_stream(bytes: &[u8], source: &str) -> Result<Trace, WireError> {
+    decode_stream_with_progress(bytes, source, &mut |_| {})
+}
+
+/// [`decode_stream`], calling `progress(bytes_done)` after each payload.
+pub fn decode_stream_with_progress(
+    bytes: &[u8],
+    source: &str,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Trace, WireError> {
     let mut r = Reader { buf: bytes, pos: 0 };
     let mut records = Vec::new();
     let mut seq = 0u64;
@@ -84,6 +93,7 @@ pub fn decode_stream(bytes: &[u8], source: &str) -> Result<Trace, WireError> {
             origin: seq + 1,
         }));
         seq += 1;
+        progress(r.pos);
     }
     Ok(Trace { records })
 }
