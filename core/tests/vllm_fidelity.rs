@@ -310,3 +310,37 @@ fn job_key_order_matches_upstream_complete_store() {
         "legacy order never differed from prefix order"
     );
 }
+
+/// kvscope's msgpack codec decodes every upstream payload and re-encodes it (map form) to
+/// exactly msgspec's bytes.
+#[test]
+fn wire_codec_round_trips_upstream_payloads_byte_for_byte() {
+    use kvscope_core::wire::msgpack::{decode_batch, encode_batch, split_stream};
+    use kvscope_core::wire::EventEncoding;
+    for name in SCENARIOS {
+        let json = load_json(name);
+        for mode in MODES {
+            let bytes = load_msgpack(name, mode);
+            let ranges = split_stream(&bytes).unwrap_or_else(|e| panic!("{name}.{mode}: {e:?}"));
+            let batches = json[*mode]["batches"].as_array().expect("batches");
+            assert_eq!(ranges.len(), batches.len(), "{name}.{mode}: batch count");
+            for (range, b) in ranges.into_iter().zip(batches) {
+                let payload = &bytes[range];
+                let batch =
+                    decode_batch(payload).unwrap_or_else(|e| panic!("{name}.{mode}: {e:?}"));
+                assert_eq!(batch.data_parallel_rank, Some(0), "{name}.{mode}");
+                assert_eq!(
+                    batch.events.len(),
+                    b["events"].as_array().expect("events").len(),
+                    "{name}.{mode}"
+                );
+                assert_eq!(
+                    encode_batch(&batch, EventEncoding::Map),
+                    payload,
+                    "{name}.{mode} step {}: re-encoded bytes differ",
+                    b["step"]
+                );
+            }
+        }
+    }
+}
