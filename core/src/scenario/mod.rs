@@ -385,9 +385,13 @@ impl ScenarioError {
 impl Scenario {
     /// Parse and validate a scenario from JSON text.
     pub fn from_json(text: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = serde_json::from_str(text).map_err(|e| ScenarioError {
-            position: Some((e.line() as u64, e.column() as u64)),
-            message: e.to_string(),
+        let scenario: Scenario = serde_json::from_str(text).map_err(|e| {
+            let full = e.to_string();
+            let suffix = format!(" at line {} column {}", e.line(), e.column());
+            ScenarioError {
+                position: Some((e.line() as u64, e.column() as u64)),
+                message: full.strip_suffix(&suffix).unwrap_or(&full).to_owned(),
+            }
         })?;
         scenario.validate()?;
         Ok(scenario)
