@@ -594,3 +594,14 @@ proptest! {
         prop_assert_eq!(simulate(&s).unwrap(), t);
     }
 }
+
+#[test]
+fn builtin_multi_worker_reorder_shows_a_reversal() {
+    let s = crate::scenario::builtin::load("multi-worker-reorder").unwrap().unwrap();
+    let t = simulate(&s).unwrap();
+    let reversed = t.batches().any(|b| {
+        let ids: Vec<u64> = b.provenance.as_ref().unwrap().iter().filter_map(|p| p.job_id).collect();
+        ids.windows(2).any(|w| w[1] < w[0])
+    });
+    assert!(reversed);
+}
