@@ -344,3 +344,105 @@ fn wire_codec_round_trips_upstream_payloads_byte_for_byte() {
         }
     }
 }
+
+/// Describe the first difference between kvscope's batches and upstream's (for the failure
+/// message): batch count, then per batch `ts`, rank, event count and the first differing event.
+fn first_difference(
+    ours: &[kvscope_core::KvEventBatch],
+    theirs: &[kvscope_core::KvEventBatch],
+) -> String {
+    for (i, (a, b)) in ours.iter().zip(theirs).enumerate() {
+        if a.ts.to_bits() != b.ts.to_bits() {
+            return format!("batch {i}: ts {} (kvscope) vs {} (vLLM)", a.ts, b.ts);
+        }
+        if a.data_parallel_rank != b.data_parallel_rank {
+            return format!(
+                "batch {i}: data_parallel_rank {:?} vs {:?}",
+                a.data_parallel_rank, b.data_parallel_rank
+            );
+        }
+        for (j, (ea, eb)) in a.events.iter().zip(&b.events).enumerate() {
+            if ea != eb {
+                return format!(
+                    "batch {i} (ts {}) event {j}:\n kvscope {ea:?}\n vLLM    {eb:?}",
+                    a.ts
+                );
+            }
+        }
+        if a.events.len() != b.events.len() {
+            return format!(
+                "batch {i} (ts {}): {} events (kvscope) vs {} (vLLM)",
+                a.ts,
+                a.events.len(),
+                b.events.len()
+            );
+        }
+    }
+    format!(
+        "{} batches (kvscope) vs {} (vLLM); equal where both exist (difference is in encoding)",
+        ours.len(),
+        theirs.len()
+    )
+}
+
+/// The simulator, given each fixture's inputs as a kvscope scenario
+/// (`tests/fixtures/vllm/kvscope/<name>.json`), produces upstream's msgpack stream byte for
+/// byte: `order: fixed` against `<name>.fixed.msgpack`, `order: cpython, python_hash_seed 0`
+/// against `<name>.legacy.msgpack`.
+#[test]
+fn simulator_reproduces_upstream_streams_byte_for_byte() {
+    use kvscope_core::scenario::Scenario;
+    use kvscope_core::sim::simulate;
+    use kvscope_core::wire::msgpack::{decode_stream, encode_batch};
+    use kvscope_core::wire::EventEncoding;
+    use kvscope_core::TraceRecord;
+
+    let mut failures = Vec::new();
+    for name in SCENARIOS {
+        let path = fixture_dir().join(format!("kvscope/{name}.json"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        for mode in MODES {
+            let mut sc = Scenario::from_json(&text).unwrap_or_else(|e| panic!("{path:?}: {e:?}"));
+            sc.order = match *mode {
+                "fixed" => OrderMode::Fixed,
+                _ => OrderMode::CPython {
+                    python_hash_seed: 0,
+                },
+            };
+            let trace = simulate(&sc).unwrap_or_else(|e| panic!("{name}.{mode}: {e:?}"));
+            let ours: Vec<kvscope_core::KvEventBatch> = trace
+                .records
+                .iter()
+                .filter_map(|r| match r {
+                    TraceRecord::Batch(b) => Some(b.to_wire()),
+                    _ => None,
+                })
+                .collect();
+            let bytes: Vec<u8> = ours
+                .iter()
+                .flat_map(|b| encode_batch(b, EventEncoding::Map))
+                .collect();
+            let upstream = load_msgpack(name, mode);
+            if bytes != upstream {
+                let theirs: Vec<kvscope_core::KvEventBatch> = decode_stream(&upstream, name)
+                    .expect("upstream stream decodes")
+                    .records
+                    .iter()
+                    .filter_map(|r| match r {
+                        TraceRecord::Batch(b) => Some(b.to_wire()),
+                        _ => None,
+                    })
+                    .collect();
+                failures.push(format!(
+                    "{name}.{mode}: {}",
+                    first_difference(&ours, &theirs)
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "kvscope's simulation differs from upstream vLLM:\n{}",
+        failures.join("\n")
+    );
+}
