@@ -347,15 +347,9 @@ impl Analysis {
     }
 }
 
-/// The analysis with the consumers' state at each checkpoint (used by the replay engine).
-pub(crate) struct Run {
-    pub analysis: Analysis,
-    pub checkpoints: Vec<Vec<AnyConsumer>>,
-}
-
 /// Analyse a trace.
 pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Analysis {
-    run(trace, config, None).analysis
+    run_inner(trace, config, None, None)
 }
 
 /// Analyse a trace and stream every consumer verdict to `sink` (event index, consumer, verdict)
@@ -366,11 +360,19 @@ pub fn analyze_with(
     config: &AnalysisConfig,
     sink: &mut dyn FnMut(usize, ConsumerKind, &EventVerdict, &[Resolution]),
 ) -> Analysis {
-    run_inner(trace, config, None, Some(sink)).analysis
+    run_inner(trace, config, Some(sink), None)
 }
 
-pub(crate) fn run(trace: &Trace, config: &AnalysisConfig, checkpoint_every: Option<usize>) -> Run {
-    run_inner(trace, config, checkpoint_every, None)
+/// Receives every consumer's verdict and lane changes (the replay engine's recorder).
+pub(crate) trait Recorder {
+    fn verdict(&mut self, event: usize, consumer: usize, v: &EventVerdict, resolved: &[Resolution]);
+    fn lanes(
+        &mut self,
+        event: usize,
+        consumer: usize,
+        before: &crate::consumers::Lanes,
+        after: &crate::consumers::Lanes,
+    );
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -456,12 +458,12 @@ struct LossTrack {
     cascade: HashMap<usize, usize>,
 }
 
-fn run_inner(
+pub(crate) fn run_inner(
     trace: &Trace,
     config: &AnalysisConfig,
-    checkpoint_every: Option<usize>,
     mut sink: Option<&mut dyn FnMut(usize, ConsumerKind, &EventVerdict, &[Resolution])>,
-) -> Run {
+    mut recorder: Option<&mut dyn Recorder>,
+) -> Analysis {
     let index = EventIndex::build(trace);
     let n = index.events.len();
     let mut consumers: Vec<AnyConsumer> = config
@@ -472,7 +474,6 @@ fn run_inner(
     let mut kinds: Vec<Vec<VerdictKind>> = vec![Vec::with_capacity(n); consumers.len()];
     let mut lost_blocks: Vec<Vec<(usize, u64)>> = vec![Vec::new(); consumers.len()];
     let mut tracks: Vec<LossTrack> = (0..consumers.len()).map(|_| LossTrack::default()).collect();
-    let mut checkpoints = Vec::new();
     let mut presence = Presence::default();
     let mut waiting: HashMap<u64, Vec<Waiter>> = HashMap::new();
     let mut raw: Vec<Finding> = Vec::new();
@@ -553,11 +554,6 @@ fn run_inner(
     }
 
     for i in 0..n {
-        if let Some(k) = checkpoint_every {
-            if k > 0 && i % k == 0 {
-                checkpoints.push(consumers.clone());
-            }
-        }
         let Some((ctx, ev)) = index.ctx(trace, i) else {
             continue;
         };
@@ -576,9 +572,14 @@ fn run_inner(
         // Consumers.
         for (c, consumer) in consumers.iter_mut().enumerate() {
             resolved.clear();
+            let before = recorder.as_ref().map(|_| consumer.lanes().clone());
             let v = consumer.apply(&ctx, ev, &mut resolved);
             if let Some(s) = sink.as_mut() {
                 s(i, consumer.kind(), &v, &resolved);
+            }
+            if let (Some(r), Some(before)) = (recorder.as_mut(), before) {
+                r.verdict(i, c, &v, &resolved);
+                r.lanes(i, c, &before, consumer.lanes());
             }
             kinds[c].push(v.verdict);
             for r in &resolved {
@@ -903,16 +904,13 @@ fn run_inner(
         })
         .collect();
 
-    Run {
-        analysis: Analysis {
-            index,
-            config: config.clone(),
-            findings,
-            violations,
-            verdict_kinds: kinds,
-            losses,
-        },
-        checkpoints,
+    Analysis {
+        index,
+        config: config.clone(),
+        findings,
+        violations,
+        verdict_kinds: kinds,
+        losses,
     }
 }
 
