@@ -705,8 +705,8 @@ pub(crate) fn run_inner(
                             .cloned()
                             .unwrap_or_default();
                         let msg = format!(
-                            "child delivered at event {} before its parent {} (stored at event {}, {}{}){}",
-                            w.child,
+                            "block {} delivered before its parent {}, which arrives at event {} ({}{}){}",
+                            w.hashes.first().copied().unwrap_or_default(),
                             h,
                             i,
                             tier_label(&index, loc.tier),
