@@ -287,8 +287,8 @@ pub struct Batch {
     pub events: Vec<Event>,
     /// Per-event provenance, parallel to `events`, when the trace has it.
     pub provenance: Option<Vec<Provenance>>,
-    /// 1-based JSONL line, or 1-based batch number in a msgpack stream.
-    pub origin: u64,
+    /// 1-based JSONL line, or 1-based batch number in a msgpack stream (0 for generated).
+    pub origin: f64,
     /// Whether the exact captured payload bytes are kept.
     pub raw: bool,
 }
@@ -308,7 +308,7 @@ impl Batch {
                 .provenance
                 .as_ref()
                 .map(|ps| ps.iter().map(Provenance::from).collect()),
-            origin: batch.origin,
+            origin: batch.origin as f64,
             raw: batch.raw.is_some(),
         }
     }
