@@ -10,6 +10,7 @@ use kvscope_core::replay as kr;
 use serde::Serialize;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
 
 use crate::dto::hash_from_js;
 use crate::js::{js_error, to_js};
@@ -381,13 +382,45 @@ impl From<kr::BlockInfo> for BlockInfo {
     }
 }
 
-/// Parse optional options (`undefined` / `null` = defaults).
-pub(crate) fn parse_opts<T: serde::de::DeserializeOwned + Default>(
+/// An options object with a fixed set of keys.
+pub(crate) trait OptionKeys {
+    /// The keys it accepts.
+    const KEYS: &'static [&'static str];
+}
+
+impl OptionKeys for AnalyzeOptions {
+    const KEYS: &'static [&'static str] = &["consumers", "rules", "levels", "consumer_config"];
+}
+
+impl OptionKeys for ViolationFilterOptions {
+    const KEYS: &'static [&'static str] = &["rule", "consumer"];
+}
+
+/// Parse optional options (`undefined` / `null` = defaults). Unknown keys are errors naming
+/// them (serde-wasm-bindgen only reads the declared fields, so `deny_unknown_fields` alone
+/// would not see them).
+pub(crate) fn parse_opts<T: serde::de::DeserializeOwned + Default + OptionKeys>(
     value: JsValue,
     what: &str,
 ) -> Result<T, JsValue> {
     if value.is_undefined() || value.is_null() {
         return Ok(T::default());
+    }
+    if !value.is_object() || js_sys::Array::is_array(&value) {
+        return Err(js_error(&format!("invalid {what}: expected an object")));
+    }
+    for key in js_sys::Object::keys(value.unchecked_ref::<js_sys::Object>()).iter() {
+        let key = key.as_string().unwrap_or_default();
+        if !T::KEYS.contains(&key.as_str()) {
+            return Err(js_error(&format!(
+                "invalid {what}: unknown field `{key}`, expected one of {}",
+                T::KEYS
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
     }
     serde_wasm_bindgen::from_value(value).map_err(|e| js_error(&format!("invalid {what}: {e}")))
 }

@@ -9,7 +9,7 @@ use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
 use crate::js::{js_error, to_js};
-use crate::replay::parse_opts;
+use crate::replay::{parse_opts, OptionKeys};
 use crate::trace::Trace;
 
 /// Overrides applied to the scenario before it runs (the `kvscope generate` flags).
@@ -33,6 +33,16 @@ pub struct GenerateOptions {
     /// Wire hash format: `"int"` (vLLM's default) or `"bytes"` (raw 32-byte digests).
     #[tsify(type = "\"int\" | \"bytes\"", optional)]
     pub hash_format: Option<String>,
+}
+
+impl OptionKeys for GenerateOptions {
+    const KEYS: &'static [&'static str] = &[
+        "order",
+        "seed",
+        "python_hash_seed",
+        "none_hash_seed",
+        "hash_format",
+    ];
 }
 
 impl GenerateOptions {

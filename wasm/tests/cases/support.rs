@@ -61,3 +61,47 @@ pub fn thrown<T: std::fmt::Debug>(r: Result<T, JsValue>) -> (js_sys::Error, Stri
     let msg = String::from(e.message());
     (e, msg)
 }
+
+/// `JSON.parse(text)`: build option objects the way JS callers write them.
+pub fn json(text: &str) -> JsValue {
+    js_sys::JSON::parse(text).expect("valid JSON")
+}
+
+fn t16(k: u32) -> String {
+    let v: Vec<String> = (16 * k..16 * k + 16).map(|t| t.to_string()).collect();
+    format!("[{}]", v.join(", "))
+}
+
+/// A `BlockStored` JSON object (CPU, 16 tokens) with hashes written as raw JSON integers.
+pub fn stored(hash: &str, parent: &str, k: u32) -> String {
+    format!(
+        r#"{{"type": "BlockStored", "block_hashes": [{hash}], "parent_block_hash": {parent}, "token_ids": {}, "block_size": 16, "lora_id": null, "medium": "CPU", "lora_name": null}}"#,
+        t16(k)
+    )
+}
+
+/// A batch line.
+pub fn batch(seq: u64, events: &[String]) -> String {
+    format!(
+        r#"{{"source": "pod-a", "dp_rank": 0, "seq": {seq}, "ts": {}.0, "events": [{}]}}"#,
+        1_700_000_000 + seq,
+        events.join(", ")
+    )
+}
+
+/// The README example trace: a root (hash 2^64-1), then one CPU job announcing the child
+/// (2^53+1) before its parent (2^53).
+pub fn readme_jsonl() -> String {
+    [
+        batch(0, &[stored("18446744073709551615", "null", 0)]),
+        batch(
+            1,
+            &[
+                stored("9007199254740993", "9007199254740992", 2),
+                stored("9007199254740992", "18446744073709551615", 1),
+            ],
+        ),
+    ]
+    .join("\n")
+        + "\n"
+}
