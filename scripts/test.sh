@@ -24,7 +24,8 @@ wasm-pack test --node wasm -- --locked
 step "wasm package: wasm-pack test --headless --chrome"
 wasm-pack test --headless --chrome wasm -- --locked
 
-step "wasm package: build (nodejs, web; full and lean)"
+step "wasm package: build (nodejs, web; full and lean), README example + checks in Node"
 ./scripts/wasm-pkg.sh
+node tests/node/package-e2e.mjs
 
 step "all tests passed"

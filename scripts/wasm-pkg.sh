@@ -12,7 +12,7 @@ fi
 
 build() { # target out-dir [cargo args...]
   local target=$1 out=$2; shift 2
-  wasm-pack --log-level warn build wasm --release --target "$target" --out-dir "$out" -- --locked "$@"
+  wasm-pack --log-level warn build wasm --profile wasm-release --target "$target" --out-dir "$out" -- --locked "$@"
 }
 build nodejs pkg-node
 build web pkg-web
