@@ -528,6 +528,62 @@ fn every_builtin_simulates() {
     }
 }
 
+#[test]
+fn offload_prompt_only_and_max_offload_tokens() {
+    let t = run(&format!(
+        r#"{{"block_size":4,"requests":[{{"id":"a","token_ids":[{}],"max_tokens":9}}]}}"#,
+        tokens(8)
+    ));
+    assert_eq!(
+        t.event_count(),
+        2,
+        "decode blocks are not offloaded by default"
+    );
+    let t = run(&format!(
+        r#"{{"block_size":4,"requests":[{{"id":"a","token_ids":[{}],"max_offload_tokens":9}}]}}"#,
+        tokens(16)
+    ));
+    assert_eq!(chunk_orders(&t), vec![vec![0, 1]]);
+}
+
+#[test]
+fn cpu_hit_loads_then_stores_only_new_chunks() {
+    // no GPU prefix cache: b's shared 16 tokens hit the CPU tier → load job; b waits for the
+    // load (same-step completion) and is scheduled the next step from the loaded tokens.
+    let t = run(&format!(
+        r#"{{"block_size":4,"gpu_prefix_cache":false,"requests":[
+            {{"id":"a","token_ids":[{}]}},
+            {{"id":"b","shared_prefix":{{"request":"a","len":16}},"token_ids":[50,51,52,53,54,55,56,57],"arrival_step":2}}]}}"#,
+        tokens(16)
+    ));
+    let bs = batches(&t);
+    assert_eq!(bs.len(), 2);
+    assert_eq!(bs[1].ts, 1700000003.0, "b runs one step after its load");
+    assert_eq!(chunk_orders(&t), vec![vec![0, 1, 2, 3], vec![4, 5]]);
+}
+
+#[test]
+fn every_event_has_provenance_with_step() {
+    for b in crate::scenario::builtin::BUILTINS {
+        let t = simulate(&Scenario::from_json(b.json).unwrap()).unwrap();
+        for bt in t.batches() {
+            let p = bt.provenance.as_ref().unwrap();
+            assert_eq!(p.len(), bt.events.len());
+            for (e, p) in bt.events.iter().zip(p) {
+                let step = p.step.unwrap() as f64;
+                assert_eq!(bt.ts, s_ts(step));
+                if let KvEvent::BlockStored(_) = e {
+                    assert!(p.req_id.is_some(), "{}: {p:?}", b.name);
+                }
+            }
+        }
+    }
+}
+
+fn s_ts(step: f64) -> f64 {
+    1700000000.0 + step
+}
+
 // ----- property tests -----
 
 fn scenario_strategy() -> impl Strategy<Value = Scenario> {
