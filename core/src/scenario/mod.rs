@@ -171,9 +171,11 @@ pub struct CpuConfig {
     /// Whether the tier emits events at all.
     #[serde(default = "yes")]
     pub events: bool,
-    /// Pop tracker metadata on CPU removal (vLLM after #52068). Default `false`: the
-    /// ~2026-08-03 revision never pops (latent `Medium` vs `"CPU"` comparison bug).
-    #[serde(default)]
+    /// Pop tracker metadata on CPU removal. Default `true`: vLLM 0.28.0 pops unconditionally
+    /// and 0.29.0 pops when the last residency goes (`tests/fixtures/vllm/README.md`, finding
+    /// 2). `false` models the ~2026-08-03 source whose `event.medium == MEDIUM_CPU` test never
+    /// matched (reference §3.6).
+    #[serde(default = "yes")]
     pub pop_metadata_on_removal: bool,
 }
 
@@ -182,7 +184,7 @@ impl Default for CpuConfig {
         CpuConfig {
             capacity_chunks: default_cpu_capacity(),
             events: true,
-            pop_metadata_on_removal: false,
+            pop_metadata_on_removal: true,
         }
     }
 }

@@ -329,9 +329,6 @@ impl<'a> Engine<'a> {
         if full <= start {
             return;
         }
-        for h in &req.block_hashes[start..full] {
-            self.gpu_cache.insert(*h);
-        }
         if self.sc.gpu_events {
             for (g, grp) in self.sc.groups.iter().enumerate() {
                 let req = &self.reqs[r];
@@ -376,7 +373,8 @@ impl<'a> Engine<'a> {
         self.reqs[r].gpu_cached_blocks = full;
     }
 
-    /// GPU prefix-cache hit in tokens (full blocks, at most `num_tokens - 1`).
+    /// GPU prefix-cache hit in tokens: leading full blocks computed in an earlier step, at
+    /// most `num_tokens - 1` tokens (`get_computed_blocks`).
     fn gpu_prefix_hit(&self, r: usize) -> usize {
         if !self.sc.gpu_prefix_cache {
             return 0;
@@ -871,6 +869,11 @@ impl<'a> Engine<'a> {
         for (&r, &n) in &scheduled {
             let req = &mut self.reqs[r];
             req.num_computed += n;
+            // the GPU prefix cache serves these blocks from the next step on
+            let full = req.num_computed / self.bs;
+            for h in req.block_hashes.iter().take(full) {
+                self.gpu_cache.insert(*h);
+            }
             if req.num_computed >= req.num_tokens() {
                 req.append_output(&self.none_hash, self.bs);
                 if req.max_tokens.is_some_and(|m| req.num_outputs >= m) {
@@ -945,8 +948,12 @@ impl<'a> Engine<'a> {
                 continue;
             }
             if !self.reqs[r].tracked && self.reqs[r].num_computed == 0 {
-                // lookups and touch for their side effects; explicit schedules never load
-                let _ = self.get_num_new_matched_tokens(r, 0);
+                // GPU prefix hit from earlier steps, then lookups and touch for their side
+                // effects; explicit schedules never load (0 external tokens)
+                let hit = self.gpu_prefix_hit(r);
+                self.reqs[r].num_computed = hit;
+                self.reqs[r].gpu_cached_blocks = hit / self.bs;
+                let _ = self.get_num_new_matched_tokens(r, hit);
                 self.reqs[r].state = ReqState::Running;
                 self.waiting.retain(|&x| x != r);
                 self.running.push(r);
