@@ -584,6 +584,43 @@ fn s_ts(step: f64) -> f64 {
     1700000000.0 + step
 }
 
+// 11. Wire round trip of generated traces (map and legacy array), and byte-identical JSONL.
+#[test]
+fn generated_traces_round_trip_and_are_byte_identical() {
+    use crate::wire::{jsonl, msgpack, EventEncoding};
+    for b in crate::scenario::builtin::BUILTINS {
+        let s = Scenario::from_json(b.json).unwrap();
+        let t = simulate(&s).unwrap();
+        let text = jsonl::write_trace(&t);
+        assert_eq!(
+            text,
+            jsonl::write_trace(&simulate(&s).unwrap()),
+            "{}",
+            b.name
+        );
+        let back = jsonl::read_trace(text.as_bytes()).unwrap();
+        let (x, y): (Vec<_>, Vec<_>) = (t.batches().collect(), back.batches().collect());
+        assert_eq!(x.len(), y.len());
+        for (a, c) in x.iter().zip(&y) {
+            assert_eq!(
+                (&a.source, a.dp_rank, a.seq, a.ts, &a.events, &a.provenance),
+                (&c.source, c.dp_rank, c.seq, c.ts, &c.events, &c.provenance),
+                "{}",
+                b.name
+            );
+            for enc in [EventEncoding::Map, EventEncoding::Array] {
+                let bytes = msgpack::encode_batch(&a.to_wire(), enc);
+                assert_eq!(
+                    msgpack::decode_batch(&bytes).unwrap(),
+                    a.to_wire(),
+                    "{}",
+                    b.name
+                );
+            }
+        }
+    }
+}
+
 // ----- property tests -----
 
 fn scenario_strategy() -> impl Strategy<Value = Scenario> {
