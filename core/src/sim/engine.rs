@@ -94,6 +94,7 @@ pub struct Engine<'a> {
     bpc: usize,
     order: OrderMode,
     reqs: Vec<SimRequest>,
+    by_id: HashMap<String, usize>,
     running: Vec<usize>,
     waiting: Vec<usize>,
     finished_pending: Vec<usize>,
@@ -207,6 +208,11 @@ impl<'a> Engine<'a> {
             bs,
             bpc: sc.blocks_per_chunk as usize,
             order: sc.order,
+            by_id: reqs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.id.clone(), i))
+                .collect(),
             reqs,
             running: Vec::new(),
             waiting,
@@ -862,7 +868,7 @@ impl<'a> Engine<'a> {
             Some(s) => s
                 .finish
                 .iter()
-                .filter_map(|id| self.reqs.iter().position(|r| &r.id == id))
+                .filter_map(|id| self.by_id.get(id).copied())
                 .collect(),
             None => Vec::new(),
         };
@@ -941,7 +947,7 @@ impl<'a> Engine<'a> {
     fn schedule_explicit(&mut self, s: &StepSpec) -> IndexMap<usize, usize> {
         let mut out = IndexMap::new();
         for (id, &n) in &s.schedule {
-            let Some(r) = self.reqs.iter().position(|q| &q.id == id) else {
+            let Some(&r) = self.by_id.get(id) else {
                 continue;
             };
             if self.reqs[r].state == ReqState::Finished {
