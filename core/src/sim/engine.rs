@@ -16,7 +16,9 @@
 //!    then `take_events()`: GPU events, then connector events (primary tier first, then each
 //!    secondary tier in config order).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use indexmap::IndexMap;
 use rand::{Rng, SeedableRng};
@@ -80,7 +82,7 @@ struct TierJob {
 #[derive(Clone, Debug)]
 struct Tier {
     cfg: SecondaryTierConfig,
-    stored: HashSet<OffloadKey>,
+    stored: FxHashSet<OffloadKey>,
     jobs: Vec<TierJob>,
     events: Vec<(RawEvent, Ctx)>,
 }
@@ -94,11 +96,11 @@ pub struct Engine<'a> {
     bpc: usize,
     order: OrderMode,
     reqs: Vec<SimRequest>,
-    by_id: HashMap<String, usize>,
+    by_id: FxHashMap<String, usize>,
     running: Vec<usize>,
     waiting: Vec<usize>,
     finished_pending: Vec<usize>,
-    gpu_cache: HashSet<Digest>,
+    gpu_cache: FxHashSet<Digest>,
     cpu: CpuManager,
     tracker: EventsTracker,
     primary_events: Vec<(RawEvent, Ctx)>,
@@ -217,7 +219,7 @@ impl<'a> Engine<'a> {
             running: Vec::new(),
             waiting,
             finished_pending: Vec::new(),
-            gpu_cache: HashSet::new(),
+            gpu_cache: FxHashSet::default(),
             cpu: CpuManager::new(sc.cpu.capacity_chunks, sc.cpu.events),
             tracker: EventsTracker::new(
                 sc.self_describing_kv_events,
@@ -230,7 +232,7 @@ impl<'a> Engine<'a> {
                 .iter()
                 .map(|cfg| Tier {
                     cfg: cfg.clone(),
-                    stored: HashSet::new(),
+                    stored: FxHashSet::default(),
                     jobs: Vec::new(),
                     events: Vec::new(),
                 })
@@ -772,7 +774,7 @@ impl<'a> Engine<'a> {
             return;
         }
         self.touch(r);
-        let to_store: HashSet<OffloadKey> = out.keys_to_store.iter().copied().collect();
+        let to_store: FxHashSet<OffloadKey> = out.keys_to_store.iter().copied().collect();
         for (g, c, k) in &candidates {
             if to_store.contains(k) && self.is_full_attention(*g as usize) {
                 let meta = self.chunk_meta(r, *g, *c);
@@ -1112,8 +1114,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Offload key → (request id, chunk index) for every request (tests).
-    pub fn key_index(&self) -> HashMap<OffloadKey, (String, usize)> {
-        let mut m = HashMap::new();
+    pub fn key_index(&self) -> FxHashMap<OffloadKey, (String, usize)> {
+        let mut m = FxHashMap::default();
         for req in &self.reqs {
             for g in 0..self.sc.groups.len() {
                 for c in 0..req.num_keys(self.bpc) {
