@@ -24,3 +24,6 @@ pub mod wire;
 pub use event::{BlockRemoved, BlockStored, KvEvent, KvEventBatch};
 pub use hash::BlockHash;
 pub use trace::{Trace, TraceBatch, TraceRecord};
+pub mod analysis;
+pub mod consumers;
+pub mod replay;
