@@ -337,6 +337,11 @@ impl<'a> Engine<'a> {
         if full <= start {
             return;
         }
+        // allocate_slots caches the blocks at allocation: later requests of the same step
+        // already hit them (upstream fixture h_two_requests_one_step)
+        for h in &req.block_hashes[start..full] {
+            self.gpu_cache.insert(*h);
+        }
         if self.sc.gpu_events {
             for (g, grp) in self.sc.groups.iter().enumerate() {
                 let req = &self.reqs[r];
@@ -381,8 +386,8 @@ impl<'a> Engine<'a> {
         self.reqs[r].gpu_cached_blocks = full;
     }
 
-    /// GPU prefix-cache hit in tokens: leading full blocks computed in an earlier step, at
-    /// most `num_tokens - 1` tokens (`get_computed_blocks`).
+    /// GPU prefix-cache hit in tokens: leading full blocks already allocated (cached) by any
+    /// request, this step included, at most `num_tokens - 1` tokens (`get_computed_blocks`).
     fn gpu_prefix_hit(&self, r: usize) -> usize {
         if !self.sc.gpu_prefix_cache {
             return 0;
@@ -877,11 +882,6 @@ impl<'a> Engine<'a> {
         for (&r, &n) in &scheduled {
             let req = &mut self.reqs[r];
             req.num_computed += n;
-            // the GPU prefix cache serves these blocks from the next step on
-            let full = req.num_computed / self.bs;
-            for h in req.block_hashes.iter().take(full) {
-                self.gpu_cache.insert(*h);
-            }
             if req.num_computed >= req.num_tokens() {
                 req.append_output(&self.none_hash, self.bs);
                 if req.max_tokens.is_some_and(|m| req.num_outputs >= m) {
