@@ -469,7 +469,13 @@ impl<'a> Reader<'a> {
 
     fn be(&mut self, n: usize, what: &str) -> Res<u64> {
         let s = self.take(n, what)?;
-        Ok(s.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+        Ok(match *s {
+            [a] => u64::from(a),
+            [a, b] => u64::from(u16::from_be_bytes([a, b])),
+            [a, b, c, d] => u64::from(u32::from_be_bytes([a, b, c, d])),
+            [a, b, c, d, e, f, g, h] => u64::from_be_bytes([a, b, c, d, e, f, g, h]),
+            _ => s.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)),
+        })
     }
 
     /// Read a marker; returns it with its offset.
