@@ -1,5 +1,5 @@
 //! The capture loop: SUB sockets → frame validation → sequence tracking → gap recovery over
-//! the replay socket → JSON Lines trace, flushed after every live message.
+//! the replay socket → JSON Lines trace, flushed after every record.
 //!
 //! One publisher per (endpoint, DP rank), as vLLM binds one `ZmqEventPublisher` per
 //! data-parallel rank at `PORT + rank` (`offset_endpoint_port`). Sequence numbers are tracked
@@ -356,6 +356,12 @@ fn note(kind: &str, fields: Value) -> TraceRecord {
     TraceRecord::Other(v)
 }
 
+/// Write one record and flush it, so a killed capture loses at most the record in flight.
+fn emit<W: Write>(out: &mut TraceWriter<W>, record: TraceRecord) -> io::Result<()> {
+    out.write(record)?;
+    out.flush()
+}
+
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
@@ -442,8 +448,7 @@ impl Capture {
     ) -> Result<Stats, CaptureError> {
         let started = Instant::now();
         let deadline = self.config.duration.map(|d| started + d);
-        out.write(self.header())?;
-        out.flush()?;
+        emit(out, self.header())?;
         let mut next_progress = started + self.config.progress_interval;
         let reason = 'run: loop {
             if let Some(r) = self.stop_reason(stop, deadline) {
@@ -496,7 +501,6 @@ impl Capture {
                         }
                     };
                     self.handle(i, &frames, out, obs)?;
-                    out.flush()?;
                 }
             }
             if Instant::now() >= next_progress {
@@ -508,22 +512,24 @@ impl Capture {
         self.stats.elapsed = started.elapsed();
         self.stats.stop = Some(reason);
         let s = &self.stats;
-        out.write(note(
-            "capture-end",
-            json!({
-                "reason": reason.as_str(),
-                "batches": s.batches,
-                "events": s.events,
-                "replayed": s.replayed,
-                "gaps": s.gaps,
-                "gaps_recovered": s.gaps_recovered,
-                "missing": s.missing,
-                "resets": s.resets,
-                "malformed": s.malformed,
-                "seconds": s.elapsed.as_secs_f64(),
-            }),
-        ))?;
-        out.flush()?;
+        emit(
+            out,
+            note(
+                "capture-end",
+                json!({
+                    "reason": reason.as_str(),
+                    "batches": s.batches,
+                    "events": s.events,
+                    "replayed": s.replayed,
+                    "gaps": s.gaps,
+                    "gaps_recovered": s.gaps_recovered,
+                    "missing": s.missing,
+                    "resets": s.resets,
+                    "malformed": s.malformed,
+                    "seconds": s.elapsed.as_secs_f64(),
+                }),
+            ),
+        )?;
         obs.progress(&self.stats);
         Ok(self.stats.clone())
     }
@@ -563,10 +569,13 @@ impl Capture {
                     reason: e.to_string(),
                 });
                 let sizes: Vec<usize> = frames.iter().map(Vec::len).collect();
-                out.write(note(
-                    "malformed-message",
-                    json!({ "source": p.source, "endpoint": p.url, "frame_sizes": sizes, "reason": e.to_string() }),
-                ))?;
+                emit(
+                    out,
+                    note(
+                        "malformed-message",
+                        json!({ "source": p.source, "endpoint": p.url, "frame_sizes": sizes, "reason": e.to_string() }),
+                    ),
+                )?;
                 return Ok(());
             }
         };
@@ -582,10 +591,13 @@ impl Capture {
                     endpoint: p.url.clone(),
                     seq,
                 });
-                out.write(note(
-                    "joined-mid-stream",
-                    json!({ "source": p.source, "dp_rank": rank, "endpoint": p.url, "first_seq": seq }),
-                ))?;
+                emit(
+                    out,
+                    note(
+                        "joined-mid-stream",
+                        json!({ "source": p.source, "dp_rank": rank, "endpoint": p.url, "first_seq": seq }),
+                    ),
+                )?;
             }
             SeqStep::Gap { expected, received } => {
                 self.stats.gaps += 1;
@@ -601,7 +613,7 @@ impl Capture {
                     recovered: false,
                 };
                 obs.diagnostic(&Diagnostic::Reset { gap: gap.clone() });
-                out.write(TraceRecord::Gap(gap))?;
+                emit(out, TraceRecord::Gap(gap))?;
                 if received > 0 {
                     // The restarted publisher's first batches were sent before we reconnected.
                     self.stats.gaps += 1;
@@ -633,10 +645,13 @@ impl Capture {
                         obs.diagnostic(&Diagnostic::ReplayFailed {
                             reason: e.to_string(),
                         });
-                        out.write(note(
-                        "replay-failed",
-                        json!({ "source": self.pubs[i].source, "dp_rank": rank, "from_seq": start, "to_seq": end, "reason": e.to_string() }),
-                    ))?;
+                        emit(
+                            out,
+                            note(
+                                "replay-failed",
+                                json!({ "source": self.pubs[i].source, "dp_rank": rank, "from_seq": start, "to_seq": end, "reason": e.to_string() }),
+                            ),
+                        )?;
                         Vec::new()
                     }
                 }
@@ -666,7 +681,7 @@ impl Capture {
         while cursor < end {
             let next_present = batches.peek().map_or(end, |b| b.seq);
             if next_present > cursor {
-                out.write(TraceRecord::Gap(gap(cursor, next_present, false)))?;
+                emit(out, TraceRecord::Gap(gap(cursor, next_present, false)))?;
                 cursor = next_present;
                 continue;
             }
@@ -675,11 +690,10 @@ impl Capture {
                 run.push(b);
                 cursor += 1;
             }
-            out.write(TraceRecord::Gap(gap(
-                run.first().map_or(cursor, |b| b.seq),
-                cursor,
-                true,
-            )))?;
+            emit(
+                out,
+                TraceRecord::Gap(gap(run.first().map_or(cursor, |b| b.seq), cursor, true)),
+            )?;
             for b in run {
                 let decoded = msgpack::decode_batch(&b.payload);
                 self.write_payload(i, b.seq, &b.payload, decoded, true, out, obs)?;
@@ -711,16 +725,19 @@ impl Capture {
                 if via_replay {
                     self.stats.replayed += 1;
                 }
-                out.write(TraceRecord::Batch(TraceBatch {
-                    source: p.source.clone(),
-                    dp_rank: b.data_parallel_rank.or(p.port_rank),
-                    seq,
-                    ts: b.ts,
-                    events: b.events,
-                    provenance: None,
-                    raw: self.config.raw.then(|| payload.to_vec()),
-                    origin: 0,
-                }))?;
+                emit(
+                    out,
+                    TraceRecord::Batch(TraceBatch {
+                        source: p.source.clone(),
+                        dp_rank: b.data_parallel_rank.or(p.port_rank),
+                        seq,
+                        ts: b.ts,
+                        events: b.events,
+                        provenance: None,
+                        raw: self.config.raw.then(|| payload.to_vec()),
+                        origin: 0,
+                    }),
+                )?;
             }
             Err(e) => {
                 self.stats.malformed += 1;
@@ -730,18 +747,21 @@ impl Capture {
                     seq: Some(seq),
                     reason: reason.clone(),
                 });
-                out.write(note(
-                    "undecodable-payload",
-                    json!({
-                        "source": p.source,
-                        "dp_rank": p.rank_hint(None),
-                        "endpoint": p.url,
-                        "seq": seq,
-                        "replayed": via_replay,
-                        "reason": reason,
-                        "payload_base64": b64(payload),
-                    }),
-                ))?;
+                emit(
+                    out,
+                    note(
+                        "undecodable-payload",
+                        json!({
+                            "source": p.source,
+                            "dp_rank": p.rank_hint(None),
+                            "endpoint": p.url,
+                            "seq": seq,
+                            "replayed": via_replay,
+                            "reason": reason,
+                            "payload_base64": b64(payload),
+                        }),
+                    ),
+                )?;
             }
         }
         Ok(())

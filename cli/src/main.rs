@@ -19,6 +19,8 @@ enum Command {
     Convert(cmd::convert::Args),
     /// Generate a trace from a scenario file or a built-in scenario.
     Generate(cmd::generate::Args),
+    /// Record a trace from running vLLM engines' ZMQ KV-event publishers.
+    Capture(cmd::capture::Args),
 }
 
 fn main() {
@@ -26,6 +28,7 @@ fn main() {
     let result = match cli.command {
         Command::Convert(args) => cmd::convert::run(args),
         Command::Generate(args) => cmd::generate::run(args),
+        Command::Capture(args) => cmd::capture::run(args),
     };
     std::process::exit(exit::report(result));
 }
