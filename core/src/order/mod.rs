@@ -38,11 +38,9 @@ impl OrderMode {
     pub fn order(&self, keys_to_store: &[OffloadKey], job_id: u64) -> Vec<OffloadKey> {
         match *self {
             OrderMode::Fixed => JobKeys::from_keys(keys_to_store.iter().copied()).to_vec(),
-            OrderMode::Legacy { seed } => legacy::permute(
-                &JobKeys::from_keys(keys_to_store.iter().copied()).to_vec(),
-                seed,
-                job_id,
-            ),
+            OrderMode::Legacy { seed } => {
+                legacy::permute(&JobKeys::from_keys(keys_to_store.iter().copied()).to_vec(), seed, job_id)
+            }
             OrderMode::CPython { python_hash_seed } => {
                 cpython::set_of_set_order(keys_to_store, python_hash_seed)
             }

@@ -7,13 +7,7 @@ use super::{Location, WireError};
 /// Parse a JSON Lines trace.
 pub fn read_trace(bytes: &[u8]) -> Result<Trace, WireError> {
     let _ = bytes;
-    Err(WireError {
-        location: Location::Line {
-            line: 1,
-            column: None,
-        },
-        message: "JSONL reading not implemented yet".into(),
-    })
+    Err(WireError { location: Location::Line { line: 1, column: None }, message: "JSONL reading not implemented yet".into() })
 }
 
 /// Serialize a trace as JSON Lines (one record per line, `\n`-terminated).

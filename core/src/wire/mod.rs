@@ -28,10 +28,7 @@ pub enum Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Location::Line {
-                line,
-                column: Some(c),
-            } => write!(f, "line {line}, column {c}"),
+            Location::Line { line, column: Some(c) } => write!(f, "line {line}, column {c}"),
             Location::Line { line, column: None } => write!(f, "line {line}"),
             Location::Byte(o) => write!(f, "byte offset {o}"),
         }
