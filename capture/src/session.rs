@@ -348,8 +348,10 @@ fn unix_now() -> f64 {
         .unwrap_or(0.0)
 }
 
-fn note(kind: &str, fields: Value) -> TraceRecord {
-    let mut v = json!({ "note": kind });
+/// A non-batch line `{"kind": "note", "note": what, ...fields}`. It never has an `events` key,
+/// so readers that do not know it skip it (DECISIONS.md, trace model).
+fn note(what: &str, fields: Value) -> TraceRecord {
+    let mut v = json!({ "kind": "note", "note": what });
     if let (Some(obj), Value::Object(extra)) = (v.as_object_mut(), fields) {
         obj.extend(extra);
     }
@@ -518,15 +520,17 @@ impl Capture {
                 "capture-end",
                 json!({
                     "reason": reason.as_str(),
-                    "batches": s.batches,
-                    "events": s.events,
-                    "replayed": s.replayed,
-                    "gaps": s.gaps,
-                    "gaps_recovered": s.gaps_recovered,
-                    "missing": s.missing,
-                    "resets": s.resets,
-                    "malformed": s.malformed,
-                    "seconds": s.elapsed.as_secs_f64(),
+                    "stats": {
+                        "batches": s.batches,
+                        "events": s.events,
+                        "replayed": s.replayed,
+                        "gaps": s.gaps,
+                        "gaps_recovered": s.gaps_recovered,
+                        "missing": s.missing,
+                        "resets": s.resets,
+                        "malformed": s.malformed,
+                        "seconds": s.elapsed.as_secs_f64(),
+                    },
                 }),
             ),
         )?;
@@ -871,6 +875,7 @@ mod tests {
         let TraceRecord::Other(v) = note("x", json!({"a": 1})) else {
             panic!("not a note")
         };
-        assert_eq!(v, json!({"note": "x", "a": 1}));
+        assert_eq!(v, json!({"kind": "note", "note": "x", "a": 1}));
+        assert!(v.get("events").is_none());
     }
 }

@@ -110,7 +110,8 @@ fn plain_capture_records_every_batch_in_order() {
     let end = c.notes("capture-end");
     assert_eq!(end.len(), 1);
     assert_eq!(end[0]["reason"], "max-batches");
-    assert_eq!(end[0]["batches"], 10);
+    assert_eq!(end[0]["stats"]["batches"], 10);
+    assert_eq!(end[0]["stats"]["events"], 12);
     assert_flushed_per_record(&c);
 }
 

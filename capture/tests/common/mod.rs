@@ -208,15 +208,13 @@ impl Captured {
             .collect()
     }
 
-    /// Note lines (`TraceRecord::Other`) of the given kind.
-    pub fn notes(&self, kind: &str) -> Vec<&serde_json::Value> {
+    /// Note lines (`{"kind": "note", "note": what}`, read as `TraceRecord::Other`).
+    pub fn notes(&self, what: &str) -> Vec<&serde_json::Value> {
         self.trace
             .records
             .iter()
             .filter_map(|r| match r {
-                TraceRecord::Other(v) if v.get("note").and_then(|n| n.as_str()) == Some(kind) => {
-                    Some(v)
-                }
+                TraceRecord::Other(v) if v["kind"] == "note" && v["note"] == what => Some(v),
                 _ => None,
             })
             .collect()
