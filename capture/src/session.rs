@@ -50,6 +50,8 @@ pub struct CaptureConfig {
     pub replay_timeout: Duration,
     /// How often [`Observer::progress`] is called.
     pub progress_interval: Duration,
+    /// After this long, report each publisher nothing was received from (once).
+    pub silence_warning: Duration,
 }
 
 impl Default for CaptureConfig {
@@ -64,6 +66,7 @@ impl Default for CaptureConfig {
             duration: None,
             replay_timeout: Duration::from_secs(5),
             progress_interval: Duration::from_millis(250),
+            silence_warning: Duration::from_secs(5),
         }
     }
 }
@@ -144,7 +147,7 @@ impl Stats {
         let secs = self.elapsed.as_secs_f64();
         let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
         format!(
-            "{} batches, {} events, {} gaps ({} recovered, {} batches missing), {} resets, {} malformed | {:.1} batches/s, {:.1} events/s | {:.1} s",
+            "{} batches, {} events | gaps {} ({} recovered, {} batches missing), resets {}, malformed {} | {:.1} batches/s, {:.1} events/s | {:.1} s",
             self.batches,
             self.events,
             self.gaps,
@@ -192,6 +195,13 @@ pub enum Diagnostic {
         /// The first sequence number seen.
         seq: u64,
     },
+    /// Nothing arrived from a publisher within `silence_warning` of the start.
+    Silent {
+        /// The publisher's endpoint.
+        endpoint: String,
+        /// How long the capture has waited.
+        after: Duration,
+    },
     /// A replay request failed; the gap stays (partly) unrecovered.
     ReplayFailed {
         /// What went wrong.
@@ -225,6 +235,12 @@ impl fmt::Display for Diagnostic {
             Diagnostic::JoinedMidStream { endpoint, seq } => {
                 write!(f, "{endpoint}: joined mid-stream at seq {seq} (earlier batches predate the capture)")
             }
+            Diagnostic::Silent { endpoint, after } => write!(
+                f,
+                "{endpoint}: nothing received after {:.1} s (is the engine publishing there? check \
+                 its --kv-events-config endpoint, the port offset per DP rank, and --topic)",
+                after.as_secs_f64()
+            ),
             Diagnostic::ReplayFailed { reason } => write!(f, "replay failed: {reason}"),
         }
     }
@@ -260,6 +276,7 @@ struct Publisher {
     replay_url: Option<String>,
     tracker: SeqTracker,
     last_rank: Option<u32>,
+    heard: bool,
 }
 
 impl Publisher {
@@ -335,6 +352,7 @@ fn plan(config: &CaptureConfig) -> Result<Vec<Publisher>, CaptureError> {
                 replay_url: replay[i].map(|r| r.url_for_rank(rank)).transpose()?,
                 tracker: SeqTracker::new(),
                 last_rank: None,
+                heard: false,
             });
         }
     }
@@ -452,6 +470,7 @@ impl Capture {
         let deadline = self.config.duration.map(|d| started + d);
         emit(out, self.header())?;
         let mut next_progress = started + self.config.progress_interval;
+        let mut silence_check = Some(started + self.config.silence_warning);
         let reason = 'run: loop {
             if let Some(r) = self.stop_reason(stop, deadline) {
                 break r;
@@ -502,7 +521,17 @@ impl Capture {
                             })
                         }
                     };
+                    self.pubs[i].heard = true;
                     self.handle(i, &frames, out, obs)?;
+                }
+            }
+            if silence_check.is_some_and(|t| Instant::now() >= t) {
+                silence_check = None;
+                for p in self.pubs.iter().filter(|p| !p.heard) {
+                    obs.diagnostic(&Diagnostic::Silent {
+                        endpoint: p.url.clone(),
+                        after: started.elapsed(),
+                    });
                 }
             }
             if Instant::now() >= next_progress {
@@ -864,7 +893,9 @@ mod tests {
         };
         let line = s.status_line();
         assert!(
-            line.contains("10 batches, 40 events, 1 gaps (1 recovered"),
+            line.contains(
+                "10 batches, 40 events | gaps 1 (1 recovered, 0 batches missing), resets 0"
+            ),
             "{line}"
         );
         assert!(line.contains("5.0 batches/s, 20.0 events/s"), "{line}");

@@ -436,3 +436,31 @@ fn topic_filters_by_prefix() {
     assert_eq!(c.stats.stop, Some(StopReason::Duration));
     assert_eq!(c.trace.batches().count(), 0);
 }
+
+#[test]
+fn a_silent_endpoint_is_reported_and_the_duration_still_ends_the_run() {
+    // A port nobody listens on (bound, then released); ZMQ keeps reconnecting in the background.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ep: kvscope_capture::EndpointSpec = format!("idle=tcp://127.0.0.1:{port}").parse().unwrap();
+    let cfg = CaptureConfig {
+        silence_warning: Duration::from_millis(300),
+        ..config(vec![ep])
+    };
+    let c = capture_for(cfg, Some(5), Duration::from_millis(1000));
+    assert_eq!(c.stats.stop, Some(StopReason::Duration));
+    assert_eq!(c.trace.batches().count(), 0);
+    let silent: Vec<_> = c
+        .diagnostics
+        .iter()
+        .filter(|d| matches!(d, Diagnostic::Silent { .. }))
+        .collect();
+    assert_eq!(silent.len(), 1, "{:?}", c.diagnostics);
+    assert!(silent[0]
+        .to_string()
+        .contains(&format!("tcp://127.0.0.1:{port}: nothing received")));
+    assert_eq!(c.notes("capture-end")[0]["reason"], "duration");
+}
