@@ -378,7 +378,7 @@ fn note(what: &str, fields: Value) -> TraceRecord {
 
 /// Write one record and flush it, so a killed capture loses at most the record in flight.
 fn emit<W: Write>(out: &mut TraceWriter<W>, record: TraceRecord) -> io::Result<()> {
-    out.write(record)?;
+    out.write(&record)?;
     out.flush()
 }
 

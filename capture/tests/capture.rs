@@ -11,7 +11,7 @@ use kvscope_capture::{CaptureConfig, Diagnostic};
 use kvscope_core::event::KvEvent;
 use kvscope_core::hash::BlockHash;
 use kvscope_core::trace::{SeqGap, TraceRecord};
-use kvscope_core::wire::msgpack;
+use kvscope_core::wire::{msgpack, EventEncoding};
 
 /// The peer's hash of batch `i` of `lifetime` on `rank`.
 fn block_hash(rank: u64, lifetime: u64, i: u64) -> u64 {
@@ -135,6 +135,8 @@ fn raw_capture_keeps_the_exact_payload_bytes() {
             msgpack::decode_batch(raw).expect("raw payload decodes"),
             b.to_wire()
         );
+        // And kvscope's encoder reproduces msgspec's bytes exactly.
+        assert_eq!(msgpack::encode_batch(&b.to_wire(), EventEncoding::Map), raw);
     }
 }
 
