@@ -147,7 +147,8 @@ impl Stats {
         let secs = self.elapsed.as_secs_f64();
         let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
         format!(
-            "{} batches, {} events | gaps {} ({} recovered, {} batches missing), resets {}, malformed {} | {:.1} batches/s, {:.1} events/s | {:.1} s",
+            "{} batches, {} events | gaps {} ({} recovered, {} batches missing), resets {}, \
+             malformed {} | {:.1} batches/s, {:.1} events/s | {:.1} s",
             self.batches,
             self.events,
             self.gaps,
@@ -212,13 +213,28 @@ pub enum Diagnostic {
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Diagnostic::Malformed { endpoint, seq: Some(s), reason } => {
+            Diagnostic::Malformed {
+                endpoint,
+                seq: Some(s),
+                reason,
+            } => {
                 write!(f, "{endpoint}: skipped message seq {s}: {reason}")
             }
-            Diagnostic::Malformed { endpoint, seq: None, reason } => write!(f, "{endpoint}: skipped message: {reason}"),
-            Diagnostic::Gap { gap, recovered, missing } => write!(
+            Diagnostic::Malformed {
+                endpoint,
+                seq: None,
+                reason,
+            } => {
+                write!(f, "{endpoint}: skipped message: {reason}")
+            }
+            Diagnostic::Gap {
+                gap,
+                recovered,
+                missing,
+            } => write!(
                 f,
-                "{} (dp_rank {}): sequence gap: expected {}, received {}: {recovered} batches recovered, {missing} missing",
+                "{} (dp_rank {}): sequence gap: expected {}, received {}: \
+                 {recovered} batches recovered, {missing} missing",
                 gap.source,
                 rank_str(gap.dp_rank),
                 gap.expected_seq,
@@ -233,7 +249,11 @@ impl fmt::Display for Diagnostic {
                 gap.received_seq
             ),
             Diagnostic::JoinedMidStream { endpoint, seq } => {
-                write!(f, "{endpoint}: joined mid-stream at seq {seq} (earlier batches predate the capture)")
+                write!(
+                    f,
+                    "{endpoint}: joined mid-stream at seq {seq} \
+                     (earlier batches predate the capture)"
+                )
             }
             Diagnostic::Silent { endpoint, after } => write!(
                 f,
