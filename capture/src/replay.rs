@@ -34,6 +34,16 @@ pub enum ReplayError {
         /// Batches received before the timeout.
         received: usize,
     },
+    /// A reply's sequence number was below the request's start or not increasing.
+    #[error("replay socket {url}: reply seq {seq} out of order (expected >= {expected_at_least})")]
+    OutOfOrder {
+        /// The replay endpoint.
+        url: String,
+        /// The sequence number received.
+        seq: u64,
+        /// The lowest acceptable one.
+        expected_at_least: u64,
+    },
     /// A reply did not have the expected frames.
     #[error("replay socket {url}: malformed reply: {source}")]
     Malformed {
@@ -54,7 +64,7 @@ pub struct ReplayedBatch {
 }
 
 /// Ask `url` for the batches `start..end` (end exclusive) and return those it still has, in
-/// sequence order without duplicates. Reading stops at the end marker, at the first batch at
+/// strictly increasing sequence order. Reading stops at the end marker, at the first batch at
 /// or after `end`, or with [`ReplayError::Timeout`] when no reply comes within `timeout`.
 pub fn fetch_range(
     ctx: &zmq::Context,
@@ -105,16 +115,136 @@ pub fn fetch_range(
             }
             Ok(ReplayReply::End) => break,
             Ok(ReplayReply::Batch { seq, .. }) if seq >= end => break,
-            Ok(ReplayReply::Batch { seq, .. }) if seq < start => continue,
             Ok(ReplayReply::Batch { seq, payload }) => {
-                if out.last().is_none_or(|last| seq > last.seq) {
-                    out.push(ReplayedBatch {
+                // vLLM answers from its ring in publish order, all `>= start`: anything else
+                // is not vLLM's protocol, and stopping keeps a misbehaving peer from looping us.
+                let floor = out.last().map_or(start, |last| last.seq + 1);
+                if seq < floor {
+                    return Err(ReplayError::OutOfOrder {
+                        url: url.to_string(),
                         seq,
-                        payload: payload.to_vec(),
+                        expected_at_least: floor,
                     });
                 }
+                out.push(ReplayedBatch {
+                    seq,
+                    payload: payload.to_vec(),
+                });
             }
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ROUTER on `inproc://name` that answers one request with `replies` (each a list of
+    /// frames after the client id), or with nothing.
+    fn scripted_router(
+        ctx: &zmq::Context,
+        name: &str,
+        replies: Vec<Vec<Vec<u8>>>,
+    ) -> std::thread::JoinHandle<u64> {
+        let router = ctx.socket(zmq::ROUTER).unwrap();
+        router.bind(&format!("inproc://{name}")).unwrap();
+        std::thread::spawn(move || {
+            let req = router.recv_multipart(0).unwrap();
+            let [id, delim, start] = &req[..] else {
+                panic!("request frames: {req:?}")
+            };
+            assert!(delim.is_empty());
+            for r in replies {
+                let mut frames = vec![id.clone()];
+                frames.extend(r);
+                router.send_multipart(frames, 0).unwrap();
+            }
+            // Keep the socket open until the client gave up or finished.
+            std::thread::sleep(Duration::from_millis(300));
+            u64::from_be_bytes(start[..].try_into().unwrap())
+        })
+    }
+
+    fn batch(seq: u64, payload: &[u8]) -> Vec<Vec<u8>> {
+        vec![
+            vec![],
+            b"kv".to_vec(),
+            seq.to_be_bytes().to_vec(),
+            payload.to_vec(),
+        ]
+    }
+
+    fn end() -> Vec<Vec<u8>> {
+        vec![vec![], vec![], (-1i64).to_be_bytes().to_vec(), vec![]]
+    }
+
+    #[test]
+    fn returns_the_requested_range_and_sends_the_start() {
+        let ctx = zmq::Context::new();
+        let srv = scripted_router(
+            &ctx,
+            "ok",
+            vec![batch(3, b"a"), batch(4, b"b"), batch(5, b"c"), end()],
+        );
+        let got = fetch_range(&ctx, "inproc://ok", 3, 5, Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ReplayedBatch {
+                    seq: 3,
+                    payload: b"a".to_vec()
+                },
+                ReplayedBatch {
+                    seq: 4,
+                    payload: b"b".to_vec()
+                },
+            ]
+        );
+        assert_eq!(srv.join().unwrap(), 3);
+    }
+
+    #[test]
+    fn end_marker_before_the_range_is_complete_returns_what_exists() {
+        let ctx = zmq::Context::new();
+        let srv = scripted_router(&ctx, "short", vec![batch(7, b"x"), end()]);
+        let got = fetch_range(&ctx, "inproc://short", 5, 9, Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            got,
+            vec![ReplayedBatch {
+                seq: 7,
+                payload: b"x".to_vec()
+            }]
+        );
+        srv.join().unwrap();
+    }
+
+    #[test]
+    fn out_of_order_malformed_and_silent_peers_are_errors() {
+        let ctx = zmq::Context::new();
+        let srv = scripted_router(&ctx, "ooo", vec![batch(4, b"a"), batch(4, b"a"), end()]);
+        let e = fetch_range(&ctx, "inproc://ooo", 3, 9, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ReplayError::OutOfOrder {
+                    seq: 4,
+                    expected_at_least: 5,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        srv.join().unwrap();
+
+        let srv = scripted_router(&ctx, "bad", vec![vec![vec![], b"only".to_vec()]]);
+        let e = fetch_range(&ctx, "inproc://bad", 0, 9, Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(e, ReplayError::Malformed { .. }), "{e}");
+        srv.join().unwrap();
+
+        let srv = scripted_router(&ctx, "mute", vec![]);
+        let e = fetch_range(&ctx, "inproc://mute", 0, 9, Duration::from_millis(100)).unwrap_err();
+        assert!(matches!(e, ReplayError::Timeout { received: 0, .. }), "{e}");
+        srv.join().unwrap();
+    }
 }

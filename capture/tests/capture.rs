@@ -466,3 +466,46 @@ fn a_silent_endpoint_is_reported_and_the_duration_still_ends_the_run() {
         .contains(&format!("tcp://127.0.0.1:{port}: nothing received")));
     assert_eq!(c.notes("capture-end")[0]["reason"], "duration");
 }
+
+#[test]
+fn unanswered_replay_leaves_the_gap_marked_and_capture_goes_on() {
+    let peer = Peer::spawn(&[
+        "--mode",
+        "gap",
+        "--count",
+        "10",
+        "--gap-start",
+        "3",
+        "--gap-len",
+        "3",
+    ]);
+    // Nobody serves this replay endpoint: the request times out.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = CaptureConfig {
+        replay_endpoints: vec![format!("tcp://127.0.0.1:{port}").parse().unwrap()],
+        replay_timeout: Duration::from_millis(300),
+        ..config(vec![peer.endpoint(Some("e"))])
+    };
+    let c = capture(cfg, 7);
+    assert_eq!(c.stats.stop, Some(StopReason::MaxBatches));
+    assert_eq!(c.seq_ts("e", None), expected([0, 1, 2, 6, 7, 8, 9]));
+    assert_eq!(gaps(&c), vec![gap("e", Some(0), 3, 6, false)]);
+    let failed = c.notes("replay-failed");
+    assert_eq!(failed.len(), 1);
+    assert!(
+        failed[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no reply within"),
+        "{}",
+        failed[0]
+    );
+    assert!(c
+        .diagnostics
+        .iter()
+        .any(|d| matches!(d, Diagnostic::ReplayFailed { .. })));
+}

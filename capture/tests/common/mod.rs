@@ -234,7 +234,6 @@ pub fn capture_for(
 ) -> Captured {
     config.max_batches = max_batches;
     config.duration = Some(bound);
-    config.replay_timeout = Duration::from_secs(5);
     config.progress_interval = Duration::from_millis(50);
     let rec = Recorder::default();
     let mut writer = TraceWriter::new(rec.clone());
