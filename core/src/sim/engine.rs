@@ -135,13 +135,17 @@ impl<'a> Engine<'a> {
         let ngroups = sc.groups.len();
         let mut reqs: Vec<SimRequest> = Vec::with_capacity(spec.requests.len());
         let explicit = spec.steps.is_some();
+        let mut index: FxHashMap<&str, usize> = FxHashMap::default();
         for (i, r) in spec.requests.iter().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(mix(mix(sc.seed, engine_idx), i as u64));
             let mut tokens = Vec::new();
             if let Some(p) = &r.shared_prefix {
-                let other = reqs.iter().find(|o| o.id == p.request).ok_or_else(|| {
-                    SimError(format!("request {:?}: unknown shared_prefix", r.id))
-                })?;
+                let other = index
+                    .get(p.request.as_str())
+                    .map(|&j| &reqs[j])
+                    .ok_or_else(|| {
+                        SimError(format!("request {:?}: unknown shared_prefix", r.id))
+                    })?;
                 let n = (p.len as usize).min(other.num_prompt_tokens);
                 tokens.extend_from_slice(&other.tokens[..n]);
             }
@@ -199,6 +203,7 @@ impl<'a> Engine<'a> {
                 vocab: sc.scheduler.vocab_size,
             };
             req.update_hashes(&nh, bs);
+            index.insert(r.id.as_str(), reqs.len());
             reqs.push(req);
         }
         let mut waiting: Vec<usize> = (0..reqs.len()).collect();
