@@ -400,12 +400,12 @@ impl OptionKeys for ViolationFilterOptions {
 /// them (serde-wasm-bindgen only reads the declared fields, so `deny_unknown_fields` alone
 /// would not see them).
 pub(crate) fn parse_opts<T: serde::de::DeserializeOwned + Default + OptionKeys>(
-    value: JsValue,
+    value: Option<JsValue>,
     what: &str,
 ) -> Result<T, JsValue> {
-    if value.is_undefined() || value.is_null() {
+    let Some(value) = value.filter(|v| !v.is_undefined() && !v.is_null()) else {
         return Ok(T::default());
-    }
+    };
     if !value.is_object() || js_sys::Array::is_array(&value) {
         return Err(js_error(&format!("invalid {what}: expected an object")));
     }
@@ -464,7 +464,7 @@ impl ReplaySession {
         }
     }
 
-    fn filter(filter: JsValue) -> Result<kr::ViolationFilter, JsValue> {
+    fn filter(filter: Option<JsValue>) -> Result<kr::ViolationFilter, JsValue> {
         parse_opts::<ViolationFilterOptions>(filter, "violation filter")?
             .to_filter()
             .map_err(|m| js_error(&m))
@@ -478,7 +478,7 @@ impl ReplaySession {
     #[wasm_bindgen(constructor)]
     pub fn new(
         trace: &Trace,
-        #[wasm_bindgen(unchecked_param_type = "AnalyzeOptions")] options: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "AnalyzeOptions")] options: Option<JsValue>,
     ) -> Result<ReplaySession, JsValue> {
         let options: AnalyzeOptions = parse_opts(options, "analyze options")?;
         ReplaySession::from_trace(trace, &options).map_err(|m| js_error(&m))
@@ -523,7 +523,7 @@ impl ReplaySession {
     #[wasm_bindgen(js_name = nextViolation, unchecked_return_type = "number | null")]
     pub fn next_violation(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "ViolationFilterOptions")] filter: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ViolationFilterOptions")] filter: Option<JsValue>,
     ) -> Result<JsValue, JsValue> {
         let filter = Self::filter(filter)?;
         Ok(match self.inner.next_violation(&filter) {
@@ -540,7 +540,7 @@ impl ReplaySession {
     #[wasm_bindgen(js_name = previousViolation, unchecked_return_type = "number | null")]
     pub fn previous_violation(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "ViolationFilterOptions")] filter: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ViolationFilterOptions")] filter: Option<JsValue>,
     ) -> Result<JsValue, JsValue> {
         let filter = Self::filter(filter)?;
         Ok(match self.inner.prev_violation(&filter) {
@@ -633,7 +633,7 @@ impl Trace {
     #[wasm_bindgen(unchecked_return_type = "Analysis")]
     pub fn analyze(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "AnalyzeOptions")] options: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "AnalyzeOptions")] options: Option<JsValue>,
     ) -> Result<JsValue, JsValue> {
         let options: AnalyzeOptions = parse_opts(options, "analyze options")?;
         let config = options.to_config().map_err(|m| js_error(&m))?;
@@ -646,7 +646,7 @@ impl Trace {
     /// Open a replay session over a copy of this trace (same options as `analyze`).
     pub fn replay(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "AnalyzeOptions")] options: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "AnalyzeOptions")] options: Option<JsValue>,
     ) -> Result<ReplaySession, JsValue> {
         ReplaySession::new(self, options)
     }

@@ -159,7 +159,7 @@ pub fn builtin_scenario(name: &str) -> Result<String, JsValue> {
 #[wasm_bindgen]
 pub fn generate(
     #[wasm_bindgen(unchecked_param_type = "string | object")] scenario: JsValue,
-    #[wasm_bindgen(unchecked_param_type = "GenerateOptions")] options: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "GenerateOptions")] options: Option<JsValue>,
 ) -> Result<Trace, JsValue> {
     let options: GenerateOptions = parse_opts(options, "generate options")?;
     let spec = match scenario.as_string() {
