@@ -57,7 +57,10 @@ fn analyze_rules_and_levels_are_applied() {
     // undefined and null mean defaults (all four consumers).
     assert_eq!(len(&get(&t.analyze(None).unwrap(), "consumers")), 4);
     assert_eq!(
-        len(&get(&t.analyze(Some(JsValue::NULL)).unwrap(), "consumers")),
+        len(&get(
+            &t.analyze(Some(JsValue::NULL.unchecked_into())).unwrap(),
+            "consumers"
+        )),
         4
     );
 }

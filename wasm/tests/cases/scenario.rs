@@ -42,7 +42,7 @@ fn cpython_order_reorders_and_seeds_are_deterministic() {
     assert_ne!(a.to_jsonl(), fixed.to_jsonl());
     // A bigint seed works like a number.
     let legacy = |seed: JsValue| {
-        let o = json(r#"{"order": "legacy"}"#);
+        let o: kvscope_wasm::scenario::GenerateOptionsArg = json(r#"{"order": "legacy"}"#);
         js_sys::Reflect::set(&o, &JsValue::from_str("seed"), &seed).unwrap();
         generate(JsValue::from_str("legacy-vs-fixed"), Some(o))
             .unwrap()
@@ -58,7 +58,7 @@ fn cpython_order_reorders_and_seeds_are_deterministic() {
 fn custom_scenarios_from_text_or_object_and_errors() {
     let text = builtin_scenario("single-request").unwrap();
     let from_text = generate(JsValue::from_str(&text), None).unwrap();
-    let from_object = generate(json(&text), None).unwrap();
+    let from_object = generate(json::<JsValue>(&text), None).unwrap();
     assert_eq!(from_text.to_jsonl(), from_object.to_jsonl());
     assert_eq!(from_text.scenario().as_deref(), Some("single-request"));
     let (_, msg) = thrown(generate(JsValue::from_str("no-such-scenario"), None));
