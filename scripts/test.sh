@@ -28,4 +28,7 @@ step "wasm package: build (nodejs, web; full and lean), README example + checks 
 ./scripts/wasm-pkg.sh
 node tests/node/package-e2e.mjs
 
+step "wasm package: TypeScript declarations type-check (tsc --strict)"
+tsc -p tests/node
+
 step "all tests passed"
