@@ -199,7 +199,7 @@ impl Recorder for Recording {
     }
 
     fn lanes(&mut self, event: usize, consumer: usize, before: &Lanes, after: &Lanes) {
-        if before.ptr_eq(after) {
+        if before == after {
             return;
         }
         let mut changed: Vec<(LaneKey, LaneCounts)> = Vec::new();
