@@ -39,7 +39,7 @@ fn build_trace(n: usize) -> Trace {
         let ids: Vec<u64> = (0..8).map(|k| splitmix(first + k)).collect();
         for (k, h) in ids.iter().enumerate() {
             let idx = first + k as u64;
-            let parent = if idx % 64 == 0 {
+            let parent = if idx.is_multiple_of(64) {
                 None
             } else {
                 Some(splitmix(idx - 1))
@@ -48,7 +48,7 @@ fn build_trace(n: usize) -> Trace {
         }
         for (k, h) in ids.iter().enumerate() {
             let idx = first + k as u64;
-            let parent = if idx % 64 == 0 {
+            let parent = if idx.is_multiple_of(64) {
                 None
             } else {
                 Some(splitmix(idx - 1))

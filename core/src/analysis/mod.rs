@@ -350,6 +350,9 @@ impl Analysis {
     }
 }
 
+/// A callback receiving `(event index, consumer, verdict at delivery, resolutions)`.
+pub type VerdictSink<'a> = dyn FnMut(usize, ConsumerKind, &EventVerdict, &[Resolution]) + 'a;
+
 /// Analyse a trace.
 pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Analysis {
     run_inner(trace, config, None, None)
@@ -361,7 +364,7 @@ pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Analysis {
 pub fn analyze_with(
     trace: &Trace,
     config: &AnalysisConfig,
-    sink: &mut dyn FnMut(usize, ConsumerKind, &EventVerdict, &[Resolution]),
+    sink: &mut VerdictSink<'_>,
 ) -> Analysis {
     run_inner(trace, config, Some(sink), None)
 }
@@ -464,7 +467,7 @@ struct LossTrack {
 pub(crate) fn run_inner(
     trace: &Trace,
     config: &AnalysisConfig,
-    mut sink: Option<&mut dyn FnMut(usize, ConsumerKind, &EventVerdict, &[Resolution])>,
+    mut sink: Option<&mut VerdictSink<'_>>,
     mut recorder: Option<&mut dyn Recorder>,
 ) -> Analysis {
     let index = EventIndex::build(trace);

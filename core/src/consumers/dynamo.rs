@@ -92,6 +92,9 @@ struct EdgeOwners {
     owners: Arc<[Worker]>,
 }
 
+/// A lower-tier owner's blocks: `hash → ((parent, local hash), kvscope tier id)`.
+type OwnerBlocks = Map<u64, ((Option<u64>, u64), u32)>;
+
 /// The Dynamo model.
 #[derive(Clone, Debug)]
 pub struct Dynamo {
@@ -106,7 +109,7 @@ pub struct Dynamo {
     /// Lower tiers: `edges[(tier, parent, local)]`.
     edges: Map<(StorageTier, Option<u64>, u64), EdgeOwners>,
     /// Lower tiers: `worker_blocks[(tier, worker)][hash] = (parent, local)`.
-    worker_blocks: Map<(StorageTier, Worker), Map<u64, ((Option<u64>, u64), u32)>>,
+    worker_blocks: Map<(StorageTier, Worker), OwnerBlocks>,
     lanes: Lanes,
 }
 
@@ -185,7 +188,7 @@ impl Dynamo {
     fn new_node(&mut self, blocks: &[(u64, u64)], parent: Option<NodeId>) -> NodeId {
         let id = self.next_node;
         self.next_node += 1;
-        let edge: Vec<(u64, u64)> = blocks.iter().copied().collect();
+        let edge: Vec<(u64, u64)> = blocks.to_vec();
         let edge_index = blocks.iter().enumerate().map(|(i, b)| (b.1, i)).collect();
         self.nodes.insert(
             id,

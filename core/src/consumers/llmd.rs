@@ -119,7 +119,7 @@ impl Llmd {
             let bs = e.block_size as usize;
             if !e.token_ids.is_empty()
                 && (bs == 0
-                    || e.token_ids.len() % bs != 0
+                    || !e.token_ids.len().is_multiple_of(bs)
                     || e.token_ids.len() / bs != hashes.len())
             {
                 self.dropped(lane, hashes.len());

@@ -182,10 +182,7 @@ impl Sglang {
         }
         let mut cur = id;
         let mut owners: Arc<[(Worker, u32)]> = left.into();
-        loop {
-            let Some(mut node) = self.nodes.get(&cur).cloned() else {
-                break;
-            };
+        while let Some(mut node) = self.nodes.get(&cur).cloned() {
             node.owners = owners.clone();
             if !node.owners.is_empty() || node.children > 0 || cur == ROOT {
                 self.nodes.insert(cur, node);
