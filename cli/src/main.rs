@@ -19,6 +19,12 @@ enum Command {
     Convert(cmd::convert::Args),
     /// Generate a trace from a scenario file or a built-in scenario.
     Generate(cmd::generate::Args),
+    /// Lint a trace's event order and report what each router model loses.
+    Check(cmd::check::Args),
+    /// Print one JSON line per event with a router model's verdict.
+    Verdicts(cmd::verdicts::Args),
+    /// Compare two traces of the same scenario (e.g. legacy vs fixed order).
+    Diff(cmd::diff::Args),
 }
 
 fn main() {
@@ -26,6 +32,9 @@ fn main() {
     let result = match cli.command {
         Command::Convert(args) => cmd::convert::run(args),
         Command::Generate(args) => cmd::generate::run(args),
+        Command::Check(args) => cmd::check::run(args),
+        Command::Verdicts(args) => cmd::verdicts::run(args),
+        Command::Diff(args) => cmd::diff::run(args),
     };
     std::process::exit(exit::report(result));
 }

@@ -26,7 +26,8 @@ impl BlockHash {
             BlockHash::Int(v) => *v,
             BlockHash::Bytes(b) => {
                 let tail = &b[b.len().saturating_sub(8)..];
-                tail.iter().fold(0u64, |acc, byte| (acc << 8) | u64::from(*byte))
+                tail.iter()
+                    .fold(0u64, |acc, byte| (acc << 8) | u64::from(*byte))
             }
         }
     }

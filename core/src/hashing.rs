@@ -65,7 +65,11 @@ fn sha256_of_cbor(value: &Value) -> Digest {
 }
 
 /// The canonical CBOR bytes vLLM hashes for one block: `(parent or NONE_HASH, tokens, extra)`.
-pub fn block_cbor(parent: &Digest, tokens: &[TokenId], extra_keys: Option<&[ExtraValue]>) -> Vec<u8> {
+pub fn block_cbor(
+    parent: &Digest,
+    tokens: &[TokenId],
+    extra_keys: Option<&[ExtraValue]>,
+) -> Vec<u8> {
     let value = block_value(parent, tokens, extra_keys);
     let mut buf = Vec::with_capacity(64 + tokens.len() * 3);
     ciborium::into_writer(&value, &mut buf).expect("CBOR encoding into a Vec is infallible");
@@ -100,7 +104,11 @@ pub fn hash_block_tokens(
     tokens: &[TokenId],
     extra_keys: Option<&[ExtraValue]>,
 ) -> Digest {
-    sha256_of_cbor(&block_value(parent.unwrap_or(none_hash), tokens, extra_keys))
+    sha256_of_cbor(&block_value(
+        parent.unwrap_or(none_hash),
+        tokens,
+        extra_keys,
+    ))
 }
 
 /// Per-request inputs to `generate_block_hash_extra_keys` that kvscope models.
@@ -189,7 +197,10 @@ mod tests {
     fn block_zero_cbor() {
         let nh = none_hash(DEFAULT_NONE_HASH_SEED);
         let cbor = block_cbor(&nh, &[1, 2, 3, 4], None);
-        assert_eq!(hex::encode(cbor), format!("835820{NONE_DEFAULT}8401020304f6"));
+        assert_eq!(
+            hex::encode(cbor),
+            format!("835820{NONE_DEFAULT}8401020304f6")
+        );
     }
 
     #[test]
@@ -237,7 +248,10 @@ mod tests {
         let nh = none_hash(DEFAULT_NONE_HASH_SEED);
         let extra = [
             ExtraValue::Str("my-lora".into()),
-            ExtraValue::Array(vec![ExtraValue::Str("mm-hash-abc".into()), ExtraValue::UInt(0)]),
+            ExtraValue::Array(vec![
+                ExtraValue::Str("mm-hash-abc".into()),
+                ExtraValue::UInt(0),
+            ]),
             ExtraValue::Str("salt".into()),
         ];
         let cbor = block_cbor(&nh, &[1, 2], Some(&extra));
@@ -258,7 +272,10 @@ mod tests {
         };
         assert_eq!(
             x.for_block(0),
-            Some(vec![ExtraValue::Str("a".into()), ExtraValue::Str("s".into())])
+            Some(vec![
+                ExtraValue::Str("a".into()),
+                ExtraValue::Str("s".into())
+            ])
         );
         assert_eq!(x.for_block(4), Some(vec![ExtraValue::Str("a".into())]));
         assert_eq!(ExtraKeyInputs::default().for_block(0), None);

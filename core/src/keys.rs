@@ -33,7 +33,12 @@ impl OffloadKey {
 
 impl std::fmt::Debug for OffloadKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "OffloadKey({}‖{})", &self.digest.to_hex()[..16], self.group_idx)
+        write!(
+            f,
+            "OffloadKey({}‖{})",
+            &self.digest.to_hex()[..16],
+            self.group_idx
+        )
     }
 }
 

@@ -8,6 +8,7 @@
 //! * [`keys`], [`order`]: offload keys, ordered job keys (the fix) and legacy set orders.
 //! * [`trace`]: the trace model (batches with source, seq and provenance).
 //! * [`wire`]: msgpack and JSON Lines codecs.
+//! * [`scenario`], [`sim`]: scenario files and the vLLM-faithful offload simulation.
 #![deny(missing_docs)]
 
 pub mod event;
@@ -15,9 +16,14 @@ pub mod hash;
 pub mod hashing;
 pub mod keys;
 pub mod order;
+pub mod scenario;
+pub mod sim;
 pub mod trace;
 pub mod wire;
 
 pub use event::{BlockRemoved, BlockStored, KvEvent, KvEventBatch};
 pub use hash::BlockHash;
 pub use trace::{Trace, TraceBatch, TraceRecord};
+pub mod analysis;
+pub mod consumers;
+pub mod replay;

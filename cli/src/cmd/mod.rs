@@ -1,4 +1,7 @@
 //! One module per subcommand.
 
+pub mod check;
 pub mod convert;
+pub mod diff;
 pub mod generate;
+pub mod verdicts;

@@ -5,6 +5,12 @@
 //!   unspecified order of the old `set[OffloadKey]`.
 //! * [`OrderMode::CPython`]: CPython 3.11's exact iteration order of `set(set(keys))` for
 //!   36-byte `bytes` keys under a given `PYTHONHASHSEED` (see [`cpython`]).
+//!
+//! Upstream: `TransferJobStatus.keys` in
+//! `vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py` was
+//! `set(set(store_output.keys_to_store))` before the fix and is an insertion-ordered,
+//! de-duplicated collection after it; `complete_store` emits one `BlockStored` per key in that
+//! order (`vllm-kv-events.md` §2 and Appendix item 1).
 
 pub mod cpython;
 pub mod legacy;
@@ -38,12 +44,82 @@ impl OrderMode {
     pub fn order(&self, keys_to_store: &[OffloadKey], job_id: u64) -> Vec<OffloadKey> {
         match *self {
             OrderMode::Fixed => JobKeys::from_keys(keys_to_store.iter().copied()).to_vec(),
-            OrderMode::Legacy { seed } => {
-                legacy::permute(&JobKeys::from_keys(keys_to_store.iter().copied()).to_vec(), seed, job_id)
-            }
+            OrderMode::Legacy { seed } => legacy::permute(keys_to_store, seed, job_id),
             OrderMode::CPython { python_hash_seed } => {
                 cpython::set_of_set_order(keys_to_store, python_hash_seed)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hashing::Digest;
+    use proptest::prelude::*;
+
+    fn mode_strategy() -> impl Strategy<Value = OrderMode> {
+        prop_oneof![
+            Just(OrderMode::Fixed),
+            any::<u64>().prop_map(|seed| OrderMode::Legacy { seed }),
+            any::<u32>().prop_map(|python_hash_seed| OrderMode::CPython { python_hash_seed }),
+        ]
+    }
+
+    fn keys_strategy() -> impl Strategy<Value = Vec<OffloadKey>> {
+        // Small alphabet so duplicates are common; up to 120 keys crosses CPython resizes.
+        prop::collection::vec((0u8..100, 0u32..2), 0..120).prop_map(|v| {
+            v.into_iter()
+                .map(|(n, g)| OffloadKey::new(Digest([n; 32]), g))
+                .collect()
+        })
+    }
+
+    fn distinct_first_occurrence(keys: &[OffloadKey]) -> Vec<OffloadKey> {
+        let mut out: Vec<OffloadKey> = Vec::new();
+        for k in keys {
+            if !out.contains(k) {
+                out.push(*k);
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn every_mode_returns_exactly_the_distinct_keys(
+            mode in mode_strategy(), keys in keys_strategy(), job in any::<u64>()
+        ) {
+            let out = mode.order(&keys, job);
+            let distinct = distinct_first_occurrence(&keys);
+            prop_assert_eq!(out.len(), distinct.len());
+            let mut a = out.clone();
+            a.sort();
+            let mut b = distinct;
+            b.sort();
+            prop_assert_eq!(a, b);
+        }
+
+        #[test]
+        fn fixed_keeps_first_occurrence_order(keys in keys_strategy(), job in any::<u64>()) {
+            prop_assert_eq!(OrderMode::Fixed.order(&keys, job), distinct_first_occurrence(&keys));
+        }
+
+        #[test]
+        fn cpython_mode_ignores_job_id(keys in keys_strategy(), seed in any::<u32>(), a in any::<u64>(), b in any::<u64>()) {
+            let mode = OrderMode::CPython { python_hash_seed: seed };
+            prop_assert_eq!(mode.order(&keys, a), mode.order(&keys, b));
+        }
+    }
+
+    #[test]
+    fn serde_names() {
+        let json = serde_json::to_string(&OrderMode::CPython {
+            python_hash_seed: 0,
+        })
+        .unwrap();
+        assert_eq!(json, r#"{"mode":"cpython","python_hash_seed":0}"#);
+        let json = serde_json::to_string(&OrderMode::Legacy { seed: 3 }).unwrap();
+        assert_eq!(json, r#"{"mode":"legacy","seed":3}"#);
     }
 }

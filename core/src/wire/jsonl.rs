@@ -1,17 +1,847 @@
-//! The kvscope JSON Lines trace (`docs/trace-format.md`). To be completed: issue 2.
+//! The kvscope JSON Lines trace (`docs/trace-format.md`).
+//!
+//! One record per line, in delivery order:
+//!
+//! * batch line (has an `events` key), keys written in this order:
+//!   `{"source": "...", "dp_rank": 0, "seq": 3, "ts": 1700000000.5, "events": [...]}`, then the
+//!   optional `provenance` (array parallel to `events`) and `raw` (base64 of the exact msgpack
+//!   payload). Events are vLLM's map form with vLLM's field names (`type` first, defaulted
+//!   `None` fields omitted, non-defaulted `None` fields written as `null`); integer hashes are
+//!   JSON integers (parsed as `u64`, never through `f64`), bytes hashes lowercase hex strings.
+//! * `{"kind": "header", ...}` → [`TraceRecord::Header`], `{"kind": "gap", ...}` →
+//!   [`TraceRecord::Gap`]; any other line without `events` → [`TraceRecord::Other`], kept as is.
+//!
+//! Blank lines are skipped. Lines are written with `", "` / `": "` separators (the layout of
+//! Python's `json.dumps`). Unknown keys on a batch line are ignored by the reader.
 
-use crate::trace::Trace;
+use std::fmt;
+use std::io;
+
+use base64::Engine as _;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent, TokenId};
+use crate::hash::BlockHash;
+use crate::trace::{Provenance, SeqGap, Trace, TraceBatch, TraceHeader, TraceRecord};
 
 use super::{Location, WireError};
 
-/// Parse a JSON Lines trace.
+/// Parse a JSON Lines trace. Line numbers in errors (and in [`TraceBatch::origin`]) are 1-based.
 pub fn read_trace(bytes: &[u8]) -> Result<Trace, WireError> {
-    let _ = bytes;
-    Err(WireError { location: Location::Line { line: 1, column: None }, message: "JSONL reading not implemented yet".into() })
+    read_trace_with_progress(bytes, &mut |_| {})
+}
+
+/// [`read_trace`], calling `progress(bytes_done)` after each line.
+pub fn read_trace_with_progress(
+    bytes: &[u8],
+    progress: &mut dyn FnMut(usize),
+) -> Result<Trace, WireError> {
+    let mut records = Vec::new();
+    let mut done = 0usize;
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        let line_no = i as u64 + 1;
+        done += line.len() + 1;
+        progress(done.min(bytes.len()));
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        records.push(read_line(line, line_no)?);
+    }
+    Ok(Trace { records })
+}
+
+/// Parse one non-blank line (`line_no` is used for errors and [`TraceBatch::origin`]).
+pub fn read_line(line: &[u8], line_no: u64) -> Result<TraceRecord, WireError> {
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let parsed = LineRepr::deserialize(&mut de)
+        .and_then(|l| de.end().map(|()| l))
+        .map_err(|e| WireError {
+            location: Location::Line {
+                line: line_no,
+                column: Some(e.column() as u64),
+            },
+            message: strip_position(&e.to_string()).to_owned(),
+        })?;
+    parsed.into_record(line_no).map_err(|message| WireError {
+        location: Location::Line {
+            line: line_no,
+            column: None,
+        },
+        message,
+    })
 }
 
 /// Serialize a trace as JSON Lines (one record per line, `\n`-terminated).
 pub fn write_trace(trace: &Trace) -> String {
-    let _ = trace;
-    String::new()
+    let mut out = Vec::with_capacity(trace.event_count() * 200 + 64);
+    write_trace_into(&mut out, trace);
+    // serde_json only ever writes UTF-8.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Append a trace as JSON Lines to `out`.
+pub fn write_trace_into(out: &mut Vec<u8>, trace: &Trace) {
+    for r in &trace.records {
+        write_record(out, r);
+    }
+}
+
+/// Append one record as a `\n`-terminated line.
+pub fn write_record(out: &mut Vec<u8>, record: &TraceRecord) {
+    let mut ser = serde_json::Serializer::with_formatter(&mut *out, PySpaced);
+    // Writing to a Vec cannot fail; serialization of these types cannot fail either
+    // (non-finite floats are written as null).
+    let _ = match record {
+        TraceRecord::Batch(b) => BatchLine(b).serialize(&mut ser),
+        TraceRecord::Header(h) => tagged("header", h).serialize(&mut ser),
+        TraceRecord::Gap(g) => tagged("gap", g).serialize(&mut ser),
+        TraceRecord::Other(v) => v.serialize(&mut ser),
+    };
+    out.push(b'\n');
+}
+
+/// `{"kind": kind, ...fields of value}`.
+fn tagged<T: Serialize>(kind: &str, value: &T) -> Value {
+    let mut m = Map::new();
+    m.insert("kind".into(), Value::String(kind.into()));
+    if let Ok(Value::Object(fields)) = serde_json::to_value(value) {
+        m.extend(fields);
+    }
+    Value::Object(m)
+}
+
+/// serde_json adds " at line L column C" to messages; the location is reported separately.
+fn strip_position(msg: &str) -> &str {
+    match msg.rfind(" at line ") {
+        Some(i) if msg[i + 9..].contains(" column ") => &msg[..i],
+        _ => msg,
+    }
+}
+
+/// JSON layout of Python's `json.dumps` defaults: `", "` between items, `": "` after keys.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PySpaced;
+
+impl serde_json::ser::Formatter for PySpaced {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing.
+
+struct BatchLine<'a>(&'a TraceBatch);
+
+impl Serialize for BatchLine<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let b = self.0;
+        let n = 5 + usize::from(b.provenance.is_some()) + usize::from(b.raw.is_some());
+        let mut m = s.serialize_map(Some(n))?;
+        m.serialize_entry("source", &b.source)?;
+        m.serialize_entry("dp_rank", &b.dp_rank)?;
+        m.serialize_entry("seq", &b.seq)?;
+        m.serialize_entry("ts", &b.ts)?;
+        m.serialize_entry("events", &b.events)?;
+        if let Some(p) = &b.provenance {
+            m.serialize_entry("provenance", p)?;
+        }
+        if let Some(raw) = &b.raw {
+            m.serialize_entry(
+                "raw",
+                &base64::engine::general_purpose::STANDARD.encode(raw),
+            )?;
+        }
+        m.end()
+    }
+}
+
+/// vLLM's map form: `type` first, then declaration order; defaulted `None` fields omitted,
+/// non-defaulted `None` fields written as `null` (msgspec `omit_defaults`).
+impl Serialize for KvEvent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            KvEvent::BlockStored(e) => {
+                let n = 8
+                    + usize::from(e.extra_keys.is_some())
+                    + usize::from(e.group_idx.is_some())
+                    + usize::from(e.kv_cache_spec_kind.is_some())
+                    + usize::from(e.kv_cache_spec_sliding_window.is_some())
+                    + usize::from(e.locality.is_some())
+                    + usize::from(e.ownership.is_some());
+                let mut m = s.serialize_map(Some(n))?;
+                m.serialize_entry("type", "BlockStored")?;
+                m.serialize_entry("block_hashes", &e.block_hashes)?;
+                m.serialize_entry("parent_block_hash", &e.parent_block_hash)?;
+                m.serialize_entry("token_ids", &e.token_ids)?;
+                m.serialize_entry("block_size", &e.block_size)?;
+                m.serialize_entry("lora_id", &e.lora_id)?;
+                m.serialize_entry("medium", &e.medium)?;
+                m.serialize_entry("lora_name", &e.lora_name)?;
+                if let Some(k) = &e.extra_keys {
+                    m.serialize_entry("extra_keys", k)?;
+                }
+                if let Some(g) = &e.group_idx {
+                    m.serialize_entry("group_idx", g)?;
+                }
+                if let Some(k) = &e.kv_cache_spec_kind {
+                    m.serialize_entry("kv_cache_spec_kind", k)?;
+                }
+                if let Some(w) = &e.kv_cache_spec_sliding_window {
+                    m.serialize_entry("kv_cache_spec_sliding_window", w)?;
+                }
+                if let Some(l) = &e.locality {
+                    m.serialize_entry("locality", l)?;
+                }
+                if let Some(o) = &e.ownership {
+                    m.serialize_entry("ownership", o)?;
+                }
+                m.end()
+            }
+            KvEvent::BlockRemoved(e) => {
+                let n = 3
+                    + usize::from(e.group_idx.is_some())
+                    + usize::from(e.locality.is_some())
+                    + usize::from(e.ownership.is_some());
+                let mut m = s.serialize_map(Some(n))?;
+                m.serialize_entry("type", "BlockRemoved")?;
+                m.serialize_entry("block_hashes", &e.block_hashes)?;
+                m.serialize_entry("medium", &e.medium)?;
+                if let Some(g) = &e.group_idx {
+                    m.serialize_entry("group_idx", g)?;
+                }
+                if let Some(l) = &e.locality {
+                    m.serialize_entry("locality", l)?;
+                }
+                if let Some(o) = &e.ownership {
+                    m.serialize_entry("ownership", o)?;
+                }
+                m.end()
+            }
+            KvEvent::AllBlocksCleared => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("type", "AllBlocksCleared")?;
+                m.end()
+            }
+        }
+    }
+}
+
+/// JSON form of `extra_keys` values: nil → `null`, bool/int/float/str → themselves, arrays →
+/// arrays, bytes → `{"bytes": "<lowercase hex>"}`, maps → `{"map": [[k, v], ...]}`.
+impl Serialize for ExtraValue {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ExtraValue::Nil => s.serialize_unit(),
+            ExtraValue::Bool(b) => s.serialize_bool(*b),
+            ExtraValue::UInt(u) => s.serialize_u64(*u),
+            ExtraValue::Int(i) => s.serialize_i64(*i),
+            ExtraValue::Float(f) => s.serialize_f64(*f),
+            ExtraValue::Str(v) => s.serialize_str(v),
+            ExtraValue::Bytes(b) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("bytes", &hex::encode(b))?;
+                m.end()
+            }
+            ExtraValue::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for i in items {
+                    seq.serialize_element(i)?;
+                }
+                seq.end()
+            }
+            ExtraValue::Map(pairs) => {
+                struct Pairs<'a>(&'a [(ExtraValue, ExtraValue)]);
+                impl Serialize for Pairs<'_> {
+                    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+                        for (k, v) in self.0 {
+                            seq.serialize_element(&(k, v))?;
+                        }
+                        seq.end()
+                    }
+                }
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("map", &Pairs(pairs))?;
+                m.end()
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading.
+
+impl<'de> Deserialize<'de> for ExtraValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ExtraValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an extra_keys value (null, bool, number, string, array, {\"bytes\": hex} or {\"map\": [[k, v], ...]})")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<ExtraValue, E> {
+                Ok(ExtraValue::Nil)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<ExtraValue, E> {
+                Ok(ExtraValue::Nil)
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ExtraValue, E> {
+                Ok(ExtraValue::Bool(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ExtraValue, E> {
+                Ok(ExtraValue::UInt(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ExtraValue, E> {
+                Ok(if v < 0 {
+                    ExtraValue::Int(v)
+                } else {
+                    ExtraValue::UInt(v as u64)
+                })
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ExtraValue, E> {
+                Ok(ExtraValue::Float(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ExtraValue, E> {
+                Ok(ExtraValue::Str(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<ExtraValue, E> {
+                Ok(ExtraValue::Str(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<ExtraValue, A::Error> {
+                let mut v = Vec::with_capacity(a.size_hint().unwrap_or(0).min(64));
+                while let Some(x) = a.next_element()? {
+                    v.push(x);
+                }
+                Ok(ExtraValue::Array(v))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<ExtraValue, A::Error> {
+                let key: Option<String> = a.next_key()?;
+                let value = match key.as_deref() {
+                    Some("bytes") => {
+                        let h: String = a.next_value()?;
+                        let b = hex::decode(&h).map_err(|_| {
+                            de::Error::custom(format!("\"bytes\" value is not hex: {h:?}"))
+                        })?;
+                        ExtraValue::Bytes(b)
+                    }
+                    Some("map") => {
+                        let pairs: Vec<(ExtraValue, ExtraValue)> = a.next_value()?;
+                        ExtraValue::Map(pairs)
+                    }
+                    _ => {
+                        return Err(de::Error::custom(
+                            "an object in extra_keys must be {\"bytes\": hex} or {\"map\": [[k, v], ...]}",
+                        ))
+                    }
+                };
+                if a.next_key::<IgnoredAny>()?.is_some() {
+                    return Err(de::Error::custom(
+                        "an object in extra_keys must have exactly one key (\"bytes\" or \"map\")",
+                    ));
+                }
+                Ok(value)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize)]
+enum Tag {
+    BlockStored,
+    BlockRemoved,
+    AllBlocksCleared,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum Field {
+    Type,
+    BlockHashes,
+    ParentBlockHash,
+    TokenIds,
+    BlockSize,
+    LoraId,
+    Medium,
+    LoraName,
+    ExtraKeys,
+    GroupIdx,
+    KvCacheSpecKind,
+    KvCacheSpecSlidingWindow,
+    Locality,
+    Ownership,
+    #[serde(other)]
+    Unknown,
+}
+
+/// Read a map value, naming the field in the error.
+fn field<'de, A: MapAccess<'de>, T: Deserialize<'de>>(
+    a: &mut A,
+    name: &str,
+) -> Result<T, A::Error> {
+    a.next_value().map_err(|e| {
+        de::Error::custom(format_args!(
+            "field {name}: {}",
+            strip_position(&e.to_string())
+        ))
+    })
+}
+
+impl<'de> Deserialize<'de> for KvEvent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = KvEvent;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a KV event object with a \"type\" key")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<KvEvent, A::Error> {
+                let mut tag: Option<Tag> = None;
+                let mut block_hashes: Option<Vec<BlockHash>> = None;
+                let mut parent_block_hash: Option<BlockHash> = None;
+                let mut token_ids: Option<Vec<TokenId>> = None;
+                let mut block_size: Option<u32> = None;
+                let mut lora_id: Option<i64> = None;
+                let mut medium: Option<String> = None;
+                let mut lora_name: Option<String> = None;
+                let mut extra_keys: Option<Vec<Option<ExtraValue>>> = None;
+                let mut group_idx: Option<u32> = None;
+                let mut kv_cache_spec_kind: Option<String> = None;
+                let mut kv_cache_spec_sliding_window: Option<u64> = None;
+                let mut locality: Option<String> = None;
+                let mut ownership: Option<String> = None;
+                while let Some(k) = a.next_key::<Field>()? {
+                    match k {
+                        Field::Type => tag = Some(field(&mut a, "type")?),
+                        Field::BlockHashes => block_hashes = Some(field(&mut a, "block_hashes")?),
+                        Field::ParentBlockHash => {
+                            parent_block_hash = field(&mut a, "parent_block_hash")?
+                        }
+                        Field::TokenIds => token_ids = Some(field(&mut a, "token_ids")?),
+                        Field::BlockSize => block_size = Some(field(&mut a, "block_size")?),
+                        Field::LoraId => lora_id = field(&mut a, "lora_id")?,
+                        Field::Medium => medium = field(&mut a, "medium")?,
+                        Field::LoraName => lora_name = field(&mut a, "lora_name")?,
+                        Field::ExtraKeys => extra_keys = field(&mut a, "extra_keys")?,
+                        Field::GroupIdx => group_idx = field(&mut a, "group_idx")?,
+                        Field::KvCacheSpecKind => {
+                            kv_cache_spec_kind = field(&mut a, "kv_cache_spec_kind")?
+                        }
+                        Field::KvCacheSpecSlidingWindow => {
+                            kv_cache_spec_sliding_window =
+                                field(&mut a, "kv_cache_spec_sliding_window")?
+                        }
+                        Field::Locality => locality = field(&mut a, "locality")?,
+                        Field::Ownership => ownership = field(&mut a, "ownership")?,
+                        Field::Unknown => {
+                            a.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                let missing = |t: &str, f: &str| {
+                    de::Error::custom(format_args!("{t}: missing required field {f}"))
+                };
+                match tag {
+                    None => Err(de::Error::custom("event has no \"type\" key")),
+                    Some(Tag::BlockStored) => Ok(KvEvent::BlockStored(BlockStored {
+                        block_hashes: block_hashes
+                            .ok_or_else(|| missing("BlockStored", "block_hashes"))?,
+                        parent_block_hash,
+                        token_ids: token_ids.ok_or_else(|| missing("BlockStored", "token_ids"))?,
+                        block_size: block_size
+                            .ok_or_else(|| missing("BlockStored", "block_size"))?,
+                        lora_id,
+                        medium,
+                        lora_name,
+                        extra_keys,
+                        group_idx,
+                        kv_cache_spec_kind,
+                        kv_cache_spec_sliding_window,
+                        locality,
+                        ownership,
+                    })),
+                    Some(Tag::BlockRemoved) => Ok(KvEvent::BlockRemoved(BlockRemoved {
+                        block_hashes: block_hashes
+                            .ok_or_else(|| missing("BlockRemoved", "block_hashes"))?,
+                        medium,
+                        group_idx,
+                        locality,
+                        ownership,
+                    })),
+                    Some(Tag::AllBlocksCleared) => Ok(KvEvent::AllBlocksCleared),
+                }
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// `events`, naming the failing event's index.
+struct Events;
+
+impl<'de> DeserializeSeed<'de> for Events {
+    type Value = Vec<KvEvent>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Events {
+    type Value = Vec<KvEvent>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of events")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Vec<KvEvent>, A::Error> {
+        let mut v = Vec::with_capacity(a.size_hint().unwrap_or(0).min(4096));
+        loop {
+            let i = v.len();
+            match a.next_element::<KvEvent>() {
+                Ok(Some(e)) => v.push(e),
+                Ok(None) => return Ok(v),
+                Err(e) => {
+                    return Err(de::Error::custom(format_args!(
+                        "event {i}: {}",
+                        strip_position(&e.to_string())
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// A parsed line before it is classified.
+struct LineRepr {
+    events: Option<Vec<KvEvent>>,
+    rest: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for LineRepr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LineRepr;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object (one trace record per line)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<LineRepr, A::Error> {
+                let mut events = None;
+                let mut rest = Map::new();
+                while let Some(k) = a.next_key::<String>()? {
+                    if k == "events" {
+                        events = Some(a.next_value_seed(Events)?);
+                    } else {
+                        let v: Value = a.next_value()?;
+                        rest.insert(k, v);
+                    }
+                }
+                Ok(LineRepr { events, rest })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl LineRepr {
+    fn into_record(mut self, line_no: u64) -> Result<TraceRecord, String> {
+        let Some(events) = self.events else {
+            return Ok(self.other_record());
+        };
+        let rest = &mut self.rest;
+        let source = match rest.remove("source") {
+            Some(Value::String(s)) => s,
+            Some(v) => {
+                return Err(format!(
+                    "batch line: field source: expected a string, found {v}"
+                ))
+            }
+            None => return Err("batch line: missing field source".into()),
+        };
+        let dp_rank =
+            match rest.remove("dp_rank") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.as_u64().and_then(|r| u32::try_from(r).ok()).ok_or_else(
+                    || format!("batch line: field dp_rank: expected a u32 or null, found {v}"),
+                )?),
+            };
+        let seq = match rest.remove("seq") {
+            Some(v) => v.as_u64().ok_or_else(|| {
+                format!("batch line: field seq: expected an unsigned integer, found {v}")
+            })?,
+            None => return Err("batch line: missing field seq".into()),
+        };
+        let ts = match rest.remove("ts") {
+            Some(v) => v
+                .as_f64()
+                .ok_or_else(|| format!("batch line: field ts: expected a number, found {v}"))?,
+            None => return Err("batch line: missing field ts".into()),
+        };
+        let provenance = match rest.remove("provenance") {
+            None | Some(Value::Null) => None,
+            Some(v) => {
+                let p = Vec::<Provenance>::deserialize(v)
+                    .map_err(|e| format!("batch line: field provenance: {e}"))?;
+                if p.len() != events.len() {
+                    return Err(format!(
+                        "batch line: provenance has {} entries but events has {}",
+                        p.len(),
+                        events.len()
+                    ));
+                }
+                Some(p)
+            }
+        };
+        let raw = match rest.remove("raw") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(s.as_bytes())
+                    .map_err(|e| format!("batch line: field raw: invalid base64: {e}"))?,
+            ),
+            Some(v) => {
+                return Err(format!(
+                    "batch line: field raw: expected a base64 string, found {v}"
+                ))
+            }
+        };
+        Ok(TraceRecord::Batch(TraceBatch {
+            source,
+            dp_rank,
+            seq,
+            ts,
+            events,
+            provenance,
+            raw,
+            origin: line_no,
+        }))
+    }
+
+    fn other_record(self) -> TraceRecord {
+        let kind = self
+            .rest
+            .get("kind")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let strip_kind = |m: &Map<String, Value>| {
+            let mut m = m.clone();
+            m.remove("kind");
+            Value::Object(m)
+        };
+        // Only when no key would be lost on re-export; otherwise keep the line as is.
+        const HEADER_KEYS: [&str; 4] = ["kind", "kvscope", "scenario", "meta"];
+        const GAP_KEYS: [&str; 6] = [
+            "kind",
+            "source",
+            "dp_rank",
+            "expected_seq",
+            "received_seq",
+            "recovered",
+        ];
+        match kind.as_deref() {
+            Some("header") if only_keys(&self.rest, &HEADER_KEYS) => {
+                if let Ok(h) = TraceHeader::deserialize(strip_kind(&self.rest)) {
+                    return TraceRecord::Header(h);
+                }
+            }
+            Some("gap") if only_keys(&self.rest, &GAP_KEYS) => {
+                if let Ok(g) = SeqGap::deserialize(strip_kind(&self.rest)) {
+                    return TraceRecord::Gap(g);
+                }
+            }
+            _ => {}
+        }
+        TraceRecord::Other(Value::Object(self.rest))
+    }
+}
+
+fn only_keys(m: &Map<String, Value>, allowed: &[&str]) -> bool {
+    m.keys().all(|k| allowed.contains(&k.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"source": "pod-a", "dp_rank": 0, "seq": 3, "ts": 1700000000.5, "events": [{"type": "BlockStored", "block_hashes": [18446744073709551615, 9007199254740993], "parent_block_hash": null, "token_ids": [1, 2, 3, 4], "block_size": 4, "lora_id": null, "medium": "CPU", "lora_name": null, "group_idx": 0}, {"type": "BlockRemoved", "block_hashes": ["00ff"], "medium": "CPU"}, {"type": "AllBlocksCleared"}]}"#;
+
+    #[test]
+    fn batch_line_round_trips_byte_identically_and_keeps_u64_exact() {
+        let t = read_trace(LINE.as_bytes()).unwrap();
+        let b = t.batches().next().unwrap();
+        assert_eq!(b.source, "pod-a");
+        assert_eq!(
+            (b.dp_rank, b.seq, b.ts, b.origin),
+            (Some(0), 3, 1700000000.5, 1)
+        );
+        assert_eq!(
+            b.events[0].block_hashes(),
+            &[BlockHash::Int(u64::MAX), BlockHash::Int(9007199254740993)]
+        );
+        assert_eq!(
+            b.events[1].block_hashes(),
+            &[BlockHash::Bytes(vec![0, 0xff].into())]
+        );
+        assert_eq!(write_trace(&t), format!("{LINE}\n"));
+    }
+
+    #[test]
+    fn non_batch_lines_are_classified_and_blank_lines_skipped() {
+        let text = concat!(
+            "{\"kind\": \"header\", \"kvscope\": 1, \"scenario\": \"demo\"}\n",
+            "\n   \r\n",
+            "{\"kind\": \"gap\", \"source\": \"a\", \"expected_seq\": 3, \"received_seq\": 5}\r\n",
+            "{\"kind\": \"note\", \"z\": 1, \"a\": [true]}\n",
+            "{\"kind\": \"header\", \"kvscope\": 1, \"extra\": 2}\n",
+        );
+        let t = read_trace(text.as_bytes()).unwrap();
+        assert_eq!(t.records.len(), 4);
+        assert!(
+            matches!(&t.records[0], TraceRecord::Header(h) if h.scenario.as_deref() == Some("demo"))
+        );
+        match &t.records[1] {
+            TraceRecord::Gap(g) => {
+                assert_eq!(
+                    (g.expected_seq, g.received_seq, g.dp_rank, g.recovered),
+                    (3, 5, None, false)
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        // Unknown records (and headers with unknown keys) are kept verbatim, key order included.
+        let out = write_trace(&t);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[2], "{\"kind\": \"note\", \"z\": 1, \"a\": [true]}");
+        assert_eq!(
+            lines[3],
+            "{\"kind\": \"header\", \"kvscope\": 1, \"extra\": 2}"
+        );
+        assert_eq!(read_trace(out.as_bytes()).unwrap(), t);
+    }
+
+    #[test]
+    fn errors_name_line_column_event_and_field() {
+        let bad = LINE.replace("\"token_ids\": [1, 2, 3, 4]", "\"token_ids\": \"x\"");
+        let text = format!("{LINE}\n\n{bad}\n");
+        let err = read_trace(text.as_bytes()).unwrap_err();
+        match err.location {
+            Location::Line {
+                line: 3,
+                column: Some(c),
+            } => assert!(c > 100, "{c}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            err.message
+                .starts_with("event 0: field token_ids: invalid type: string \"x\""),
+            "{}",
+            err.message
+        );
+        let err = read_trace(b"{\"source\": \"a\", \"events\": []}").unwrap_err();
+        assert_eq!(err.to_string(), "line 1: batch line: missing field seq");
+        let err = read_trace(
+            b"{\"source\": \"a\", \"seq\": 1, \"ts\": 1.0, \"events\": [{\"type\": \"Nope\"}]}",
+        )
+        .unwrap_err();
+        assert!(
+            err.message
+                .contains("event 0: field type: unknown variant `Nope`"),
+            "{err}"
+        );
+        let err = read_trace(b"[1]").unwrap_err();
+        assert!(err.message.contains("a JSON object"), "{err}");
+        let err = read_trace(b"{\"a\": 1} x").unwrap_err();
+        assert_eq!(
+            err.location,
+            Location::Line {
+                line: 1,
+                column: Some(10)
+            }
+        );
+    }
+
+    #[test]
+    fn provenance_and_raw_travel_on_the_batch_line() {
+        let raw = vec![0x93, 0xcb, 0, 1, 2];
+        let t = Trace {
+            records: vec![TraceRecord::Batch(TraceBatch {
+                source: "s".into(),
+                dp_rank: None,
+                seq: 0,
+                ts: 1.0,
+                events: vec![KvEvent::AllBlocksCleared],
+                provenance: Some(vec![Provenance {
+                    tier: "GPU".into(),
+                    kind: crate::trace::ProvenanceKind::Reset,
+                    step: Some(4),
+                    ..Provenance::default()
+                }]),
+                raw: Some(raw),
+                origin: 1,
+            })],
+        };
+        let text = write_trace(&t);
+        assert_eq!(
+            text,
+            "{\"source\": \"s\", \"dp_rank\": null, \"seq\": 0, \"ts\": 1.0, \"events\": [{\"type\": \"AllBlocksCleared\"}], \"provenance\": [{\"tier\": \"GPU\", \"kind\": \"reset\", \"step\": 4}], \"raw\": \"k8sAAQI=\"}\n"
+        );
+        assert_eq!(read_trace(text.as_bytes()).unwrap(), t);
+        let mismatched = text.replace(
+            "\"events\": [{\"type\": \"AllBlocksCleared\"}]",
+            "\"events\": []",
+        );
+        let err = read_trace(mismatched.as_bytes()).unwrap_err();
+        assert!(
+            err.message
+                .contains("provenance has 1 entries but events has 0"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn extra_values_have_a_lossless_json_form() {
+        let v = ExtraValue::Array(vec![
+            ExtraValue::Str("lora".into()),
+            ExtraValue::Bytes(vec![0, 255]),
+            ExtraValue::Int(-5),
+            ExtraValue::UInt(u64::MAX),
+            ExtraValue::Float(1.0),
+            ExtraValue::Nil,
+            ExtraValue::Map(vec![(ExtraValue::Bool(true), ExtraValue::Array(vec![]))]),
+        ]);
+        let s = serde_json::to_string(&v).unwrap();
+        assert_eq!(
+            s,
+            r#"["lora",{"bytes":"00ff"},-5,18446744073709551615,1.0,null,{"map":[[true,[]]]}]"#
+        );
+        assert_eq!(serde_json::from_str::<ExtraValue>(&s).unwrap(), v);
+    }
 }

@@ -28,7 +28,10 @@ pub enum Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Location::Line { line, column: Some(c) } => write!(f, "line {line}, column {c}"),
+            Location::Line {
+                line,
+                column: Some(c),
+            } => write!(f, "line {line}, column {c}"),
             Location::Line { line, column: None } => write!(f, "line {line}"),
             Location::Byte(o) => write!(f, "byte offset {o}"),
         }
@@ -75,8 +78,17 @@ pub fn detect_format(bytes: &[u8]) -> InputFormat {
 /// Read a trace in either format. `source` names the publisher of a bare msgpack stream (the
 /// input file's stem, per DECISIONS.md); JSONL lines carry their own.
 pub fn read_trace(bytes: &[u8], source: &str) -> Result<Trace, WireError> {
+    read_trace_with_progress(bytes, source, &mut |_| {})
+}
+
+/// [`read_trace`], calling `progress(bytes_done)` as the input is consumed.
+pub fn read_trace_with_progress(
+    bytes: &[u8],
+    source: &str,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Trace, WireError> {
     match detect_format(bytes) {
-        InputFormat::Jsonl => jsonl::read_trace(bytes),
-        InputFormat::MsgpackStream => msgpack::decode_stream(bytes, source),
+        InputFormat::Jsonl => jsonl::read_trace_with_progress(bytes, progress),
+        InputFormat::MsgpackStream => msgpack::decode_stream_with_progress(bytes, source, progress),
     }
 }

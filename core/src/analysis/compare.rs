@@ -1,0 +1,123 @@
+//! Comparing two analyses of the same scenario (e.g. `legacy` vs `fixed` order): which
+//! violations and which consumer losses disappear, and which appear.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Analysis, Rule};
+
+/// A violation identified independently of event positions: rule, child's first block,
+/// missing parent.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ViolationKey {
+    /// The rule.
+    pub rule: Rule,
+    /// The child's first block hash (0 when the finding names none).
+    pub block: u64,
+    /// The parent (0 when none).
+    pub parent: u64,
+}
+
+/// Per rule: finding counts in A and B.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleDelta {
+    /// The rule.
+    pub rule: Rule,
+    /// Count in trace A.
+    pub a: usize,
+    /// Count in trace B.
+    pub b: usize,
+}
+
+/// Per consumer: losses in A and B and which lost blocks differ.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LossDelta {
+    /// The consumer.
+    pub consumer: String,
+    /// Blocks lost in A.
+    pub a_blocks_lost: usize,
+    /// Blocks lost in B.
+    pub b_blocks_lost: usize,
+    /// Events lost in A.
+    pub a_events_lost: usize,
+    /// Events lost in B.
+    pub b_events_lost: usize,
+    /// Block hashes lost in A but not in B.
+    pub disappeared: Vec<u64>,
+    /// Block hashes lost in B but not in A.
+    pub appeared: Vec<u64>,
+}
+
+/// The comparison of two traces.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceDiff {
+    /// Finding counts per rule (all rules, regardless of level).
+    pub rules: Vec<RuleDelta>,
+    /// Violations (all levels) present in A but not in B.
+    pub disappeared: Vec<ViolationKey>,
+    /// Violations present in B but not in A.
+    pub appeared: Vec<ViolationKey>,
+    /// Per consumer losses.
+    pub losses: Vec<LossDelta>,
+}
+
+fn keys(a: &Analysis) -> BTreeSet<ViolationKey> {
+    a.violations
+        .iter()
+        .map(|f| ViolationKey {
+            rule: f.rule,
+            block: f.hashes.first().copied().unwrap_or(0),
+            parent: f.parent.unwrap_or(0),
+        })
+        .collect()
+}
+
+/// Compare analysis `a` (e.g. legacy) with `b` (e.g. fixed).
+pub fn compare(a: &Analysis, b: &Analysis) -> TraceDiff {
+    let count = |x: &Analysis| {
+        let mut m: BTreeMap<Rule, usize> = BTreeMap::new();
+        for f in x
+            .violations
+            .iter()
+            .chain(x.findings.iter().filter(|f| !f.rule.is_reorder()))
+        {
+            *m.entry(f.rule).or_default() += 1;
+        }
+        m
+    };
+    let (ca, cb) = (count(a), count(b));
+    let rules = Rule::ALL
+        .into_iter()
+        .map(|r| RuleDelta {
+            rule: r,
+            a: ca.get(&r).copied().unwrap_or(0),
+            b: cb.get(&r).copied().unwrap_or(0),
+        })
+        .collect();
+    let (ka, kb) = (keys(a), keys(b));
+    let losses = a
+        .losses
+        .iter()
+        .filter_map(|la| {
+            let lb = b.losses.iter().find(|l| l.consumer == la.consumer)?;
+            let sa: BTreeSet<u64> = la.lost_hashes.iter().copied().collect();
+            let sb: BTreeSet<u64> = lb.lost_hashes.iter().copied().collect();
+            Some(LossDelta {
+                consumer: la.consumer.clone(),
+                a_blocks_lost: la.blocks_lost,
+                b_blocks_lost: lb.blocks_lost,
+                a_events_lost: la.events_lost,
+                b_events_lost: lb.events_lost,
+                disappeared: sa.difference(&sb).copied().collect(),
+                appeared: sb.difference(&sa).copied().collect(),
+            })
+        })
+        .collect();
+    TraceDiff {
+        rules,
+        disappeared: ka.difference(&kb).cloned().collect(),
+        appeared: kb.difference(&ka).cloned().collect(),
+        losses,
+    }
+}

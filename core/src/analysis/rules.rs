@@ -1,0 +1,205 @@
+//! Named lint rules, their one-line explanations and levels (`allow` / `warn` / `deny`).
+//!
+//! Defaults follow DECISIONS.md: `child-before-parent-in-job` and `seq-gap` deny, every other
+//! rule warns (cross-job, cross-tier and promotion order is not guaranteed by vLLM, so a correct
+//! multi-tier trace passes).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A lint rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    /// A child delivered before its parent within one transfer job.
+    ChildBeforeParentInJob,
+    /// A child delivered before its parent, the parent coming in a later job of the same tier.
+    ChildBeforeParentAcrossJobs,
+    /// A child delivered before its parent, the parent coming later in another tier only.
+    CrossTierReorder,
+    /// A child delivered before its parent, the parent coming later from another source only.
+    CrossSourceReorder,
+    /// A child-before-parent where a promotion job delivers the child or the parent.
+    PromotionReorder,
+    /// A parent that is never stored anywhere in the trace (trace starts mid-stream, or a
+    /// boundary never announced).
+    UnknownParent,
+    /// A removal of a hash the lane does not hold.
+    RemoveUnknown,
+    /// A store of a hash the lane already holds.
+    DoubleStore,
+    /// A hole in a publisher's sequence numbers, or a gap record.
+    SeqGap,
+    /// A consumer model lost stored blocks (dropped, misrooted, truncated or skipped).
+    ConsumerLoss,
+}
+
+impl Rule {
+    /// Every rule, in report order.
+    pub const ALL: [Rule; 10] = [
+        Rule::ChildBeforeParentInJob,
+        Rule::ChildBeforeParentAcrossJobs,
+        Rule::CrossTierReorder,
+        Rule::CrossSourceReorder,
+        Rule::PromotionReorder,
+        Rule::UnknownParent,
+        Rule::RemoveUnknown,
+        Rule::DoubleStore,
+        Rule::SeqGap,
+        Rule::ConsumerLoss,
+    ];
+
+    /// The rule's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::ChildBeforeParentInJob => "child-before-parent-in-job",
+            Rule::ChildBeforeParentAcrossJobs => "child-before-parent-across-jobs",
+            Rule::CrossTierReorder => "cross-tier-reorder",
+            Rule::CrossSourceReorder => "cross-source-reorder",
+            Rule::PromotionReorder => "promotion-reorder",
+            Rule::UnknownParent => "unknown-parent",
+            Rule::RemoveUnknown => "remove-unknown",
+            Rule::DoubleStore => "double-store",
+            Rule::SeqGap => "seq-gap",
+            Rule::ConsumerLoss => "consumer-loss",
+        }
+    }
+
+    /// One-line explanation.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Rule::ChildBeforeParentInJob => "a transfer job announced a child block before its parent; the ordering fix guarantees prefix order within a job",
+            Rule::ChildBeforeParentAcrossJobs => "a child was announced before its parent, which came in a later job of the same tier (not guaranteed by vLLM)",
+            Rule::CrossTierReorder => "a child was announced before its parent, which only came later in another tier",
+            Rule::CrossSourceReorder => "a child was announced before its parent, which only came later from another source",
+            Rule::PromotionReorder => "a child-before-parent involving a promotion job (secondary tier into the primary tier)",
+            Rule::UnknownParent => "a parent that is never stored anywhere in the trace: parent-strict routers drop the child and its descendants",
+            Rule::RemoveUnknown => "a block was removed from a tier that did not hold it",
+            Rule::DoubleStore => "a block was stored into a tier that already held it",
+            Rule::SeqGap => "batches are missing from a publisher's sequence (lost or restarted); routers without replay lose them",
+            Rule::ConsumerLoss => "a router model lost stored blocks (dropped orphan, misrooted, truncated or skipped)",
+        }
+    }
+
+    /// Whether this rule is a child-before-parent violation class.
+    pub fn is_reorder(self) -> bool {
+        matches!(
+            self,
+            Rule::ChildBeforeParentInJob
+                | Rule::ChildBeforeParentAcrossJobs
+                | Rule::CrossTierReorder
+                | Rule::CrossSourceReorder
+                | Rule::PromotionReorder
+        )
+    }
+
+    /// Default level.
+    pub fn default_level(self) -> Level {
+        match self {
+            Rule::ChildBeforeParentInJob | Rule::SeqGap => Level::Deny,
+            _ => Level::Warn,
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Rule {
+    type Err = RuleError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Rule::ALL
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| {
+                RuleError(format!(
+                    "unknown rule {s:?} (known: {})",
+                    Rule::ALL.map(Rule::name).join(", ")
+                ))
+            })
+    }
+}
+
+/// How a rule's findings count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Not reported.
+    Allow,
+    /// Reported; does not fail `check`.
+    Warn,
+    /// Reported; fails `check` (exit 1).
+    Deny,
+}
+
+impl Level {
+    /// The level's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Allow => "allow",
+            Level::Warn => "warn",
+            Level::Deny => "deny",
+        }
+    }
+}
+
+impl FromStr for Level {
+    type Err = RuleError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "allow" => Ok(Level::Allow),
+            "warn" => Ok(Level::Warn),
+            "deny" => Ok(Level::Deny),
+            _ => Err(RuleError(format!(
+                "unknown level {s:?} (allow, warn, deny)"
+            ))),
+        }
+    }
+}
+
+/// A bad rule or level name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RuleError(pub String);
+
+/// The level of every rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleLevels(pub BTreeMap<Rule, Level>);
+
+impl Default for RuleLevels {
+    fn default() -> Self {
+        RuleLevels(
+            Rule::ALL
+                .into_iter()
+                .map(|r| (r, r.default_level()))
+                .collect(),
+        )
+    }
+}
+
+impl RuleLevels {
+    /// The level of `rule`.
+    pub fn level(&self, rule: Rule) -> Level {
+        self.0.get(&rule).copied().unwrap_or(rule.default_level())
+    }
+
+    /// Set a level.
+    pub fn set(&mut self, rule: Rule, level: Level) {
+        self.0.insert(rule, level);
+    }
+
+    /// Apply an override written `NAME=allow|warn|deny`.
+    pub fn apply_override(&mut self, spec: &str) -> Result<(), RuleError> {
+        let (name, level) = spec
+            .split_once('=')
+            .ok_or_else(|| RuleError(format!("expected NAME=allow|warn|deny, got {spec:?}")))?;
+        self.set(name.trim().parse()?, level.trim().parse()?);
+        Ok(())
+    }
+}

@@ -1,0 +1,899 @@
+//! NVIDIA Dynamo's KV router, as published in `dynamo-kv-router` 1.6.1 (reference
+//! `kv-event-consumers.md` §5).
+//!
+//! * Conversion (`src/zmq_wire/convert.rs` `convert_event`): `locality` REMOTE/unknown and
+//!   unknown media are dropped; a duplicate hash in a store (parent included) turns the event
+//!   into an empty `Removed` (a no-op); `create_stored_blocks` stops at the first block whose
+//!   size differs from `kv_block_size` or whose tokens run short (truncation). Byte hashes do
+//!   not deserialize (`zmq_wire/types.rs` `BlockHashValue`).
+//! * Device tier (`src/indexer/radix_tree.rs` `RadixTree` with
+//!   `src/indexer/compressed_radix.rs` `NodeState`): compressed edges of
+//!   `(LocalBlockHash, ExternalSequenceBlockHash)` with a per-worker coverage cutoff and a
+//!   per-`(worker, dp_rank)` lookup. Unknown parent ⇒ `ParentBlockNotFound`, whole event
+//!   dropped; removing a block uncovers it and every later block of its edge (its chain);
+//!   an unknown hash ⇒ `BlockNotFound` while the known ones are still removed; `Cleared` ⇒
+//!   `remove_worker_dp_rank`.
+//! * Lower tiers (`src/indexer/lower_tier.rs` `LowerTierIndexer`, one per `StorageTier`):
+//!   edges `(parent_hash, local_hash) → child` with owners, no parent check (orphans are
+//!   stored), an edge conflict stops the rest of the chain, unknown removals are skipped.
+//!
+//! Modelling choice: the device tree is kept per `(worker, dp_rank)` (one forest per worker
+//! with the same edge/cutoff/split/extend rules). The real tree shares nodes between workers,
+//! which only changes where edges split when several workers store the same tokens; the
+//! verdicts of a single worker's stream are the same.
+
+use std::sync::Arc;
+
+use imbl::{HashMap, Vector};
+
+use super::{
+    bump, content_hash, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Resolution,
+    VerdictKind,
+};
+use crate::event::{BlockRemoved, BlockStored, KvEvent};
+
+/// `(worker, dp_rank)`: interned source id and rank.
+type Worker = (u32, u32);
+type NodeId = u64;
+
+/// Dynamo's `StorageTier` (`protocols.rs` `StorageTier::from_kv_medium`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StorageTier {
+    /// `GPU`, `DEVICE`, or no medium.
+    Device,
+    /// `CPU`, `CPU_PINNED`, `CPU_TIER1`.
+    HostPinned,
+    /// `CPU_TIER2`, `DISK`, `NVME`, `STORAGE`.
+    Disk,
+    /// `EXTERNAL`, `NETWORK`, `REMOTE`, `SHARED`.
+    External,
+}
+
+impl StorageTier {
+    /// `StorageTier::from_kv_medium`; `None` for media Dynamo drops (e.g. `FS`, `OBJ`).
+    pub fn from_medium(medium: Option<&str>) -> Option<StorageTier> {
+        match medium {
+            None | Some("GPU") | Some("DEVICE") => Some(StorageTier::Device),
+            Some("CPU") | Some("CPU_PINNED") | Some("CPU_TIER1") => Some(StorageTier::HostPinned),
+            Some("CPU_TIER2") | Some("DISK") | Some("NVME") | Some("STORAGE") => {
+                Some(StorageTier::Disk)
+            }
+            Some("EXTERNAL") | Some("NETWORK") | Some("REMOTE") | Some("SHARED") => {
+                Some(StorageTier::External)
+            }
+            Some(_) => None,
+        }
+    }
+}
+
+/// One compressed edge of a worker's device tree (`RadixBlock` + `NodeState`).
+#[derive(Clone, Debug)]
+struct Node {
+    edge: Vector<(u64, u64)>,
+    edge_index: HashMap<u64, usize>,
+    /// The worker covers `edge[..cutoff]` (`full_edge_workers` ⇔ `cutoff == edge.len()`).
+    cutoff: usize,
+    children: HashMap<u64, NodeId>,
+    parent: Option<NodeId>,
+    internal: bool,
+}
+
+impl Node {
+    fn covers(&self, pos: usize) -> bool {
+        pos < self.cutoff
+    }
+    fn full(&self) -> bool {
+        self.cutoff == self.edge.len()
+    }
+}
+
+/// A lower-tier edge: `(parent_hash, local_hash) → child_hash` and its owners.
+#[derive(Clone, Debug)]
+struct EdgeOwners {
+    child: u64,
+    owners: Arc<[Worker]>,
+}
+
+/// The Dynamo model.
+#[derive(Clone, Debug)]
+pub struct Dynamo {
+    kv_block_size: u32,
+    clear_all_ranks: bool,
+    next_node: NodeId,
+    nodes: HashMap<NodeId, Node>,
+    /// Root children per worker (`root.children`, split per worker).
+    roots: HashMap<(Worker, u64), NodeId>,
+    /// `lookup[(worker, dp_rank)]: engine hash → node`.
+    lookup: HashMap<Worker, HashMap<u64, (NodeId, u32)>>,
+    /// Lower tiers: `edges[(tier, parent, local)]`.
+    edges: HashMap<(StorageTier, Option<u64>, u64), EdgeOwners>,
+    /// Lower tiers: `worker_blocks[(tier, worker)][hash] = (parent, local)`.
+    worker_blocks: HashMap<(StorageTier, Worker), HashMap<u64, ((Option<u64>, u64), u32)>>,
+    lanes: Lanes,
+}
+
+impl Dynamo {
+    /// A model with the router's `kv_block_size` and the `AllBlocksCleared` scope.
+    pub fn new(kv_block_size: u32, clear_all_ranks: bool) -> Self {
+        Dynamo {
+            kv_block_size,
+            clear_all_ranks,
+            next_node: 0,
+            nodes: HashMap::new(),
+            roots: HashMap::new(),
+            lookup: HashMap::new(),
+            edges: HashMap::new(),
+            worker_blocks: HashMap::new(),
+            lanes: Lanes::new(),
+        }
+    }
+
+    /// Whether the device lookup of `(source, dp_rank)` holds `hash`.
+    pub fn device_has(&self, source: u32, dp_rank: u32, hash: u64) -> bool {
+        self.lookup
+            .get(&(source, dp_rank))
+            .is_some_and(|l| l.contains_key(&hash))
+    }
+
+    /// Number of lower-tier edges (all tiers).
+    pub fn lower_tier_edges(&self) -> usize {
+        self.edges.len()
+    }
+
+    fn lane_delta(&mut self, lane: LaneKey, d: i64) {
+        if d != 0 {
+            bump(&mut self.lanes, lane, |c| c.indexed += d);
+        }
+    }
+
+    fn lookup_insert(&mut self, w: Worker, hash: u64, node: NodeId, lane: LaneKey) -> bool {
+        let l = self.lookup.entry(w).or_default();
+        let prev = l.insert(hash, (node, lane.tier));
+        match prev {
+            None => self.lane_delta(lane, 1),
+            Some((_, t)) if t != lane.tier => {
+                self.lane_delta(
+                    LaneKey {
+                        source: lane.source,
+                        tier: t,
+                    },
+                    -1,
+                );
+                self.lane_delta(lane, 1);
+            }
+            _ => {}
+        }
+        prev.map(|p| p.0) != Some(node)
+    }
+
+    fn lookup_get(&self, w: Worker, hash: u64) -> Option<NodeId> {
+        self.lookup.get(&w).and_then(|l| l.get(&hash)).map(|p| p.0)
+    }
+
+    fn lookup_remove(&mut self, w: Worker, hash: u64) -> Option<NodeId> {
+        let removed = self.lookup.get_mut(&w).and_then(|l| l.remove(&hash));
+        if let Some((_, t)) = removed {
+            self.lane_delta(
+                LaneKey {
+                    source: w.0,
+                    tier: t,
+                },
+                -1,
+            );
+        }
+        removed.map(|p| p.0)
+    }
+
+    fn new_node(&mut self, blocks: &[(u64, u64)], parent: Option<NodeId>) -> NodeId {
+        let id = self.next_node;
+        self.next_node += 1;
+        let edge: Vector<(u64, u64)> = blocks.iter().copied().collect();
+        let edge_index = blocks.iter().enumerate().map(|(i, b)| (b.1, i)).collect();
+        self.nodes.insert(
+            id,
+            Node {
+                cutoff: edge.len(),
+                edge,
+                edge_index,
+                children: HashMap::new(),
+                parent,
+                internal: false,
+            },
+        );
+        id
+    }
+
+    fn update_lookup(&mut self, w: Worker, blocks: &[(u64, u64)], node: NodeId, lane: LaneKey) {
+        for b in blocks {
+            self.lookup_insert(w, b.1, node, lane);
+        }
+    }
+
+    /// `split_node`: the node keeps `edge[..pos]`, a new suffix node takes the rest.
+    fn split(&mut self, w: Worker, id: NodeId, pos: usize, lane: LaneKey) {
+        let Some(mut node) = self.nodes.get(&id).cloned() else {
+            return;
+        };
+        if pos == 0 || pos >= node.edge.len() {
+            return;
+        }
+        let suffix_edge = node.edge.split_off(pos);
+        for (_, h) in suffix_edge.iter() {
+            node.edge_index.remove(h);
+        }
+        let (node_cut, suffix_cut) = if node.cutoff >= pos {
+            (pos, node.cutoff - pos)
+        } else {
+            (node.cutoff, 0)
+        };
+        node.cutoff = node_cut;
+        let suffix_id = self.next_node;
+        self.next_node += 1;
+        let first_local = suffix_edge.front().map(|b| b.0).unwrap_or_default();
+        let suffix = Node {
+            edge_index: suffix_edge
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (b.1, i))
+                .collect(),
+            cutoff: suffix_cut,
+            children: std::mem::take(&mut node.children),
+            parent: Some(id),
+            internal: node.internal,
+            edge: suffix_edge,
+        };
+        for child in suffix.children.values() {
+            if let Some(c) = self.nodes.get_mut(child) {
+                c.parent = Some(suffix_id);
+            }
+        }
+        node.children.insert(first_local, suffix_id);
+        node.internal = true;
+        let covered: Vec<(u64, u64)> = suffix.edge.iter().take(suffix_cut).copied().collect();
+        self.nodes.insert(id, node);
+        self.nodes.insert(suffix_id, suffix);
+        self.update_lookup(w, &covered, suffix_id, lane);
+        self.prune_unreachable(w, suffix_id);
+    }
+
+    /// `RadixBlock::prune_unreachable`.
+    fn prune_unreachable(&mut self, w: Worker, id: NodeId) {
+        let Some(node) = self.nodes.get_mut(&id) else {
+            return;
+        };
+        if !node.full() {
+            node.children.clear();
+        }
+        if node.cutoff > 0 {
+            return;
+        }
+        let first = node.edge.front().map(|b| b.0);
+        let parent = node.parent;
+        if let Some(key) = first {
+            match parent {
+                Some(p) => {
+                    if let Some(pn) = self.nodes.get_mut(&p) {
+                        if pn.children.get(&key) == Some(&id) {
+                            pn.children.remove(&key);
+                        }
+                    }
+                }
+                None => {
+                    if self.roots.get(&(w, key)) == Some(&id) {
+                        self.roots.remove(&(w, key));
+                    }
+                }
+            }
+        }
+    }
+
+    fn child_of(&self, w: Worker, parent: Option<NodeId>, local: u64) -> Option<NodeId> {
+        match parent {
+            None => self.roots.get(&(w, local)).copied(),
+            Some(p) => self
+                .nodes
+                .get(&p)
+                .and_then(|n| n.children.get(&local).copied()),
+        }
+    }
+
+    fn attach_child(&mut self, w: Worker, parent: Option<NodeId>, local: u64, child: NodeId) {
+        match parent {
+            None => {
+                self.roots.insert((w, local), child);
+            }
+            Some(p) => {
+                if let Some(pn) = self.nodes.get_mut(&p) {
+                    pn.internal = true;
+                    pn.children.insert(local, child);
+                }
+            }
+        }
+    }
+
+    fn append_to_leaf(&mut self, id: NodeId, blocks: &[(u64, u64)]) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            let old = n.edge.len();
+            for (i, b) in blocks.iter().enumerate() {
+                n.edge.push_back(*b);
+                n.edge_index.insert(b.1, old + i);
+            }
+            n.cutoff = n.edge.len();
+        }
+    }
+
+    fn cover_prefix(&mut self, id: NodeId, cutoff: usize) {
+        if let Some(n) = self.nodes.get_mut(&id) {
+            if cutoff > n.cutoff {
+                n.cutoff = cutoff.min(n.edge.len());
+            }
+        }
+    }
+
+    /// `RadixTree::apply_stored`. `Err(status)` = ParentBlockNotFound.
+    fn device_store(
+        &mut self,
+        w: Worker,
+        parent_hash: Option<u64>,
+        blocks: &[(u64, u64)],
+        lane: LaneKey,
+    ) -> Result<(), &'static str> {
+        if let Some(p) = parent_hash {
+            if blocks.iter().any(|b| b.1 == p) {
+                return Err("invalid_block_sequence");
+            }
+        }
+        let mut parent: Option<NodeId> = match parent_hash {
+            None => None,
+            Some(p) => {
+                let Some(id) = self.lookup_get(w, p) else {
+                    return Err("parent_block_not_found");
+                };
+                let Some(node) = self.nodes.get(&id) else {
+                    return Err("parent_block_not_found");
+                };
+                let Some(pos) = node.edge_index.get(&p).copied() else {
+                    return Err("parent_block_not_found");
+                };
+                if !node.covers(pos) {
+                    self.lookup_remove(w, p);
+                    return Err("parent_block_not_found");
+                }
+                // try_reuse_parent_edge
+                let suffix_len = node.edge.len() - pos - 1;
+                let suffix_matches = |n: &Node, k: usize| {
+                    n.edge
+                        .iter()
+                        .skip(pos + 1)
+                        .zip(blocks.iter())
+                        .take(k)
+                        .all(|(a, b)| a == b)
+                };
+                if blocks.len() <= suffix_len && suffix_matches(node, blocks.len()) {
+                    self.cover_prefix(id, pos + 1 + blocks.len());
+                    self.update_lookup(w, blocks, id, lane);
+                    return Ok(());
+                }
+                if !node.internal && blocks.len() > suffix_len && suffix_matches(node, suffix_len) {
+                    self.append_to_leaf(id, &blocks[suffix_len..]);
+                    self.update_lookup(w, blocks, id, lane);
+                    return Ok(());
+                }
+                if node.edge.back().map(|b| b.1) != Some(p) {
+                    self.split(w, id, pos + 1, lane);
+                }
+                Some(id)
+            }
+        };
+        let mut remaining = blocks;
+        while let Some(first) = remaining.first() {
+            let Some(child) = self.child_of(w, parent, first.0) else {
+                let can_extend = parent.and_then(|p| self.nodes.get(&p)).is_some_and(|n| {
+                    !n.edge.is_empty() && !n.internal && n.covers(n.edge.len() - 1)
+                });
+                match (can_extend, parent) {
+                    (true, Some(p)) => {
+                        self.append_to_leaf(p, remaining);
+                        self.update_lookup(w, remaining, p, lane);
+                    }
+                    _ => {
+                        let c = self.new_node(remaining, parent);
+                        self.attach_child(w, parent, first.0, c);
+                        self.update_lookup(w, remaining, c, lane);
+                    }
+                }
+                break;
+            };
+            let Some(cn) = self.nodes.get(&child) else {
+                break;
+            };
+            let edge_len = cn.edge.len();
+            let match_len = cn
+                .edge
+                .iter()
+                .zip(remaining.iter())
+                .take_while(|(a, b)| a.0 == b.0)
+                .count();
+            if match_len < edge_len {
+                if match_len == remaining.len() {
+                    self.cover_prefix(child, match_len);
+                    self.update_lookup(w, remaining, child, lane);
+                    break;
+                }
+                self.split(w, child, match_len, lane);
+                if let Some(n) = self.nodes.get_mut(&child) {
+                    n.cutoff = n.edge.len();
+                }
+                self.update_lookup(w, &remaining[..match_len], child, lane);
+                let tail = &remaining[match_len..];
+                let t = self.new_node(tail, Some(child));
+                self.attach_child(w, Some(child), tail[0].0, t);
+                self.update_lookup(w, tail, t, lane);
+                break;
+            }
+            if let Some(n) = self.nodes.get_mut(&child) {
+                n.cutoff = n.edge.len();
+            }
+            self.update_lookup(w, &remaining[..edge_len], child, lane);
+            remaining = &remaining[edge_len..];
+            parent = Some(child);
+        }
+        Ok(())
+    }
+
+    /// `RadixTree::apply_removed`: per-hash outcomes plus hashes dropped with their edge.
+    fn device_remove(&mut self, w: Worker, hashes: &[u64], lane: LaneKey) -> Vec<BlockVerdict> {
+        let mut out = Vec::with_capacity(hashes.len());
+        let mut eagerly: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        let mut i = 0;
+        while let Some(&h) = hashes.get(i) {
+            i += 1;
+            let Some(id) = self.lookup_remove(w, h) else {
+                if eagerly.contains(&h) {
+                    out.push(BlockVerdict {
+                        hash: h,
+                        verdict: VerdictKind::Removed,
+                        reason: Some("already_dropped_with_chain".into()),
+                    });
+                } else {
+                    out.push(BlockVerdict {
+                        hash: h,
+                        verdict: VerdictKind::RemoveUnknown,
+                        reason: Some("block_not_found".into()),
+                    });
+                }
+                continue;
+            };
+            let Some(node) = self.nodes.get(&id).cloned() else {
+                continue;
+            };
+            let Some(first_pos) = node.edge_index.get(&h).copied() else {
+                self.lookup_insert(w, h, id, lane);
+                out.push(BlockVerdict {
+                    hash: h,
+                    verdict: VerdictKind::RemoveUnknown,
+                    reason: Some("block_not_found".into()),
+                });
+                continue;
+            };
+            out.push(BlockVerdict {
+                hash: h,
+                verdict: VerdictKind::Removed,
+                reason: None,
+            });
+            let mut min_pos = first_pos;
+            let mut min_hash = h;
+            if node.covers(first_pos) {
+                while let Some(&cand) = hashes.get(i) {
+                    let same = self.lookup_get(w, cand) == Some(id);
+                    let Some(cpos) = node.edge_index.get(&cand).copied() else {
+                        break;
+                    };
+                    if !same || !node.covers(cpos) {
+                        break;
+                    }
+                    if cpos < min_pos {
+                        min_pos = cpos;
+                        min_hash = cand;
+                    }
+                    out.push(BlockVerdict {
+                        hash: cand,
+                        verdict: VerdictKind::Removed,
+                        reason: None,
+                    });
+                    i += 1;
+                }
+            }
+            // remove_worker_at_pos
+            let stale: Vec<u64> = if min_pos >= node.cutoff {
+                vec![min_hash]
+            } else {
+                node.edge
+                    .iter()
+                    .skip(min_pos)
+                    .take(node.cutoff - min_pos)
+                    .map(|b| b.1)
+                    .collect()
+            };
+            if min_pos < node.cutoff {
+                if let Some(n) = self.nodes.get_mut(&id) {
+                    n.cutoff = min_pos;
+                }
+            }
+            self.prune_unreachable(w, id);
+            for s in stale {
+                let was = self.lookup_remove(w, s).is_some();
+                if was && !hashes.contains(&s) {
+                    out.push(BlockVerdict {
+                        hash: s,
+                        verdict: VerdictKind::Removed,
+                        reason: Some("dropped_with_chain".into()),
+                    });
+                }
+                eagerly.insert(s);
+            }
+        }
+        out
+    }
+
+    fn device_clear(&mut self, w: Worker) {
+        let workers: Vec<Worker> = if self.clear_all_ranks {
+            self.lookup.keys().filter(|k| k.0 == w.0).copied().collect()
+        } else {
+            vec![w]
+        };
+        for wk in workers {
+            if let Some(l) = self.lookup.remove(&wk) {
+                for (_, (_, t)) in l.iter() {
+                    self.lane_delta(
+                        LaneKey {
+                            source: wk.0,
+                            tier: *t,
+                        },
+                        -1,
+                    );
+                }
+            }
+            let roots: Vec<(Worker, u64)> =
+                self.roots.keys().filter(|k| k.0 == wk).copied().collect();
+            for r in roots {
+                self.roots.remove(&r);
+            }
+            if self.clear_all_ranks {
+                self.lookup.insert(wk, HashMap::new());
+            }
+        }
+    }
+
+    fn lower_store(
+        &mut self,
+        tier: StorageTier,
+        w: Worker,
+        parent_hash: Option<u64>,
+        blocks: &[(u64, u64)],
+        lane: LaneKey,
+    ) -> usize {
+        let mut parent = parent_hash;
+        let mut stored = 0;
+        let mut map = self
+            .worker_blocks
+            .get(&(tier, w))
+            .cloned()
+            .unwrap_or_default();
+        for b in blocks {
+            let key = (parent, b.0);
+            if map.get(&b.1).is_some_and(|k| k.0 != key) {
+                break;
+            }
+            let ekey = (tier, parent, b.0);
+            match self.edges.get(&ekey).cloned() {
+                Some(e) if e.child != b.1 => break,
+                Some(e) => {
+                    if !e.owners.contains(&w) {
+                        let mut o = e.owners.to_vec();
+                        o.push(w);
+                        self.edges.insert(
+                            ekey,
+                            EdgeOwners {
+                                child: e.child,
+                                owners: o.into(),
+                            },
+                        );
+                    }
+                }
+                None => {
+                    self.edges.insert(
+                        ekey,
+                        EdgeOwners {
+                            child: b.1,
+                            owners: Arc::from([w]),
+                        },
+                    );
+                }
+            }
+            if map.insert(b.1, (key, lane.tier)).is_none() {
+                self.lane_delta(lane, 1);
+            }
+            parent = Some(b.1);
+            stored += 1;
+        }
+        self.worker_blocks.insert((tier, w), map);
+        stored
+    }
+
+    fn remove_edge_owner(&mut self, tier: StorageTier, key: (Option<u64>, u64), w: Worker) {
+        let ekey = (tier, key.0, key.1);
+        if let Some(e) = self.edges.get(&ekey).cloned() {
+            let o: Vec<Worker> = e.owners.iter().copied().filter(|x| *x != w).collect();
+            if o.is_empty() {
+                self.edges.remove(&ekey);
+            } else {
+                self.edges.insert(
+                    ekey,
+                    EdgeOwners {
+                        child: e.child,
+                        owners: o.into(),
+                    },
+                );
+            }
+        }
+    }
+
+    fn lower_remove(
+        &mut self,
+        tier: StorageTier,
+        w: Worker,
+        hashes: &[u64],
+        lane: LaneKey,
+    ) -> Vec<BlockVerdict> {
+        let mut map = self
+            .worker_blocks
+            .get(&(tier, w))
+            .cloned()
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(hashes.len());
+        for &h in hashes {
+            match map.remove(&h) {
+                Some((key, t)) => {
+                    self.remove_edge_owner(tier, key, w);
+                    self.lane_delta(
+                        LaneKey {
+                            source: lane.source,
+                            tier: t,
+                        },
+                        -1,
+                    );
+                    out.push(BlockVerdict {
+                        hash: h,
+                        verdict: VerdictKind::Removed,
+                        reason: None,
+                    });
+                }
+                None => out.push(BlockVerdict {
+                    hash: h,
+                    verdict: VerdictKind::RemoveUnknown,
+                    reason: Some("skipped".into()),
+                }),
+            }
+        }
+        if map.is_empty() {
+            self.worker_blocks.remove(&(tier, w));
+        } else {
+            self.worker_blocks.insert((tier, w), map);
+        }
+        out
+    }
+
+    fn lower_clear(&mut self, w: Worker) {
+        let clear_all = self.clear_all_ranks;
+        let owners: Vec<(StorageTier, Worker)> = self
+            .worker_blocks
+            .keys()
+            .filter(|(_, wk)| if clear_all { wk.0 == w.0 } else { *wk == w })
+            .copied()
+            .collect();
+        for (tier, wk) in owners {
+            if let Some(map) = self.worker_blocks.remove(&(tier, wk)) {
+                for (_, (key, t)) in map.iter() {
+                    self.remove_edge_owner(tier, *key, wk);
+                    self.lane_delta(
+                        LaneKey {
+                            source: wk.0,
+                            tier: *t,
+                        },
+                        -1,
+                    );
+                }
+            }
+        }
+    }
+
+    fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored) -> EventVerdict {
+        let lane = LaneKey {
+            source: ctx.source,
+            tier: ctx.tier,
+        };
+        let w: Worker = (ctx.source, ctx.dp_rank);
+        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        let ignore = |reason: &'static str| {
+            EventVerdict::uniform(VerdictKind::Ignored, hashes.iter().copied()).with_reason(reason)
+        };
+        if matches!(e.locality.as_deref(), Some(l) if l != "LOCAL") {
+            return ignore("non_local_locality");
+        }
+        let Some(tier) = StorageTier::from_medium(e.medium.as_deref()) else {
+            return ignore("unknown_medium");
+        };
+        if e.block_hashes
+            .iter()
+            .chain(e.parent_block_hash.iter())
+            .any(|h| matches!(h, crate::hash::BlockHash::Bytes(_)))
+        {
+            return ignore("bytes_hash_rejected");
+        }
+        let parent = e.parent_block_hash.as_ref().map(|p| p.as_u64());
+        let mut seen = std::collections::HashSet::with_capacity(hashes.len() + 1);
+        if let Some(p) = parent {
+            seen.insert(p);
+        }
+        if hashes.iter().any(|h| !seen.insert(*h)) {
+            return ignore("duplicate_or_self_referencing_hash").with_status("ok");
+        }
+        // create_stored_blocks
+        let bs = self.kv_block_size as usize;
+        let mut blocks = Vec::with_capacity(hashes.len());
+        let mut trunc_reason = None;
+        for (i, h) in hashes.iter().enumerate() {
+            if e.block_size != self.kv_block_size {
+                trunc_reason = Some("block_size_mismatch");
+                break;
+            }
+            let Some(tokens) = e.token_ids.get(i * bs..(i + 1) * bs) else {
+                trunc_reason = Some("token_ids_too_short");
+                break;
+            };
+            blocks.push((content_hash(0, tokens, e.lora_name.as_deref()), *h));
+        }
+        if tier == StorageTier::Device {
+            if let Err(status) = self.device_store(w, parent, &blocks, lane) {
+                bump(&mut self.lanes, lane, |c| c.dropped += hashes.len() as i64);
+                let v = if status == "parent_block_not_found" {
+                    let mut v = EventVerdict::uniform(VerdictKind::DroppedOrphan, hashes);
+                    v.missing_parent = parent;
+                    v
+                } else {
+                    EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                        .with_reason("self_referencing_store")
+                };
+                return v.with_status(status);
+            }
+            self.finish_store(lane, hashes, blocks.len(), trunc_reason)
+        } else {
+            let stored = self.lower_store(tier, w, parent, &blocks, lane);
+            let reason = if stored < blocks.len() {
+                Some("edge_conflict")
+            } else {
+                trunc_reason
+            };
+            self.finish_store(lane, hashes, stored, reason)
+        }
+    }
+
+    fn finish_store(
+        &mut self,
+        lane: LaneKey,
+        hashes: Vec<u64>,
+        kept: usize,
+        reason: Option<&'static str>,
+    ) -> EventVerdict {
+        let lost = hashes.len() - kept;
+        if lost > 0 {
+            bump(&mut self.lanes, lane, |c| c.dropped += lost as i64);
+        }
+        let blocks: Vec<BlockVerdict> = hashes
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                if i < kept {
+                    BlockVerdict {
+                        hash: *h,
+                        verdict: VerdictKind::Applied,
+                        reason: None,
+                    }
+                } else {
+                    BlockVerdict {
+                        hash: *h,
+                        verdict: VerdictKind::Truncated,
+                        reason: reason.map(Into::into),
+                    }
+                }
+            })
+            .collect();
+        let verdict = if lost == 0 {
+            VerdictKind::Applied
+        } else {
+            VerdictKind::Truncated
+        };
+        EventVerdict {
+            verdict,
+            missing_parent: None,
+            reason: if lost > 0 {
+                reason.map(Into::into)
+            } else {
+                None
+            },
+            status: Some("ok".into()),
+            blocks,
+        }
+    }
+
+    fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved) -> EventVerdict {
+        let lane = LaneKey {
+            source: ctx.source,
+            tier: ctx.tier,
+        };
+        let w: Worker = (ctx.source, ctx.dp_rank);
+        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        if matches!(e.locality.as_deref(), Some(l) if l != "LOCAL") {
+            return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                .with_reason("non_local_locality");
+        }
+        let Some(tier) = StorageTier::from_medium(e.medium.as_deref()) else {
+            return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                .with_reason("unknown_medium");
+        };
+        let (blocks, device) = if tier == StorageTier::Device {
+            (self.device_remove(w, &hashes, lane), true)
+        } else {
+            (self.lower_remove(tier, w, &hashes, lane), false)
+        };
+        let any_removed = blocks.iter().any(|b| b.verdict == VerdictKind::Removed);
+        let any_unknown = blocks
+            .iter()
+            .any(|b| b.verdict == VerdictKind::RemoveUnknown);
+        let verdict = match (any_removed, any_unknown) {
+            (_, false) | (true, true) if any_removed => VerdictKind::Removed,
+            (false, true) => VerdictKind::RemoveUnknown,
+            _ => VerdictKind::Ignored,
+        };
+        let status = if device && any_unknown {
+            "block_not_found"
+        } else {
+            "ok"
+        };
+        EventVerdict {
+            verdict,
+            missing_parent: None,
+            reason: None,
+            status: Some(status.into()),
+            blocks,
+        }
+    }
+}
+
+impl Consumer for Dynamo {
+    fn name(&self) -> &'static str {
+        "dynamo"
+    }
+
+    fn apply(&mut self, ctx: &EventCtx<'_>, ev: &KvEvent, _: &mut Vec<Resolution>) -> EventVerdict {
+        match ev {
+            KvEvent::BlockStored(e) => self.stored(ctx, e),
+            KvEvent::BlockRemoved(e) => self.removed(ctx, e),
+            KvEvent::AllBlocksCleared => {
+                let w: Worker = (ctx.source, ctx.dp_rank);
+                self.lower_clear(w);
+                self.device_clear(w);
+                EventVerdict::uniform(VerdictKind::Cleared, []).with_status("ok")
+            }
+        }
+    }
+
+    fn reset(&mut self) {
+        *self = Dynamo::new(self.kv_block_size, self.clear_all_ranks);
+    }
+
+    fn lanes(&self) -> &Lanes {
+        &self.lanes
+    }
+}

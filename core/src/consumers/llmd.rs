@@ -1,0 +1,384 @@
+//! llm-d's KV-event indexer, as of 2026 (`llm-d/llm-d-router` `pkg/kvevents/pool.go`
+//! `processEventBatch`, `pkg/kvcache/kvblock/{in_memory.go,token_processor.go}`,
+//! `pkg/kvevents/event_dedup_filter.go`; reference `kv-event-consumers.md` §4).
+//!
+//! State, shaped like the real one:
+//! * `engine_to_req`: the **global** engine-hash → request-keys map shared by all pods and
+//!   tiers (`GetRequestKey` returns the last request key);
+//! * `req_to_pods`: request key → pod entries `(pod, tier, group)`;
+//! * `dedup`: refcounts `refs[pod][(tier, group, hash)]` (llm-d-kv-cache #680);
+//! * `groups`: the per-pod group catalogue learned from stores (#627).
+//!
+//! Rules: an unknown non-zero parent drops the whole `BlockStored` (since `6f62751`, #243);
+//! parent `0`/nil is the root; request keys are chained over canonical blocks of
+//! `canonical_block_size` tokens and the partial tail is dropped, so sub-canonical events create
+//! no mapping; token-less events are tier updates of known keys (#561); removals are
+//! refcounted and evict per hash; `AllBlocksCleared` drops the pod's entries but keeps the
+//! engine mappings (#626). Request keys are a stand-in chain hash (the real FNV-64a-over-CBOR
+//! keys are an independent hash space that never needs to match vLLM's).
+
+use std::sync::Arc;
+
+use imbl::{HashMap, HashSet};
+
+use super::{
+    bump, content_hash, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Resolution,
+    VerdictKind,
+};
+use crate::event::{BlockRemoved, BlockStored, KvEvent};
+
+/// A pod entry on a request key: `PodEntry{pod, tier, group}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodEntry {
+    /// Interned source (pod) id.
+    pub pod: u32,
+    /// Interned tier id.
+    pub tier: u32,
+    /// `group_idx`, or -1 when absent.
+    pub group: i64,
+}
+
+/// Cache kinds llm-d indexes (`full_attention`, `mla_attention`, `sink_full_attention`).
+const SUPPORTED_KINDS: [&str; 3] = ["full_attention", "mla_attention", "sink_full_attention"];
+
+/// The llm-d model.
+#[derive(Clone, Debug)]
+pub struct Llmd {
+    canonical_block_size: u32,
+    engine_to_req: HashMap<u64, Arc<[u64]>>,
+    req_to_pods: HashMap<u64, Arc<[PodEntry]>>,
+    dedup: HashMap<(u32, u32, i64, u64), u32>,
+    groups: HashMap<(u32, u32), bool>,
+    held: HashSet<(u64, LaneKey)>,
+    lanes: Lanes,
+}
+
+impl Llmd {
+    /// A model with llm-d's `blockSizeTokens` = `canonical_block_size` (0 is treated as 1).
+    pub fn new(canonical_block_size: u32) -> Self {
+        Llmd {
+            canonical_block_size: canonical_block_size.max(1),
+            engine_to_req: HashMap::new(),
+            req_to_pods: HashMap::new(),
+            dedup: HashMap::new(),
+            groups: HashMap::new(),
+            held: HashSet::new(),
+            lanes: Lanes::new(),
+        }
+    }
+
+    /// `GetRequestKey`: the last request key mapped to an engine hash.
+    pub fn request_key_of(&self, engine_hash: u64) -> Option<u64> {
+        self.engine_to_req
+            .get(&engine_hash)
+            .and_then(|v| v.last().copied())
+    }
+
+    /// Number of engine hashes with a mapping.
+    pub fn mapped_engine_keys(&self) -> usize {
+        self.engine_to_req.len()
+    }
+
+    fn add_entry(&mut self, rk: u64, entry: PodEntry) {
+        let mut pods: Vec<PodEntry> = self
+            .req_to_pods
+            .get(&rk)
+            .map(|p| p.to_vec())
+            .unwrap_or_default();
+        if !pods.contains(&entry) {
+            pods.push(entry);
+            self.req_to_pods.insert(rk, pods.into());
+        }
+    }
+
+    fn hold(&mut self, hash: u64, lane: LaneKey) {
+        if self.held.insert((hash, lane)).is_none() {
+            bump(&mut self.lanes, lane, |c| c.indexed += 1);
+        }
+    }
+
+    fn release(&mut self, hash: u64, lane: LaneKey) {
+        if self.held.remove(&(hash, lane)).is_some() {
+            bump(&mut self.lanes, lane, |c| c.indexed -= 1);
+        }
+    }
+
+    fn dropped(&mut self, lane: LaneKey, n: usize) {
+        bump(&mut self.lanes, lane, |c| c.dropped += n as i64);
+    }
+
+    fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored) -> EventVerdict {
+        let lane = LaneKey {
+            source: ctx.source,
+            tier: ctx.tier,
+        };
+        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        let group = e.group_idx.map_or(-1, i64::from);
+        if let Some(g) = e.group_idx {
+            let supported = e
+                .kv_cache_spec_kind
+                .as_deref()
+                .is_none_or(|k| SUPPORTED_KINDS.contains(&k));
+            self.groups.insert((ctx.source, g), supported);
+            if !supported {
+                self.dropped(lane, hashes.len());
+                return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                    .with_reason("unsupported_cache_kind");
+            }
+            let bs = e.block_size as usize;
+            if !e.token_ids.is_empty()
+                && (bs == 0
+                    || e.token_ids.len() % bs != 0
+                    || e.token_ids.len() / bs != hashes.len())
+            {
+                self.dropped(lane, hashes.len());
+                return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                    .with_reason("non_dense_block_span");
+            }
+        }
+        // The orphan rule: parent 0 / nil is the root; otherwise the parent must be mapped.
+        let model = e.lora_name.as_deref().unwrap_or("model");
+        let parent_rk = match e.parent_block_hash.as_ref().map(|p| p.as_u64()) {
+            None | Some(0) => content_hash(0, &[], Some(model)),
+            Some(p) => match self.request_key_of(p) {
+                Some(rk) => rk,
+                None => {
+                    self.dropped(lane, hashes.len());
+                    return EventVerdict::uniform(VerdictKind::DroppedOrphan, hashes)
+                        .with_missing_parent(p)
+                        .with_reason("Failed to get request key for parent block");
+                }
+            },
+        };
+        let cbs = self.canonical_block_size as usize;
+        let mut rks = Vec::with_capacity(e.token_ids.len() / cbs);
+        let mut prev = parent_rk;
+        for chunk in e.token_ids.chunks_exact(cbs) {
+            prev = content_hash(prev, chunk, None);
+            rks.push(prev);
+        }
+        let entry = PodEntry {
+            pod: ctx.source,
+            tier: ctx.tier,
+            group,
+        };
+        if rks.is_empty() {
+            if e.token_ids.is_empty() && !hashes.is_empty() {
+                // Token-less offload event: a tier update of known engine keys (#561).
+                let mut blocks = Vec::with_capacity(hashes.len());
+                let mut any = false;
+                for &h in &hashes {
+                    if let Some(keys) = self.engine_to_req.get(&h).cloned() {
+                        for rk in keys.iter() {
+                            self.add_entry(*rk, entry);
+                        }
+                        self.hold(h, lane);
+                        self.track_store(entry, h);
+                        any = true;
+                        blocks.push(BlockVerdict {
+                            hash: h,
+                            verdict: VerdictKind::Applied,
+                            reason: Some("tier_update".into()),
+                        });
+                    } else {
+                        blocks.push(BlockVerdict {
+                            hash: h,
+                            verdict: VerdictKind::Ignored,
+                            reason: Some("tier_update_unknown_key".into()),
+                        });
+                    }
+                }
+                let lost = blocks
+                    .iter()
+                    .filter(|b| b.verdict == VerdictKind::Ignored)
+                    .count();
+                self.dropped(lane, lost);
+                return EventVerdict {
+                    verdict: if any {
+                        VerdictKind::Applied
+                    } else {
+                        VerdictKind::Ignored
+                    },
+                    missing_parent: None,
+                    reason: Some("tier_update".into()),
+                    status: None,
+                    blocks,
+                };
+            }
+            self.dropped(lane, hashes.len());
+            return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                .with_reason("sub_canonical");
+        }
+        // Pair E[i·|E|/n] → R[i·|R|/n], n = max(|E|, |R|).
+        let (ne, nr) = (hashes.len(), rks.len());
+        let n = ne.max(nr);
+        let mut per_engine: Vec<Vec<u64>> = vec![Vec::new(); ne];
+        for i in 0..n {
+            if let (Some(slot), Some(rk)) = (per_engine.get_mut(i * ne / n), rks.get(i * nr / n)) {
+                slot.push(*rk);
+            }
+        }
+        for rk in &rks {
+            self.add_entry(*rk, entry);
+        }
+        for (h, keys) in hashes.iter().zip(per_engine) {
+            if !keys.is_empty() {
+                self.engine_to_req.insert(*h, keys.into());
+            }
+            self.hold(*h, lane);
+            self.track_store(entry, *h);
+        }
+        EventVerdict::uniform(VerdictKind::Applied, hashes)
+    }
+
+    fn track_store(&mut self, entry: PodEntry, h: u64) {
+        let key = (entry.pod, entry.tier, entry.group, h);
+        let n = self.dedup.get(&key).copied().unwrap_or(0);
+        self.dedup.insert(key, n + 1);
+    }
+
+    fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved) -> EventVerdict {
+        let lane = LaneKey {
+            source: ctx.source,
+            tier: ctx.tier,
+        };
+        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        let group = e.group_idx.map_or(-1, i64::from);
+        if let Some(g) = e.group_idx {
+            if self.groups.get(&(ctx.source, g)) != Some(&true) {
+                return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                    .with_reason("removals_skipped_unknown_group");
+            }
+        }
+        let entry = PodEntry {
+            pod: ctx.source,
+            tier: ctx.tier,
+            group,
+        };
+        let mut blocks = Vec::with_capacity(hashes.len());
+        for h in hashes {
+            let key = (entry.pod, entry.tier, entry.group, h);
+            if let Some(n) = self.dedup.get(&key).copied() {
+                if n > 1 {
+                    self.dedup.insert(key, n - 1);
+                    blocks.push(BlockVerdict {
+                        hash: h,
+                        verdict: VerdictKind::Ignored,
+                        reason: Some(format!("refcount_left={}", n - 1).into()),
+                    });
+                    continue;
+                }
+                self.dedup.remove(&key);
+            }
+            blocks.push(self.evict(h, entry, lane));
+        }
+        let verdict = if blocks.iter().any(|b| b.verdict == VerdictKind::Removed) {
+            VerdictKind::Removed
+        } else if blocks
+            .iter()
+            .any(|b| b.verdict == VerdictKind::RemoveUnknown)
+        {
+            VerdictKind::RemoveUnknown
+        } else if blocks.is_empty() {
+            VerdictKind::Ignored
+        } else {
+            blocks[0].verdict
+        };
+        EventVerdict {
+            verdict,
+            missing_parent: None,
+            reason: None,
+            status: None,
+            blocks,
+        }
+    }
+
+    /// `Index.Evict(engine_key, [entry])`.
+    fn evict(&mut self, h: u64, entry: PodEntry, lane: LaneKey) -> BlockVerdict {
+        let Some(keys) = self.engine_to_req.get(&h).cloned() else {
+            return BlockVerdict {
+                hash: h,
+                verdict: VerdictKind::RemoveUnknown,
+                reason: None,
+            };
+        };
+        let mut all_gone = true;
+        for rk in keys.iter() {
+            if let Some(pods) = self.req_to_pods.get(rk).cloned() {
+                let left: Vec<PodEntry> = pods.iter().copied().filter(|p| *p != entry).collect();
+                if left.is_empty() {
+                    self.req_to_pods.remove(rk);
+                } else {
+                    all_gone = false;
+                    if left.len() != pods.len() {
+                        self.req_to_pods.insert(*rk, left.into());
+                    }
+                }
+            }
+        }
+        if all_gone {
+            self.engine_to_req.remove(&h);
+        }
+        self.release(h, lane);
+        BlockVerdict {
+            hash: h,
+            verdict: VerdictKind::Removed,
+            reason: None,
+        }
+    }
+
+    fn cleared(&mut self, ctx: &EventCtx<'_>) -> EventVerdict {
+        let pod = ctx.source;
+        // Index.Clear(pod): O(N) over every key; engine mappings are kept.
+        let affected: Vec<(u64, Arc<[PodEntry]>)> = self
+            .req_to_pods
+            .iter()
+            .filter(|(_, pods)| pods.iter().any(|p| p.pod == pod))
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        for (rk, pods) in affected {
+            let left: Vec<PodEntry> = pods.iter().copied().filter(|p| p.pod != pod).collect();
+            if left.is_empty() {
+                self.req_to_pods.remove(&rk);
+            } else {
+                self.req_to_pods.insert(rk, left.into());
+            }
+        }
+        let held: Vec<(u64, LaneKey)> = self
+            .held
+            .iter()
+            .filter(|(_, l)| l.source == pod)
+            .copied()
+            .collect();
+        for (h, l) in held {
+            self.release(h, l);
+        }
+        let refs: Vec<_> = self.dedup.keys().filter(|k| k.0 == pod).copied().collect();
+        for k in refs {
+            self.dedup.remove(&k);
+        }
+        EventVerdict::uniform(VerdictKind::Cleared, [])
+    }
+}
+
+impl Consumer for Llmd {
+    fn name(&self) -> &'static str {
+        "llmd"
+    }
+
+    fn apply(&mut self, ctx: &EventCtx<'_>, ev: &KvEvent, _: &mut Vec<Resolution>) -> EventVerdict {
+        match ev {
+            KvEvent::BlockStored(e) => self.stored(ctx, e),
+            KvEvent::BlockRemoved(e) => self.removed(ctx, e),
+            KvEvent::AllBlocksCleared => self.cleared(ctx),
+        }
+    }
+
+    fn reset(&mut self) {
+        *self = Llmd::new(self.canonical_block_size);
+    }
+
+    fn lanes(&self) -> &Lanes {
+        &self.lanes
+    }
+}

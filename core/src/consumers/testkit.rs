@@ -1,0 +1,88 @@
+//! Trace builders for tests, benchmarks and examples (small hand-made traces).
+
+use crate::event::{BlockRemoved, BlockStored, KvEvent};
+use crate::hash::BlockHash;
+use crate::trace::{Provenance, ProvenanceKind, Trace, TraceBatch, TraceRecord};
+
+/// A `BlockStored` of `hashes` under `parent` with `bs` tokens per block (token values derived
+/// from the hash, so equal hashes carry equal tokens).
+pub fn stored(hashes: &[u64], parent: Option<u64>, medium: Option<&str>, bs: u32) -> KvEvent {
+    let token_ids = hashes
+        .iter()
+        .flat_map(|h| (0..bs).map(move |i| (*h as u32).wrapping_mul(31).wrapping_add(i)))
+        .collect();
+    KvEvent::BlockStored(BlockStored {
+        block_hashes: hashes.iter().map(|h| BlockHash::Int(*h)).collect(),
+        parent_block_hash: parent.map(BlockHash::Int),
+        token_ids,
+        block_size: bs,
+        lora_id: None,
+        medium: medium.map(str::to_owned),
+        lora_name: None,
+        extra_keys: None,
+        group_idx: None,
+        kv_cache_spec_kind: None,
+        kv_cache_spec_sliding_window: None,
+        locality: None,
+        ownership: None,
+    })
+}
+
+/// A `BlockRemoved`.
+pub fn removed(hashes: &[u64], medium: Option<&str>) -> KvEvent {
+    KvEvent::BlockRemoved(BlockRemoved {
+        block_hashes: hashes.iter().map(|h| BlockHash::Int(*h)).collect(),
+        medium: medium.map(str::to_owned),
+        group_idx: None,
+        locality: None,
+        ownership: None,
+    })
+}
+
+/// A batch record.
+pub fn batch(source: &str, seq: u64, events: Vec<KvEvent>) -> TraceRecord {
+    TraceRecord::Batch(TraceBatch {
+        source: source.into(),
+        dp_rank: Some(0),
+        seq,
+        ts: 1_700_000_000.0 + seq as f64,
+        events,
+        provenance: None,
+        raw: None,
+        origin: seq + 1,
+    })
+}
+
+/// A batch record with one provenance entry per event (`(tier, kind, job_id)`).
+pub fn batch_with_jobs(
+    source: &str,
+    seq: u64,
+    events: Vec<KvEvent>,
+    jobs: &[(&str, ProvenanceKind, Option<u64>)],
+) -> TraceRecord {
+    let mut r = batch(source, seq, events);
+    if let TraceRecord::Batch(b) = &mut r {
+        b.provenance = Some(
+            jobs.iter()
+                .map(|(tier, kind, job)| Provenance {
+                    tier: (*tier).into(),
+                    kind: *kind,
+                    job_id: *job,
+                    ..Provenance::default()
+                })
+                .collect(),
+        );
+    }
+    r
+}
+
+/// A trace from records, with `origin` renumbered to the 1-based record number.
+pub fn trace(records: Vec<TraceRecord>) -> Trace {
+    let mut records = records;
+    for (i, r) in records.iter_mut().enumerate() {
+        if let TraceRecord::Batch(b) = r {
+            b.origin = i as u64 + 1;
+        }
+    }
+    Trace { records }
+}

@@ -1,0 +1,991 @@
+//! The replay engine: a cursor over a trace's delivered events, for stepping through what each
+//! router model did.
+//!
+//! The cursor counts applied events: cursor `c` shows the state after events `0..c` (so `0` is
+//! before the first event and `len()` after the last); "the event at the cursor" is `c - 1`.
+//!
+//! # How seeking stays cheap
+//! [`Replay::new`] runs the analysis once and records, as compact version-stamped histories
+//! (a "fat node" persistent structure), everything a snapshot shows:
+//! * per event and consumer a 4-byte verdict (kind, status, interned reason), with side tables
+//!   for missing parents and non-uniform per-block outcomes;
+//! * per consumer and lane (source × tier) the counters after every event that changed them,
+//!   with an index by event so that a step applies or reverts only that event's changes;
+//! * static tables: each block's first store (parent, event), its children, and each job's
+//!   events.
+//!
+//! A seek is a binary search per lane (`O(lanes · log N)`), never a replay, a step is `O(changes
+//! of one event)`, and memory grows linearly with the trace (no state copies at all, so never
+//! as `N²/K`). `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes
+//! per event of the recording.
+//!
+//! # Example
+//! ```
+//! use kvscope_core::analysis::{AnalysisConfig, Rule};
+//! use kvscope_core::consumers::{ConsumerKind, VerdictKind};
+//! use kvscope_core::consumers::testkit::{batch, stored, trace};
+//! use kvscope_core::replay::{Replay, ViolationFilter};
+//!
+//! let t = trace(vec![batch("pod-a", 0, vec![
+//!     stored(&[1], None, Some("GPU"), 16),
+//!     stored(&[3], Some(2), Some("CPU"), 16), // child first (legacy order)
+//!     stored(&[2], Some(1), Some("CPU"), 16),
+//! ])]);
+//! let mut r = Replay::new(t, &AnalysisConfig::default());
+//! assert_eq!(r.len(), 3);
+//!
+//! // Jump to the first child-before-parent violation and apply that event.
+//! let filter = ViolationFilter { rule: Some(Rule::ChildBeforeParentInJob), consumer: None };
+//! let at = r.next_violation(&filter).unwrap();
+//! assert_eq!(at, 1);
+//! r.seek(at + 1);
+//! let snap = r.snapshot();
+//! assert_eq!(snap.cursor, 2);
+//! let llmd = snap.consumers.iter().find(|c| c.consumer == ConsumerKind::Llmd).unwrap();
+//! assert_eq!(llmd.total.dropped, 1); // llm-d dropped block 3
+//!
+//! // What the step onto event 1 changed, for the UI to highlight.
+//! let step = r.step_at(1).unwrap();
+//! let v = step.verdicts.iter().find(|v| v.consumer == ConsumerKind::Llmd).unwrap();
+//! assert_eq!(v.verdict.verdict, VerdictKind::DroppedOrphan);
+//! assert_eq!(v.verdict.missing_parent, Some(2));
+//!
+//! // Snapshots are plain serde data.
+//! let json = serde_json::to_string(&snap).unwrap();
+//! assert!(json.contains("\"cursor\":2"));
+//! ```
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{run_inner, Analysis, AnalysisConfig, Finding, Job, Recorder, Rule};
+use crate::consumers::{
+    BlockVerdict, ConsumerKind, EventVerdict, LaneCounts, LaneKey, Lanes, Resolution, VerdictKind,
+};
+use crate::event::KvEvent;
+use crate::trace::{Trace, TraceRecord};
+
+/// A compact verdict: kind, interned status and reason (4 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Compact {
+    kind: VerdictKind,
+    status: u8,
+    reason: u16,
+}
+
+/// One lane change: counters of `lane` of consumer `consumer` after event `event`.
+#[derive(Clone, Copy, Debug)]
+struct Change {
+    event: u32,
+    consumer: u8,
+    lane: u16,
+    counts: [i32; 4],
+}
+
+fn pack(c: &LaneCounts) -> [i32; 4] {
+    let clamp = |v: i64| v.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+    [
+        clamp(c.indexed),
+        clamp(c.pending),
+        clamp(c.dropped),
+        clamp(c.unreachable),
+    ]
+}
+
+fn unpack(a: [i32; 4]) -> LaneCounts {
+    LaneCounts {
+        indexed: a[0] as i64,
+        pending: a[1] as i64,
+        dropped: a[2] as i64,
+        unreachable: a[3] as i64,
+    }
+}
+
+/// Everything recorded during the analysis pass.
+#[derive(Default)]
+struct Recording {
+    strings: Vec<Cow<'static, str>>,
+    string_ids: HashMap<Cow<'static, str>, u16>,
+    verdicts: Vec<Vec<Compact>>,
+    missing: HashMap<(u8, u32), u64>,
+    blocks: HashMap<(u8, u32), Box<[BlockVerdict]>>,
+    resolutions: Vec<(u32, u8, Resolution)>,
+    lane_keys: Vec<LaneKey>,
+    lane_ids: HashMap<LaneKey, u16>,
+    changes: Vec<Change>,
+    /// Per (consumer, lane slot): indices into `changes`, in event order.
+    per_lane: HashMap<(u8, u16), Vec<u32>>,
+}
+
+impl Recording {
+    fn intern(&mut self, s: Option<&Cow<'static, str>>) -> u16 {
+        let Some(s) = s else { return 0 };
+        if let Some(id) = self.string_ids.get(s) {
+            return *id;
+        }
+        if self.strings.is_empty() {
+            self.strings.push(Cow::Borrowed(""));
+        }
+        let id = u16::try_from(self.strings.len()).unwrap_or(u16::MAX);
+        if id == u16::MAX {
+            return id;
+        }
+        self.strings.push(s.clone());
+        self.string_ids.insert(s.clone(), id);
+        id
+    }
+
+    fn string(&self, id: u16) -> Option<Cow<'static, str>> {
+        if id == 0 {
+            return None;
+        }
+        Some(
+            self.strings
+                .get(id as usize)
+                .cloned()
+                .unwrap_or(Cow::Borrowed("…")),
+        )
+    }
+
+    fn lane_slot(&mut self, k: LaneKey) -> u16 {
+        if let Some(id) = self.lane_ids.get(&k) {
+            return *id;
+        }
+        let id = self.lane_keys.len() as u16;
+        self.lane_keys.push(k);
+        self.lane_ids.insert(k, id);
+        id
+    }
+}
+
+impl Recorder for Recording {
+    fn verdict(
+        &mut self,
+        event: usize,
+        consumer: usize,
+        v: &EventVerdict,
+        resolved: &[Resolution],
+    ) {
+        let c = consumer as u8;
+        let e = event as u32;
+        if self.verdicts.len() <= consumer {
+            self.verdicts.resize_with(consumer + 1, Vec::new);
+        }
+        let status = self.intern(v.status.as_ref());
+        let reason = self.intern(v.reason.as_ref());
+        let status = u8::try_from(status).unwrap_or(u8::MAX);
+        if let Some(list) = self.verdicts.get_mut(consumer) {
+            list.push(Compact {
+                kind: v.verdict,
+                status,
+                reason,
+            });
+        }
+        if let Some(p) = v.missing_parent {
+            self.missing.insert((c, e), p);
+        }
+        if v.blocks
+            .iter()
+            .any(|b| b.verdict != v.verdict || b.reason.is_some())
+        {
+            self.blocks
+                .insert((c, e), v.blocks.clone().into_boxed_slice());
+        }
+        for r in resolved {
+            self.resolutions.push((e, c, r.clone()));
+        }
+    }
+
+    fn lanes(&mut self, event: usize, consumer: usize, before: &Lanes, after: &Lanes) {
+        if before.ptr_eq(after) {
+            return;
+        }
+        let mut changed: Vec<(LaneKey, LaneCounts)> = Vec::new();
+        for (k, v) in after.iter() {
+            if before.get(k) != Some(v) {
+                changed.push((*k, *v));
+            }
+        }
+        for (k, _) in before.iter() {
+            if !after.contains_key(k) {
+                changed.push((*k, LaneCounts::default()));
+            }
+        }
+        for (k, v) in changed {
+            let lane = self.lane_slot(k);
+            let idx = self.changes.len() as u32;
+            self.changes.push(Change {
+                event: event as u32,
+                consumer: consumer as u8,
+                lane,
+                counts: pack(&v),
+            });
+            self.per_lane
+                .entry((consumer as u8, lane))
+                .or_default()
+                .push(idx);
+        }
+    }
+}
+
+/// Filter for [`Replay::next_violation`] / [`Replay::prev_violation`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViolationFilter {
+    /// Only findings of this rule (any level, including allowed ones).
+    #[serde(default)]
+    pub rule: Option<Rule>,
+    /// Only events this consumer loses (dropped, misrooted, truncated, pending or skipped
+    /// stores). With `rule`, both must hold.
+    #[serde(default)]
+    pub consumer: Option<ConsumerKind>,
+}
+
+/// A delivered event, as the UI shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventInfo {
+    /// Global 0-based index.
+    pub index: usize,
+    /// 1-based JSONL line / msgpack batch number.
+    pub line: u64,
+    /// 0-based index in its batch.
+    pub pos: usize,
+    /// Source name.
+    pub source: String,
+    /// DP rank.
+    pub dp_rank: u32,
+    /// Publisher sequence number of its batch.
+    pub seq: u64,
+    /// Tier label.
+    pub tier: String,
+    /// `BlockStored`, `BlockRemoved` or `AllBlocksCleared`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Block hashes (u64-normalised).
+    pub hashes: Vec<u64>,
+    /// Parent (stores only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u64>,
+    /// Interned job id, when the event belongs to a job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<u32>,
+}
+
+/// One lane's counters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneSnapshot {
+    /// Source name.
+    pub source: String,
+    /// Tier label.
+    pub tier: String,
+    /// Counters.
+    pub counts: LaneCounts,
+}
+
+/// One consumer's state at the cursor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerSnapshot {
+    /// The model.
+    pub consumer: ConsumerKind,
+    /// Per lane (source × tier), sorted by source then tier.
+    pub lanes: Vec<LaneSnapshot>,
+    /// Sum over lanes.
+    pub total: LaneCounts,
+}
+
+/// A job's progress at the cursor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobProgress {
+    /// The job.
+    pub job: Job,
+    /// Events of the job delivered so far.
+    pub delivered: usize,
+    /// Child-before-parent-in-job violations in it so far.
+    pub violations: usize,
+}
+
+/// The full state at the cursor (plain data).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Number of applied events.
+    pub cursor: usize,
+    /// Total number of events.
+    pub total: usize,
+    /// The event at the cursor (`cursor - 1`), if any.
+    pub last_event: Option<EventInfo>,
+    /// Per consumer state.
+    pub consumers: Vec<ConsumerSnapshot>,
+    /// Jobs started but not finished at the cursor, plus the current event's job.
+    pub active_jobs: Vec<JobProgress>,
+    /// Distinct blocks stored so far (by any source, any tier).
+    pub blocks_seen: usize,
+    /// Findings (all levels) at events before the cursor.
+    pub findings_so_far: usize,
+}
+
+/// A lane whose counters an event changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneChange {
+    /// Source name.
+    pub source: String,
+    /// Tier label.
+    pub tier: String,
+    /// Before the event.
+    pub before: LaneCounts,
+    /// After the event.
+    pub after: LaneCounts,
+}
+
+/// What one consumer did with one event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerStep {
+    /// The model.
+    pub consumer: ConsumerKind,
+    /// Its verdict (as produced at delivery; `final_verdict` says if it changed later).
+    pub verdict: EventVerdict,
+    /// The final verdict when a later event changed it (a pending event replayed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_verdict: Option<VerdictKind>,
+    /// Earlier events this one resolved (replayed orphans).
+    pub resolved: Vec<Resolution>,
+    /// Lanes whose counters changed.
+    pub lanes: Vec<LaneChange>,
+}
+
+/// The diff between cursor `event` and `event + 1`: what applying that event changed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// The event.
+    pub event: EventInfo,
+    /// Per consumer outcome.
+    pub verdicts: Vec<ConsumerStep>,
+    /// Findings at this event (all levels).
+    pub findings: Vec<Finding>,
+}
+
+/// What is known about one block at the cursor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockInfo {
+    /// The hash.
+    pub hash: u64,
+    /// Parent named by its first store (if stored before the cursor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u64>,
+    /// Event of its first store, if before the cursor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_stored: Option<usize>,
+    /// Children first stored before the cursor.
+    pub children: Vec<u64>,
+    /// Per consumer: the outcome for this block at the last event before the cursor that
+    /// named it, with that event's index.
+    pub last_outcome: Vec<(ConsumerKind, usize, VerdictKind)>,
+}
+
+/// The replay engine (see the module docs).
+pub struct Replay {
+    trace: Trace,
+    analysis: Analysis,
+    rec: Recording,
+    /// Per event: first index into `rec.changes` (plus a final sentinel).
+    change_start: Vec<u32>,
+    first_store: HashMap<u64, (u32, Option<u64>)>,
+    first_store_events: Vec<u32>,
+    children: HashMap<u64, Vec<u64>>,
+    touches: HashMap<u64, Vec<u32>>,
+    job_events: Vec<Vec<u32>>,
+    finding_events: Vec<(usize, usize)>,
+    cursor: usize,
+    lanes_now: Vec<BTreeMap<u16, [i32; 4]>>,
+}
+
+impl Replay {
+    /// Analyse `trace` and build the replay index; the cursor starts at 0.
+    pub fn new(trace: Trace, config: &AnalysisConfig) -> Replay {
+        let mut rec = Recording::default();
+        let analysis = run_inner(&trace, config, None, Some(&mut rec));
+        let n = analysis.index.events.len();
+        let mut change_start = Vec::with_capacity(n + 1);
+        let mut j = 0usize;
+        for i in 0..n {
+            while rec.changes.get(j).is_some_and(|c| (c.event as usize) < i) {
+                j += 1;
+            }
+            change_start.push(j as u32);
+        }
+        change_start.push(rec.changes.len() as u32);
+        let mut first_store = HashMap::new();
+        let mut first_store_events = Vec::new();
+        let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
+        let mut touches: HashMap<u64, Vec<u32>> = HashMap::new();
+        let mut job_events: Vec<Vec<u32>> = vec![Vec::new(); analysis.index.jobs.len()];
+        for i in 0..n {
+            let Some((_, ev)) = analysis.index.event(&trace, i) else {
+                continue;
+            };
+            if let Some(loc) = analysis.index.events.get(i) {
+                if let Some(list) = job_events.get_mut(loc.job as usize) {
+                    list.push(i as u32);
+                }
+            }
+            let mut parent = match ev {
+                KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
+                _ => None,
+            };
+            for h in ev.block_hashes().iter().map(|h| h.as_u64()) {
+                touches.entry(h).or_default().push(i as u32);
+                if matches!(ev, KvEvent::BlockStored(_)) {
+                    if let std::collections::hash_map::Entry::Vacant(v) = first_store.entry(h) {
+                        v.insert((i as u32, parent));
+                        first_store_events.push(i as u32);
+                        if let Some(p) = parent {
+                            children.entry(p).or_default().push(h);
+                        }
+                    }
+                    parent = Some(h);
+                }
+            }
+        }
+        let mut finding_events: Vec<(usize, usize)> = analysis
+            .violations
+            .iter()
+            .chain(analysis.findings.iter().filter(|f| !f.rule.is_reorder()))
+            .enumerate()
+            .map(|(k, f)| (f.event, k))
+            .collect();
+        finding_events.sort_unstable();
+        let consumers = analysis.config.consumers.len();
+        Replay {
+            trace,
+            analysis,
+            rec,
+            change_start,
+            first_store,
+            first_store_events,
+            children,
+            touches,
+            job_events,
+            finding_events,
+            cursor: 0,
+            lanes_now: vec![BTreeMap::new(); consumers],
+        }
+    }
+
+    /// Number of delivered events.
+    pub fn len(&self) -> usize {
+        self.analysis.index.events.len()
+    }
+
+    /// Whether the trace has no events.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The cursor (number of applied events).
+    pub fn cursor(&self) -> usize {
+        self.cursor
+    }
+
+    /// The analysis (findings, violations, losses).
+    pub fn analysis(&self) -> &Analysis {
+        &self.analysis
+    }
+
+    /// The trace.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    fn changes_of(&self, event: usize) -> &[Change] {
+        let a = self.change_start.get(event).copied().unwrap_or(0) as usize;
+        let b = self
+            .change_start
+            .get(event + 1)
+            .copied()
+            .unwrap_or(a as u32) as usize;
+        self.rec.changes.get(a..b).unwrap_or(&[])
+    }
+
+    /// Counters of a lane before change `idx` (the previous change of that lane, or zero).
+    fn before_change(&self, idx: u32) -> [i32; 4] {
+        let Some(ch) = self.rec.changes.get(idx as usize) else {
+            return [0; 4];
+        };
+        let Some(list) = self.rec.per_lane.get(&(ch.consumer, ch.lane)) else {
+            return [0; 4];
+        };
+        let pos = list.partition_point(|x| *x < idx);
+        match pos.checked_sub(1).and_then(|p| list.get(p)) {
+            Some(prev) => self
+                .rec
+                .changes
+                .get(*prev as usize)
+                .map_or([0; 4], |c| c.counts),
+            None => [0; 4],
+        }
+    }
+
+    /// Apply the event at the cursor and advance. Returns what changed, `None` at the end.
+    pub fn step_forward(&mut self) -> Option<Step> {
+        if self.cursor >= self.len() {
+            return None;
+        }
+        let e = self.cursor;
+        let changes: Vec<Change> = self.changes_of(e).to_vec();
+        for ch in changes {
+            if let Some(m) = self.lanes_now.get_mut(ch.consumer as usize) {
+                m.insert(ch.lane, ch.counts);
+            }
+        }
+        self.cursor += 1;
+        self.step_at(e)
+    }
+
+    /// Revert the event at the cursor and move back. Returns what that event had changed.
+    pub fn step_back(&mut self) -> Option<Step> {
+        if self.cursor == 0 {
+            return None;
+        }
+        let e = self.cursor - 1;
+        let a = self.change_start.get(e).copied().unwrap_or(0);
+        let b = self.change_start.get(e + 1).copied().unwrap_or(a);
+        for idx in (a..b).rev() {
+            let before = self.before_change(idx);
+            if let Some(ch) = self.rec.changes.get(idx as usize).copied() {
+                if let Some(m) = self.lanes_now.get_mut(ch.consumer as usize) {
+                    m.insert(ch.lane, before);
+                }
+            }
+        }
+        self.cursor = e;
+        self.step_at(e)
+    }
+
+    /// Move the cursor to `cursor` (clamped to `0..=len()`): one binary search per lane.
+    pub fn seek(&mut self, cursor: usize) {
+        let cursor = cursor.min(self.len());
+        let limit = self
+            .change_start
+            .get(cursor)
+            .copied()
+            .unwrap_or(self.rec.changes.len() as u32);
+        for m in &mut self.lanes_now {
+            m.clear();
+        }
+        for ((c, lane), list) in &self.rec.per_lane {
+            let pos = list.partition_point(|x| *x < limit);
+            if let Some(idx) = pos.checked_sub(1).and_then(|p| list.get(p)) {
+                if let (Some(m), Some(ch)) = (
+                    self.lanes_now.get_mut(*c as usize),
+                    self.rec.changes.get(*idx as usize),
+                ) {
+                    m.insert(*lane, ch.counts);
+                }
+            }
+        }
+        self.cursor = cursor;
+    }
+
+    fn matches(&self, event: usize, finding: Option<&Finding>, filter: &ViolationFilter) -> bool {
+        if let Some(rule) = filter.rule {
+            if finding.is_none_or(|f| f.rule != rule) {
+                return false;
+            }
+        }
+        if let Some(kind) = filter.consumer {
+            let lost = matches!(self.event_kind(event), Some("BlockStored"))
+                && self
+                    .analysis
+                    .verdict_kind(kind, event)
+                    .is_some_and(|v| !matches!(v, VerdictKind::Applied | VerdictKind::Replayed));
+            if !lost {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn event_kind(&self, event: usize) -> Option<&'static str> {
+        self.analysis
+            .index
+            .event(&self.trace, event)
+            .map(|(_, e)| e.type_name())
+    }
+
+    fn finding(&self, k: usize) -> Option<&Finding> {
+        let reorders = self.analysis.violations.len();
+        if k < reorders {
+            self.analysis.violations.get(k)
+        } else {
+            self.analysis
+                .findings
+                .iter()
+                .filter(|f| !f.rule.is_reorder())
+                .nth(k - reorders)
+        }
+    }
+
+    /// The next event after the cursor's event (index ≥ cursor) that matches `filter`: a
+    /// finding (violation) when `rule` is set or neither is set, an event the consumer loses
+    /// when only `consumer` is set. Seek to `index + 1` to apply it.
+    pub fn next_violation(&self, filter: &ViolationFilter) -> Option<usize> {
+        if filter.rule.is_none() && filter.consumer.is_some() {
+            return (self.cursor..self.len()).find(|e| self.matches(*e, None, filter));
+        }
+        let start = self
+            .finding_events
+            .partition_point(|(e, _)| *e < self.cursor);
+        self.finding_events
+            .get(start..)?
+            .iter()
+            .find(|(e, k)| self.matches(*e, self.finding(*k), filter))
+            .map(|(e, _)| *e)
+    }
+
+    /// The previous matching event before the cursor's event (index < cursor - 1).
+    pub fn prev_violation(&self, filter: &ViolationFilter) -> Option<usize> {
+        let end = self.cursor.saturating_sub(1);
+        if filter.rule.is_none() && filter.consumer.is_some() {
+            return (0..end).rev().find(|e| self.matches(*e, None, filter));
+        }
+        let stop = self.finding_events.partition_point(|(e, _)| *e < end);
+        self.finding_events
+            .get(..stop)?
+            .iter()
+            .rev()
+            .find(|(e, k)| self.matches(*e, self.finding(*k), filter))
+            .map(|(e, _)| *e)
+    }
+
+    /// Describe event `i`.
+    pub fn event_info(&self, i: usize) -> Option<EventInfo> {
+        let loc = self.analysis.index.events.get(i)?;
+        let (b, ev) = self.analysis.index.event(&self.trace, i)?;
+        Some(EventInfo {
+            index: i,
+            line: b.origin,
+            pos: loc.pos as usize,
+            source: b.source.clone(),
+            dp_rank: loc.dp_rank,
+            seq: b.seq,
+            tier: self
+                .analysis
+                .index
+                .tiers
+                .get(loc.tier as usize)
+                .map(|t| t.label())
+                .unwrap_or_default(),
+            kind: ev.type_name().into(),
+            hashes: ev.block_hashes().iter().map(|h| h.as_u64()).collect(),
+            parent: match ev {
+                KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
+                _ => None,
+            },
+            job: (loc.job != u32::MAX).then_some(loc.job),
+        })
+    }
+
+    /// Consumer `c`'s verdict on event `i`, as produced at delivery.
+    fn verdict(&self, c: usize, i: usize, hashes: &[u64]) -> Option<EventVerdict> {
+        let cv = self.rec.verdicts.get(c)?.get(i)?;
+        let key = (c as u8, i as u32);
+        let blocks = match self.rec.blocks.get(&key) {
+            Some(b) => b.to_vec(),
+            None => hashes
+                .iter()
+                .map(|h| BlockVerdict {
+                    hash: *h,
+                    verdict: cv.kind,
+                    reason: None,
+                })
+                .collect(),
+        };
+        Some(EventVerdict {
+            verdict: cv.kind,
+            missing_parent: self.rec.missing.get(&key).copied(),
+            reason: self.rec.string(cv.reason),
+            status: self.rec.string(cv.status as u16),
+            blocks: if matches!(cv.kind, VerdictKind::Cleared) {
+                Vec::new()
+            } else {
+                blocks
+            },
+        })
+    }
+
+    fn lane_names(&self, lane: u16) -> (String, String) {
+        let k = self
+            .rec
+            .lane_keys
+            .get(lane as usize)
+            .copied()
+            .unwrap_or_default();
+        (
+            self.analysis
+                .index
+                .sources
+                .get(k.source as usize)
+                .cloned()
+                .unwrap_or_default(),
+            self.analysis
+                .index
+                .tiers
+                .get(k.tier as usize)
+                .map(|t| t.label())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// What applying event `i` changed (the diff between cursors `i` and `i + 1`).
+    pub fn step_at(&self, i: usize) -> Option<Step> {
+        let event = self.event_info(i)?;
+        let start = self.rec.resolutions.partition_point(|r| (r.0 as usize) < i);
+        let mut verdicts = Vec::new();
+        for (c, kind) in self.analysis.config.consumers.iter().enumerate() {
+            let verdict = self.verdict(c, i, &event.hashes)?;
+            let final_kind = self.analysis.verdict_kind(*kind, i);
+            let resolved = self
+                .rec
+                .resolutions
+                .get(start..)
+                .unwrap_or(&[])
+                .iter()
+                .take_while(|r| r.0 as usize == i)
+                .filter(|r| r.1 as usize == c)
+                .map(|r| r.2.clone())
+                .collect();
+            let a = self.change_start.get(i).copied().unwrap_or(0);
+            let lanes = self
+                .changes_of(i)
+                .iter()
+                .enumerate()
+                .filter(|(_, ch)| ch.consumer as usize == c)
+                .map(|(k, ch)| {
+                    let (source, tier) = self.lane_names(ch.lane);
+                    LaneChange {
+                        source,
+                        tier,
+                        before: unpack(self.before_change(a + k as u32)),
+                        after: unpack(ch.counts),
+                    }
+                })
+                .collect();
+            verdicts.push(ConsumerStep {
+                consumer: *kind,
+                final_verdict: final_kind.filter(|k| *k != verdict.verdict),
+                verdict,
+                resolved,
+                lanes,
+            });
+        }
+        let from = self.finding_events.partition_point(|(e, _)| *e < i);
+        let findings = self
+            .finding_events
+            .get(from..)
+            .unwrap_or(&[])
+            .iter()
+            .take_while(|(e, _)| *e == i)
+            .filter_map(|(_, k)| self.finding(*k).cloned())
+            .collect();
+        Some(Step {
+            event,
+            verdicts,
+            findings,
+        })
+    }
+
+    /// The full state at the cursor.
+    pub fn snapshot(&self) -> Snapshot {
+        let consumers = self
+            .analysis
+            .config
+            .consumers
+            .iter()
+            .enumerate()
+            .map(|(c, kind)| {
+                let mut lanes: Vec<LaneSnapshot> = self
+                    .lanes_now
+                    .get(c)
+                    .map(|m| {
+                        m.iter()
+                            .map(|(lane, counts)| {
+                                let (source, tier) = self.lane_names(*lane);
+                                LaneSnapshot {
+                                    source,
+                                    tier,
+                                    counts: unpack(*counts),
+                                }
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                lanes.sort_by(|a, b| (&a.source, &a.tier).cmp(&(&b.source, &b.tier)));
+                let mut total = LaneCounts::default();
+                for l in &lanes {
+                    total.indexed += l.counts.indexed;
+                    total.pending += l.counts.pending;
+                    total.dropped += l.counts.dropped;
+                    total.unreachable += l.counts.unreachable;
+                }
+                ConsumerSnapshot {
+                    consumer: *kind,
+                    lanes,
+                    total,
+                }
+            })
+            .collect();
+        let c = self.cursor;
+        let current_job = c
+            .checked_sub(1)
+            .and_then(|e| self.analysis.index.events.get(e))
+            .map(|l| l.job)
+            .filter(|j| *j != u32::MAX);
+        let active_jobs = self
+            .analysis
+            .index
+            .jobs
+            .iter()
+            .filter(|j| (j.first_event < c && j.last_event >= c) || Some(j.id) == current_job)
+            .take(256)
+            .map(|j| JobProgress {
+                job: j.clone(),
+                delivered: self
+                    .job_events
+                    .get(j.id as usize)
+                    .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
+                violations: self
+                    .analysis
+                    .violations
+                    .iter()
+                    .filter(|f| {
+                        f.rule == Rule::ChildBeforeParentInJob
+                            && f.event < c
+                            && self.analysis.index.events.get(f.event).map(|l| l.job) == Some(j.id)
+                    })
+                    .count(),
+            })
+            .collect();
+        Snapshot {
+            cursor: c,
+            total: self.len(),
+            last_event: c.checked_sub(1).and_then(|e| self.event_info(e)),
+            consumers,
+            active_jobs,
+            blocks_seen: self
+                .first_store_events
+                .partition_point(|e| (*e as usize) < c),
+            findings_so_far: self.finding_events.partition_point(|(e, _)| *e < c),
+        }
+    }
+
+    /// Topology and per-consumer outcome of one block, as of the cursor.
+    pub fn block(&self, hash: u64) -> BlockInfo {
+        let c = self.cursor;
+        let first = self
+            .first_store
+            .get(&hash)
+            .filter(|(e, _)| (*e as usize) < c);
+        let children = self
+            .children
+            .get(&hash)
+            .map(|v| {
+                v.iter()
+                    .copied()
+                    .filter(|h| {
+                        self.first_store
+                            .get(h)
+                            .is_some_and(|(e, _)| (*e as usize) < c)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut last_outcome = Vec::new();
+        if let Some(list) = self.touches.get(&hash) {
+            let pos = list.partition_point(|e| (*e as usize) < c);
+            if let Some(e) = pos
+                .checked_sub(1)
+                .and_then(|p| list.get(p))
+                .map(|e| *e as usize)
+            {
+                let hashes = self.event_info(e).map(|x| x.hashes).unwrap_or_default();
+                for (ci, kind) in self.analysis.config.consumers.iter().enumerate() {
+                    if let Some(v) = self.verdict(ci, e, &hashes) {
+                        let k = v
+                            .blocks
+                            .iter()
+                            .find(|b| b.hash == hash)
+                            .map_or(v.verdict, |b| b.verdict);
+                        let k = match self.analysis.verdict_kind(*kind, e) {
+                            Some(VerdictKind::Replayed) => VerdictKind::Replayed,
+                            _ => k,
+                        };
+                        last_outcome.push((*kind, e, k));
+                    }
+                }
+            }
+        }
+        BlockInfo {
+            hash,
+            parent: first.and_then(|(_, p)| *p),
+            first_stored: first.map(|(e, _)| *e as usize),
+            children,
+            last_outcome,
+        }
+    }
+
+    /// Approximate heap bytes held by the replay index (not counting the trace itself).
+    pub fn index_bytes(&self) -> usize {
+        let n = self.len();
+        let per_map_entry = 48;
+        n * std::mem::size_of::<crate::analysis::EventLoc>()
+            + self
+                .rec
+                .verdicts
+                .iter()
+                .map(|v| v.capacity() * std::mem::size_of::<Compact>())
+                .sum::<usize>()
+            + self
+                .analysis
+                .verdict_kinds
+                .iter()
+                .map(|v| v.capacity())
+                .sum::<usize>()
+            + self.rec.changes.capacity() * std::mem::size_of::<Change>()
+            + self
+                .rec
+                .per_lane
+                .values()
+                .map(|v| v.capacity() * 4)
+                .sum::<usize>()
+            + self.change_start.capacity() * 4
+            + self.first_store.len() * (per_map_entry + 24)
+            + self.first_store_events.capacity() * 4
+            + self
+                .children
+                .values()
+                .map(|v| per_map_entry + v.capacity() * 8)
+                .sum::<usize>()
+            + self
+                .touches
+                .values()
+                .map(|v| per_map_entry + v.capacity() * 4)
+                .sum::<usize>()
+            + self
+                .job_events
+                .iter()
+                .map(|v| 24 + v.capacity() * 4)
+                .sum::<usize>()
+            + (self.rec.missing.len() + self.rec.blocks.len()) * per_map_entry
+    }
+
+    /// Records of the trace that are not batches (header, gaps), for display.
+    pub fn non_batch_records(&self) -> impl Iterator<Item = &TraceRecord> + '_ {
+        self.trace
+            .records
+            .iter()
+            .filter(|r| !matches!(r, TraceRecord::Batch(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,222 @@
+//! Property test: the replay engine's state at any cursor equals a replay from the start.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::consumers::testkit::{batch, removed, stored, trace};
+use crate::consumers::{AnyConsumer, Consumer};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Store {
+        source: u8,
+        hashes: Vec<u64>,
+        parent: Option<u64>,
+        cpu: bool,
+    },
+    Remove {
+        source: u8,
+        hashes: Vec<u64>,
+        cpu: bool,
+    },
+    Clear {
+        source: u8,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u8..2, prop::collection::vec(1u64..24, 1..4), prop::option::of(1u64..24), any::<bool>())
+            .prop_map(|(source, hashes, parent, cpu)| Op::Store { source, hashes, parent, cpu }),
+        2 => (0u8..2, prop::collection::vec(1u64..24, 1..3), any::<bool>())
+            .prop_map(|(source, hashes, cpu)| Op::Remove { source, hashes, cpu }),
+        1 => (0u8..2).prop_map(|source| Op::Clear { source }),
+    ]
+}
+
+fn build(ops: &[Op], per_batch: usize) -> Trace {
+    let mut records = Vec::new();
+    let mut seqs = [0u64; 2];
+    for chunk in ops.chunks(per_batch.max(1)) {
+        // One batch per chunk, all from the chunk's first source.
+        let source = match chunk.first() {
+            Some(Op::Store { source, .. } | Op::Remove { source, .. } | Op::Clear { source }) => {
+                *source
+            }
+            None => 0,
+        };
+        let events = chunk
+            .iter()
+            .map(|o| match o {
+                Op::Store {
+                    hashes,
+                    parent,
+                    cpu,
+                    ..
+                } => stored(hashes, *parent, Some(if *cpu { "CPU" } else { "GPU" }), 16),
+                Op::Remove { hashes, cpu, .. } => {
+                    removed(hashes, Some(if *cpu { "CPU" } else { "GPU" }))
+                }
+                Op::Clear { .. } => KvEvent::AllBlocksCleared,
+            })
+            .collect();
+        let s = source as usize % 2;
+        records.push(batch(if s == 0 { "a" } else { "b" }, seqs[s], events));
+        seqs[s] += 1;
+    }
+    trace(records)
+}
+
+fn nonzero(lanes: &[LaneSnapshot]) -> Vec<LaneSnapshot> {
+    lanes
+        .iter()
+        .filter(|l| l.counts != LaneCounts::default())
+        .cloned()
+        .collect()
+}
+
+/// Replay from the start with fresh consumers: lanes after `cursor` events and the verdicts of
+/// event `cursor - 1`.
+fn from_start(r: &Replay, cursor: usize) -> (Vec<Vec<LaneSnapshot>>, Vec<EventVerdict>) {
+    let a = r.analysis();
+    let mut consumers: Vec<AnyConsumer> = a
+        .config
+        .consumers
+        .iter()
+        .map(|k| AnyConsumer::new(*k, &a.config.consumer_config))
+        .collect();
+    let mut last = Vec::new();
+    let mut resolved = Vec::new();
+    for i in 0..cursor {
+        let (ctx, ev) = a.index.ctx(r.trace(), i).unwrap();
+        last = consumers
+            .iter_mut()
+            .map(|c| c.apply(&ctx, ev, &mut resolved))
+            .collect();
+    }
+    let lanes = consumers
+        .iter()
+        .map(|c| {
+            let mut v: Vec<LaneSnapshot> = c
+                .lanes()
+                .iter()
+                .map(|(k, counts)| LaneSnapshot {
+                    source: a.index.sources[k.source as usize].clone(),
+                    tier: a.index.tiers[k.tier as usize].label(),
+                    counts: *counts,
+                })
+                .collect();
+            v.sort_by(|a, b| (&a.source, &a.tier).cmp(&(&b.source, &b.tier)));
+            nonzero(&v)
+        })
+        .collect();
+    (lanes, last)
+}
+
+fn lanes_of(s: &Snapshot) -> Vec<Vec<LaneSnapshot>> {
+    s.consumers.iter().map(|c| nonzero(&c.lanes)).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn seek_equals_replay_from_start(
+        ops in prop::collection::vec(op(), 1..60),
+        per_batch in 1usize..5,
+        cursors in prop::collection::vec(0usize..70, 1..8),
+    ) {
+        let t = build(&ops, per_batch);
+        let mut r = Replay::new(t, &AnalysisConfig::default());
+        let n = r.len();
+        for c in cursors {
+            let c = c.min(n);
+            r.seek(c);
+            let snap = r.snapshot();
+            let (lanes, last) = from_start(&r, c);
+            prop_assert_eq!(lanes_of(&snap), lanes.clone(), "lanes at cursor {}", c);
+            if c > 0 {
+                let step = r.step_at(c - 1).unwrap();
+                let got: Vec<EventVerdict> = step.verdicts.iter().map(|v| v.verdict.clone()).collect();
+                prop_assert_eq!(got, last, "verdicts of event {}", c - 1);
+            }
+            // Stepping gives the same state as seeking.
+            if c < n {
+                r.step_forward();
+                let (lanes_next, _) = from_start(&r, c + 1);
+                prop_assert_eq!(lanes_of(&r.snapshot()), lanes_next);
+                r.step_back();
+                prop_assert_eq!(lanes_of(&r.snapshot()), lanes);
+            }
+        }
+    }
+}
+
+#[test]
+fn walk_forward_then_back_to_zero() {
+    let t = trace(vec![
+        batch("a", 0, vec![stored(&[1, 2], None, Some("GPU"), 16)]),
+        batch(
+            "a",
+            1,
+            vec![
+                stored(&[4], Some(3), Some("CPU"), 16),
+                stored(&[3], Some(2), Some("CPU"), 16),
+                removed(&[1], Some("GPU")),
+            ],
+        ),
+    ]);
+    let mut r = Replay::new(t, &AnalysisConfig::default());
+    let mut steps = Vec::new();
+    while let Some(s) = r.step_forward() {
+        steps.push(s);
+    }
+    assert_eq!(r.cursor(), 4);
+    // The ideal consumer replays event 1 when event 2 arrives.
+    let ideal = steps[2]
+        .verdicts
+        .iter()
+        .find(|v| v.consumer == ConsumerKind::Ideal)
+        .unwrap();
+    assert_eq!(ideal.resolved.len(), 1);
+    assert_eq!(ideal.resolved[0].event, 1);
+    let ideal1 = steps[1]
+        .verdicts
+        .iter()
+        .find(|v| v.consumer == ConsumerKind::Ideal)
+        .unwrap();
+    assert_eq!(ideal1.verdict.verdict, VerdictKind::Pending);
+    assert_eq!(ideal1.final_verdict, Some(VerdictKind::Replayed));
+    let rules: Vec<Rule> = steps[1].findings.iter().map(|f| f.rule).collect();
+    assert!(rules.contains(&Rule::ChildBeforeParentInJob), "{rules:?}");
+    assert!(
+        rules.contains(&Rule::ConsumerLoss),
+        "llm-d drops block 4: {rules:?}"
+    );
+    while r.step_back().is_some() {}
+    assert_eq!(r.cursor(), 0);
+    assert!(r
+        .snapshot()
+        .consumers
+        .iter()
+        .all(|c| c.total == LaneCounts::default()));
+    // Navigation.
+    let f = ViolationFilter::default();
+    assert_eq!(r.next_violation(&f), Some(1));
+    r.seek(4);
+    assert_eq!(r.prev_violation(&f), Some(1));
+    let lost = ViolationFilter {
+        rule: None,
+        consumer: Some(ConsumerKind::Llmd),
+    };
+    r.seek(0);
+    assert_eq!(r.next_violation(&lost), Some(1));
+    let b = r.block(3);
+    assert!(b.first_stored.is_none(), "not stored yet at cursor 0");
+    r.seek(4);
+    let b = r.block(3);
+    assert_eq!(
+        (b.parent, b.first_stored, b.children.clone()),
+        (Some(2), Some(2), vec![4])
+    );
+    assert_eq!(r.snapshot().blocks_seen, 4);
+}
