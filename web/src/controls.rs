@@ -16,7 +16,7 @@ use crate::{AppState, LoadStatus, Theme};
 pub const SHORTCUTS: &[(&str, &str)] = &[
     ("→ / ←", "Step forward / back"),
     ("Shift + → / ←", "Step 10 events"),
-    ("Home / End", "First / last event"),
+    ("Home / End", "Start (nothing applied) / last event"),
     ("n / p", "Next / previous violation"),
     ("Space", "Play / pause"),
     ("/", "Search (Enter: next match)"),
@@ -79,11 +79,11 @@ pub fn install_global_handlers(st: AppState) {
                 true
             }
             "Home" => {
-                st.seek(0);
+                st.cursor.set(0);
                 true
             }
             "End" => {
-                st.seek(st.len().saturating_sub(1));
+                st.step(i64::from(st.len()));
                 true
             }
             "n" => {
@@ -189,7 +189,7 @@ pub fn install_global_handlers(st: AppState) {
             let h = set_interval_with_handle(
                 move || {
                     let n = st.len();
-                    if n == 0 || st.cursor.get_untracked() + 1 >= n {
+                    if n == 0 || st.cursor.get_untracked() >= n {
                         st.playing.set(false);
                     } else {
                         st.step(1);
@@ -244,7 +244,8 @@ pub fn Header() -> impl IntoView {
         st.model.with(|m| {
             m.as_ref()
                 .map(|m| {
-                    format!("{} events · {} batches · {} lanes · {} violations", m.len(), m.batches.len(), m.lanes.len(), m.violations.len())
+                    let losses = m.violations.iter().filter(|v| v.rule == crate::model::CONSUMER_LOSS).count();
+                    format!("{} events · {} batches · {} lanes · {} violations · {} loss findings", m.len(), m.batch_count, m.lanes.len(), m.violations.len() - losses, losses)
                 })
                 .unwrap_or_default()
         })
@@ -283,22 +284,22 @@ pub fn StepBar() -> impl IntoView {
         if n == 0 {
             "– / –".to_string()
         } else {
-            format!("{} / {}", st.cursor.get() + 1, n)
+            format!("{} / {}", st.cursor.get(), n)
         }
     };
     view! {
         <nav class="stepbar" aria-label="Step controls">
             <button class="btn icon" aria-label="Step back" title="Step back (←)" data-testid="step-back" prop:disabled=disabled
-                on:click=move |_| { st.playing.set(false); st.step(-1) }>"⏮"</button>
+                on:click=move |_| { st.playing.set(false); st.step(-1) }>"|◀"</button>
             <button class="btn icon play" data-testid="play"
                 aria-label=move || if st.playing.get() { "Pause" } else { "Play" }
                 title=move || if st.playing.get() { "Pause (space)" } else { "Play (space)" }
                 prop:disabled=disabled
                 on:click=move |_| st.playing.update(|p| *p = !*p)>
-                {move || if st.playing.get() { "⏸" } else { "▶" }}
+                {move || if st.playing.get() { "❚❚" } else { "▶" }}
             </button>
             <button class="btn icon" aria-label="Step forward" title="Step forward (→)" data-testid="step-forward" prop:disabled=disabled
-                on:click=move |_| { st.playing.set(false); st.step(1) }>"⏭"</button>
+                on:click=move |_| { st.playing.set(false); st.step(1) }>"▶|"</button>
             <select class="speed" aria-label="Speed" title="Playback speed (events per second)"
                 on:change:target=move |e| { if let Ok(v) = e.target().value().parse::<f64>() { st.speed.set(v) } }>
                 <option value="1">"1/s"</option>
@@ -308,10 +309,10 @@ pub fn StepBar() -> impl IntoView {
                 <option value="240">"240/s"</option>
             </select>
             <input type="range" class="scrubber" aria-label="Cursor position" data-testid="scrubber" min="0"
-                prop:max=move || n().saturating_sub(1).to_string()
+                prop:max=move || n().to_string()
                 prop:value=move || st.cursor.get().to_string()
                 prop:disabled=disabled
-                on:input:target=move |e| { if let Ok(v) = e.target().value().parse::<u32>() { st.playing.set(false); st.seek(v) } }/>
+                on:input:target=move |e| { if let Ok(v) = e.target().value().parse::<u32>() { st.playing.set(false); st.step(i64::from(v) - i64::from(st.cursor.get_untracked())) } }/>
             <span class="counter" data-testid="counter">{counter}</span>
             <span class="sep"></span>
             <button class="btn" aria-label="Previous violation" title="Previous violation (p)" data-testid="prev-violation" prop:disabled=disabled
@@ -320,7 +321,7 @@ pub fn StepBar() -> impl IntoView {
                 on:click=move |_| { st.next_violation(); }>"Violation ▶"</button>
             <select aria-label="Rule filter" title="Only this rule for next/previous violation" data-testid="rule-filter"
                 on:change:target=move |e| { let v = e.target().value(); st.rule.set(if v.is_empty() { None } else { Some(v) }) }>
-                <option value="" selected=move || st.rule.get().is_none()>"all rules"</option>
+                <option value="" selected=move || st.rule.get().is_none()>"ordering + lint rules"</option>
                 <For each=rules key=|r| r.clone() let:r>
                     {
                         let r2 = r.clone();
@@ -334,13 +335,21 @@ pub fn StepBar() -> impl IntoView {
                 on:input:target=move |e| st.query.set(e.target().value())
                 on:keydown=move |e: ev::KeyboardEvent| if e.key() == "Enter" { e.prevent_default(); st.search_next(); }/>
             <span class="note" data-testid="search-note">{move || st.search_note.get()}</span>
-            <select aria-label="Lanes" title="Lane layout" on:change:target=move |e| {
+        </nav>
+    }
+}
+
+/// The lane layout picker (tier, or source × tier).
+#[component]
+pub fn LanePicker() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    view! {
+        <select aria-label="Lanes" title="Lane layout" on:change:target=move |e| {
                 st.lane_mode.set(if e.target().value() == "source" { LaneMode::SourceTier } else { LaneMode::Tier });
                 load::relayout(st);
             }>
-                <option value="tier" selected=move || st.lane_mode.get() == LaneMode::Tier>"lanes: tier"</option>
-                <option value="source" selected=move || st.lane_mode.get() == LaneMode::SourceTier>"lanes: source × tier"</option>
-            </select>
-        </nav>
+            <option value="tier" selected=move || st.lane_mode.get() == LaneMode::Tier>"lanes: tier"</option>
+            <option value="source" selected=move || st.lane_mode.get() == LaneMode::SourceTier>"lanes: source × tier"</option>
+        </select>
     }
 }

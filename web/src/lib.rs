@@ -7,12 +7,13 @@
 //! * [`model`]: the pure view-model (flattened events, lanes, edges, violations, search).
 //! * [`permalink`]: URL-hash state.
 //! * [`load`]: reading bytes from files, URLs, pastes and the demo into a [`model::Model`].
-//! * [`timeline`], [`panels`], [`controls`]: the components.
+//! * [`timeline`], [`panels`], [`inspect`], [`controls`]: the components.
 //!
 //! Trace strings are always rendered as text nodes (never `inner_html`).
 #![deny(missing_docs)]
 
 pub mod controls;
+pub mod inspect;
 pub mod load;
 pub mod model;
 pub mod panels;
@@ -106,7 +107,8 @@ pub struct AppState {
     pub model: RwSignal<Option<Arc<Model>>>,
     /// Where the loaded trace came from (for permalinks).
     pub origin: RwSignal<Option<TraceOrigin>>,
-    /// Current event (cursor position).
+    /// Cursor: the number of applied events (the core's replay convention). `0` is before the
+    /// first event; the current event is `cursor - 1` (see [`AppState::current`]).
     pub cursor: RwSignal<u32>,
     /// Playing?
     pub playing: RwSignal<bool>,
@@ -172,14 +174,19 @@ impl AppState {
         self.len() == 0
     }
 
-    /// Move the cursor (clamped) and keep it in view.
+    /// The current event (`cursor - 1`), tracked.
+    pub fn current(&self) -> Option<u32> {
+        self.cursor.get().checked_sub(1)
+    }
+
+    /// Make event `i` current (cursor `i + 1`, clamped) and keep it in view.
     pub fn seek(&self, i: u32) {
         let n = self.len();
         if n == 0 {
             return;
         }
         let i = i.min(n - 1);
-        self.cursor.set(i);
+        self.cursor.set(i + 1);
         let w = self.plot_width.get_untracked().max(50.0);
         let vp = self.viewport.get_untracked();
         let x = (f64::from(i) + 0.5 - vp.start) / vp.per_px;
@@ -189,22 +196,23 @@ impl AppState {
         }
     }
 
-    /// Step by `d` events.
+    /// Move the cursor by `d` events (clamped to `0..=len`).
     pub fn step(&self, d: i64) {
         let c = i64::from(self.cursor.get_untracked());
         let n = i64::from(self.len());
-        if n == 0 {
-            return;
+        let c = (c + d).clamp(0, n);
+        if c == 0 {
+            self.cursor.set(0);
+        } else {
+            self.seek((c - 1) as u32);
         }
-        self.seek((c + d).clamp(0, n - 1) as u32);
     }
 
-    /// Jump to the next violation (respecting the rule filter); returns whether it moved.
+    /// Jump to the next violation after the current event (respecting the rule filter).
     pub fn next_violation(&self) -> bool {
         let rule = self.rule.get_untracked();
-        let c = self.cursor.get_untracked();
-        let at_start = c == 0 && self.model.with_untracked(|m| m.as_ref().is_some_and(|m| !m.is_violation(0)));
-        let target = self.model.with_untracked(|m| m.as_ref().and_then(|m| m.next_violation(if at_start { None } else { Some(c) }, rule.as_deref())));
+        let cur = self.cursor.get_untracked().checked_sub(1);
+        let target = self.model.with_untracked(|m| m.as_ref().and_then(|m| m.next_violation(cur, rule.as_deref())));
         if let Some(t) = target {
             self.playing.set(false);
             self.seek(t);
@@ -215,8 +223,8 @@ impl AppState {
     /// Jump to the previous violation.
     pub fn prev_violation(&self) -> bool {
         let rule = self.rule.get_untracked();
-        let c = self.cursor.get_untracked();
-        let target = self.model.with_untracked(|m| m.as_ref().and_then(|m| m.prev_violation(c, rule.as_deref())));
+        let Some(cur) = self.cursor.get_untracked().checked_sub(1) else { return false };
+        let target = self.model.with_untracked(|m| m.as_ref().and_then(|m| m.prev_violation(cur, rule.as_deref())));
         if let Some(t) = target {
             self.playing.set(false);
             self.seek(t);
@@ -248,8 +256,8 @@ impl AppState {
     /// Run the search from the cursor; returns whether a match was found.
     pub fn search_next(&self) -> bool {
         let q = model::Query::parse(&self.query.get_untracked());
-        let c = self.cursor.get_untracked();
-        let hit = self.model.with_untracked(|m| m.as_ref().and_then(|m| m.search(&q, Some(c))));
+        let cur = self.cursor.get_untracked().checked_sub(1);
+        let hit = self.model.with_untracked(|m| m.as_ref().and_then(|m| m.search(&q, cur)));
         match hit {
             Some(i) => {
                 self.search_note.set(String::new());
@@ -320,6 +328,7 @@ pub fn App() -> impl IntoView {
                 <timeline::Timeline/>
                 <div class="panes">
                     <panels::Details/>
+                    <inspect::Inspector/>
                     <panels::Violations/>
                 </div>
             </main>

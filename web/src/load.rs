@@ -132,7 +132,7 @@ pub fn load_bytes(st: AppState, name: String, bytes: Vec<u8>, origin: TraceOrigi
             Some((start, per_px)) => st.viewport.set(Viewport { start, per_px }),
             None => st.fit(),
         }
-        st.cursor.set(link.cursor.unwrap_or(0).min((n as u32).saturating_sub(1)));
+        st.cursor.set(link.cursor.unwrap_or(0).min(n as u32));
     });
 }
 
@@ -248,9 +248,8 @@ pub fn relayout(st: AppState) {
             }
             Err(shared) => {
                 // Still shared (a render holds it): rebuild from the batches.
-                let mut records: Vec<TraceRecord> = shared.header.clone().map(TraceRecord::Header).into_iter().collect();
-                records.extend(shared.batches.iter().cloned().map(TraceRecord::Batch));
-                match Model::from_trace(&shared.name, Trace { records }, mode) {
+                let trace = shared.with_trace(|t| t.clone());
+                match Model::from_trace(&shared.name, trace, mode) {
                     Ok(m) => Arc::new(m),
                     Err(_) => shared,
                 }

@@ -1,19 +1,23 @@
-//! The debugger's view-model: a loaded trace flattened into delivery-ordered events with lanes,
-//! parent→child edges and an ordering-violation index. Pure Rust (no DOM), tested natively.
+//! The debugger's view-model: a loaded trace flattened into delivery-ordered events with lanes
+//! and parent→child edges for drawing, over the core's [`Replay`] (consumer models, violation
+//! index, snapshots, step diffs). Pure Rust (no DOM), tested natively.
 //!
 //! Cursor positions are indices into [`Model::events`] (every event of every batch, in delivery
 //! order). The timeline's x axis is that index, not `ts`: vLLM stamps a whole batch with one
 //! `ts`, and delivery order is what consumers see.
 
 use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
 
+use kvscope_core::analysis::{AnalysisConfig, Level};
 use kvscope_core::event::{KvEvent, Tier};
+use kvscope_core::replay::Replay;
 use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
 
 /// One event of the trace, located by batch and position in the batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventRef {
-    /// Index into [`Model::batches`].
+    /// Index of the batch record in `Trace::records`.
     pub batch: u32,
     /// Index into that batch's `events`.
     pub ev: u32,
@@ -73,13 +77,16 @@ pub struct Edge {
     pub kind: EdgeKind,
 }
 
-/// Why an event is flagged, until the core's violation index is wired in.
+/// A finding of the core's analysis (child-before-parent violations of every class, at every
+/// level, plus the other rules' warn/deny findings), as the violation list shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// The offending event (the child delivered first).
+    /// The offending event (the child delivered first, the removal, ...).
     pub event: u32,
-    /// Rule name, in the core's vocabulary (`child-before-parent-in-job`, ...).
+    /// Rule name (`child-before-parent-in-job`, ...).
     pub rule: String,
+    /// Level in this run (`allow`, `warn`, `deny`).
+    pub level: &'static str,
     /// One readable sentence.
     pub message: String,
     /// The related event (the late parent), when there is one.
@@ -98,14 +105,16 @@ pub enum EventKind {
 }
 
 /// A loaded trace, ready to render.
-#[derive(Debug, Default)]
 pub struct Model {
     /// Display name (file name, URL or `demo`).
     pub name: String,
     /// The header record, if any.
     pub header: Option<TraceHeader>,
-    /// Batches in delivery order.
-    pub batches: Vec<TraceBatch>,
+    /// The core's replay engine; it owns the trace. Locked briefly to read the trace or to
+    /// seek and snapshot (single-threaded in the browser, so never contended).
+    replay: Mutex<Replay>,
+    /// Number of batches.
+    pub batch_count: usize,
     /// Number of gap records.
     pub gaps: usize,
     /// Every event in delivery order.
@@ -120,6 +129,17 @@ pub struct Model {
     pub edges: Vec<Edge>,
     /// Ordering violations, sorted by event.
     pub violations: Vec<Violation>,
+}
+
+/// The rule of per-model loss findings, left out of the default violation navigation.
+pub const CONSUMER_LOSS: &str = "consumer-loss";
+
+/// Whether a violation passes a rule filter (`None`: every rule but [`CONSUMER_LOSS`]).
+pub fn rule_matches(v: &Violation, rule: Option<&str>) -> bool {
+    match rule {
+        Some(r) => v.rule == r,
+        None => v.rule != CONSUMER_LOSS,
+    }
 }
 
 /// Errors from [`Model::from_trace`].
@@ -138,50 +158,83 @@ impl std::fmt::Display for ModelError {
 }
 
 impl Model {
-    /// Flatten a trace and index it (lanes, edges, violations). O(events).
+    /// Flatten a trace, run the core's analysis (all consumer models) and index it for drawing.
     pub fn from_trace(name: &str, trace: Trace, mode: LaneMode) -> Result<Model, ModelError> {
-        let mut header = None;
-        let mut batches = Vec::new();
-        let mut gaps = 0;
-        for rec in trace.records {
-            match rec {
-                TraceRecord::Batch(b) => batches.push(b),
-                TraceRecord::Header(h) if header.is_none() => header = Some(h),
-                TraceRecord::Gap(_) => gaps += 1,
-                _ => {}
-            }
-        }
-        let total: usize = batches.iter().map(|b| b.events.len()).sum();
-        if total > u32::MAX as usize || batches.len() > u32::MAX as usize {
+        let header = trace.records.iter().find_map(|r| match r {
+            TraceRecord::Header(h) => Some(h.clone()),
+            _ => None,
+        });
+        let gaps = trace.gaps().count();
+        let total = trace.event_count();
+        if total > u32::MAX as usize || trace.records.len() > u32::MAX as usize {
             return Err(ModelError::TooLarge(total));
         }
-        let mut model = Model { name: name.to_owned(), header, batches, gaps, ..Model::default() };
-        model.events.reserve(total);
-        for (bi, b) in model.batches.iter().enumerate() {
-            for ei in 0..b.events.len() {
-                model.events.push(EventRef { batch: bi as u32, ev: ei as u32 });
+        let mut events = Vec::with_capacity(total);
+        let mut kinds = Vec::with_capacity(total);
+        let mut batch_count = 0;
+        for (ri, rec) in trace.records.iter().enumerate() {
+            if let TraceRecord::Batch(b) = rec {
+                batch_count += 1;
+                for (ei, ev) in b.events.iter().enumerate() {
+                    events.push(EventRef { batch: ri as u32, ev: ei as u32 });
+                    kinds.push(match ev {
+                        KvEvent::BlockStored(_) => EventKind::Stored,
+                        KvEvent::BlockRemoved(_) => EventKind::Removed,
+                        KvEvent::AllBlocksCleared => EventKind::Cleared,
+                    });
+                }
             }
         }
-        model.kinds = model
-            .events
+        let replay = Replay::new(trace, &AnalysisConfig::default());
+        let a = replay.analysis();
+        let mut violations: Vec<Violation> = a
+            .violations
             .iter()
-            .map(|r| match model.event(*r) {
-                Some(KvEvent::BlockRemoved(_)) => EventKind::Removed,
-                Some(KvEvent::AllBlocksCleared) => EventKind::Cleared,
-                _ => EventKind::Stored,
+            .chain(a.findings.iter().filter(|f| !f.rule.is_reorder()))
+            .map(|f| Violation {
+                event: f.event.min(u32::MAX as usize) as u32,
+                rule: f.rule.name().to_owned(),
+                level: match f.level {
+                    Level::Allow => "allow",
+                    Level::Warn => "warn",
+                    Level::Deny => "deny",
+                },
+                message: f.message.clone(),
+                related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
             })
             .collect();
+        violations.sort_by_key(|v| v.event);
+        let mut model = Model {
+            name: name.to_owned(),
+            header,
+            replay: Mutex::new(replay),
+            batch_count,
+            gaps,
+            events,
+            lanes: Vec::new(),
+            kinds,
+            lane_of: Vec::new(),
+            edges: Vec::new(),
+            violations,
+        };
         model.layout(mode);
         Ok(model)
+    }
+
+    /// The replay engine (locked).
+    pub fn replay(&self) -> MutexGuard<'_, Replay> {
+        self.replay.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run `f` with the trace.
+    pub fn with_trace<R>(&self, f: impl FnOnce(&Trace) -> R) -> R {
+        f(self.replay().trace())
     }
 
     /// Recompute lanes, edges and violations for a lane mode.
     pub fn layout(&mut self, mode: LaneMode) {
         let mut lane_ids: HashMap<Lane, u16> = HashMap::new();
-        let mut keys: Vec<Option<Lane>> = Vec::with_capacity(self.events.len());
-        for r in &self.events {
-            keys.push(self.lane_key(*r, mode));
-        }
+        let keys: Vec<Option<Lane>> = self.with_trace(|t| self.events.iter().map(|r| lane_key(t, *r, mode)).collect());
         let mut distinct: Vec<Lane> = keys.iter().flatten().cloned().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
         if distinct.is_empty() {
             distinct.push(Lane { tier: Tier::Gpu, label: "GPU".into(), source: None });
@@ -194,41 +247,22 @@ impl Model {
         self.index_edges();
     }
 
-    fn lane_key(&self, r: EventRef, mode: LaneMode) -> Option<Lane> {
-        let b = self.batch(r)?;
-        let ev = b.events.get(r.ev as usize)?;
-        let tier = ev.tier()?;
-        let prov = self.provenance(r);
-        let label = match (&tier, prov) {
-            (Tier::Storage(None), Some(p)) if !p.tier.is_empty() => p.tier.clone(),
-            _ => tier.label(),
-        };
-        let source = match mode {
-            LaneMode::Tier => None,
-            LaneMode::SourceTier => Some(match b.dp_rank {
-                Some(d) if d > 0 => format!("{}/dp{d}", b.source),
-                _ => b.source.clone(),
-            }),
-        };
-        Some(Lane { tier, label, source })
-    }
-
     /// Single pass: for each stored child, link to the latest earlier store of its parent in
     /// the same lane; a parent stored only later gives a child-first edge (and a violation).
     fn index_edges(&mut self) {
+        let guard = self.replay.lock().unwrap_or_else(|e| e.into_inner());
+        let t = guard.trace();
         let mut edges: Vec<Edge> = Vec::new();
-        self.violations.clear();
         // (lane, hash) -> latest event storing that block.
         let mut stored: HashMap<(u16, u64), u32> = HashMap::new();
         // hash -> some event storing it in any lane (for cross-lane edges).
         let mut any_lane: HashMap<u64, u32> = HashMap::new();
         // (lane, parent hash) -> children waiting for that parent.
         let mut waiting: HashMap<(u16, u64), Vec<u32>> = HashMap::new();
-        let mut late: Vec<(u32, u32)> = Vec::new();
         for (i, r) in self.events.iter().enumerate() {
             let i = i as u32;
             let lane = self.lane_of.get(i as usize).copied().unwrap_or(0);
-            let Some(KvEvent::BlockStored(s)) = self.event(*r) else { continue };
+            let Some(KvEvent::BlockStored(s)) = batch_of(t, *r).and_then(|b| b.events.get(r.ev as usize)) else { continue };
             if let Some(p) = &s.parent_block_hash {
                 let key = (lane, p.as_u64());
                 match stored.get(&key) {
@@ -243,7 +277,6 @@ impl Model {
                 if let Some(children) = waiting.remove(&key) {
                     for c in children {
                         edges.push(Edge { parent: i, child: c, kind: EdgeKind::ChildFirst });
-                        late.push((c, i));
                     }
                 }
             }
@@ -257,22 +290,8 @@ impl Model {
             }
         }
         edges.sort_by_key(|e| (e.child, e.parent));
+        drop(guard);
         self.edges = edges;
-        late.sort_unstable();
-        for (child, parent) in late {
-            let same_job = match (self.provenance_at(child), self.provenance_at(parent)) {
-                (Some(a), Some(b)) => a.job_id.is_some() && a.job_id == b.job_id,
-                _ => self.events.get(child as usize).map(|r| r.batch) == self.events.get(parent as usize).map(|r| r.batch),
-            };
-            let rule = if same_job { "child-before-parent-in-job" } else { "child-before-parent-across-jobs" };
-            let lane = self.lane_of.get(child as usize).and_then(|l| self.lanes.get(*l as usize)).map(Lane::title).unwrap_or_default();
-            self.violations.push(Violation {
-                event: child,
-                rule: rule.into(),
-                message: format!("#{child} stored a child in {lane} before its parent (stored at #{parent})"),
-                related: Some(parent),
-            });
-        }
     }
 
     /// Number of events.
@@ -285,43 +304,24 @@ impl Model {
         self.events.is_empty()
     }
 
-    /// The batch of an event.
-    pub fn batch(&self, r: EventRef) -> Option<&TraceBatch> {
-        self.batches.get(r.batch as usize)
-    }
-
-    /// The event itself.
-    pub fn event(&self, r: EventRef) -> Option<&KvEvent> {
-        self.batch(r)?.events.get(r.ev as usize)
-    }
-
-    /// The event at a cursor position.
-    pub fn event_at(&self, i: u32) -> Option<&KvEvent> {
-        self.event(*self.events.get(i as usize)?)
-    }
-
-    /// Provenance of an event, when the trace carries it.
-    pub fn provenance(&self, r: EventRef) -> Option<&Provenance> {
-        self.batch(r)?.provenance.as_ref()?.get(r.ev as usize)
-    }
-
-    /// Provenance at a cursor position.
-    pub fn provenance_at(&self, i: u32) -> Option<&Provenance> {
-        self.provenance(*self.events.get(i as usize)?)
+    /// Run `f` with the batch, event and provenance at cursor position `i`.
+    pub fn with_event<R>(&self, i: u32, f: impl FnOnce(&TraceBatch, &KvEvent, Option<&Provenance>) -> R) -> Option<R> {
+        let r = *self.events.get(i as usize)?;
+        self.with_trace(|t| {
+            let b = batch_of(t, r)?;
+            let ev = b.events.get(r.ev as usize)?;
+            Some(f(b, ev, b.provenance.as_ref().and_then(|p| p.get(r.ev as usize))))
+        })
     }
 
     /// Kind of the event at a cursor position.
     pub fn kind_at(&self, i: u32) -> Option<EventKind> {
-        Some(match self.event_at(i)? {
-            KvEvent::BlockStored(_) => EventKind::Stored,
-            KvEvent::BlockRemoved(_) => EventKind::Removed,
-            KvEvent::AllBlocksCleared => EventKind::Cleared,
-        })
+        self.kinds.get(i as usize).copied()
     }
 
     /// Whether the event at `i` is a violation.
     pub fn is_violation(&self, i: u32) -> bool {
-        self.violations.binary_search_by_key(&i, |v| v.event).is_ok()
+        self.violations_at(i).any(|v| v.rule != CONSUMER_LOSS)
     }
 
     /// Violations at event `i`.
@@ -338,19 +338,21 @@ impl Model {
         r
     }
 
-    /// The first violation strictly after `cursor` (any rule, or only `rule`).
+    /// The first violation strictly after `cursor` (`None`: from the start) of `rule`, or of
+    /// any rule but [`CONSUMER_LOSS`] (one finding per lost event and model: navigable by
+    /// choosing that rule explicitly).
     pub fn next_violation(&self, cursor: Option<u32>, rule: Option<&str>) -> Option<u32> {
         let start = match cursor {
             Some(c) => self.violations.partition_point(|v| v.event <= c),
             None => 0,
         };
-        self.violations[start..].iter().find(|v| rule.is_none_or(|r| v.rule == r)).map(|v| v.event)
+        self.violations[start..].iter().find(|v| rule_matches(v, rule)).map(|v| v.event)
     }
 
-    /// The last violation strictly before `cursor`.
+    /// The last violation strictly before `cursor` (same filter as [`Model::next_violation`]).
     pub fn prev_violation(&self, cursor: u32, rule: Option<&str>) -> Option<u32> {
         let end = self.violations.partition_point(|v| v.event < cursor);
-        self.violations[..end].iter().rev().find(|v| rule.is_none_or(|r| v.rule == r)).map(|v| v.event)
+        self.violations[..end].iter().rev().find(|v| rule_matches(v, rule)).map(|v| v.event)
     }
 
     /// Edges whose child lies in `[lo, hi]` (edges are sorted by child).
@@ -377,7 +379,34 @@ impl Model {
             return None;
         }
         let start = from.map(|f| f.saturating_add(1)).unwrap_or(0);
-        (start..n).chain(0..start.min(n)).find(|&i| query.matches(self, i))
+        self.with_trace(|t| (start..n).chain(0..start.min(n)).find(|&i| query.matches(self, t, i)))
+    }
+}
+
+fn lane_key(t: &Trace, r: EventRef, mode: LaneMode) -> Option<Lane> {
+    let b = batch_of(t, r)?;
+    let ev = b.events.get(r.ev as usize)?;
+    let tier = ev.tier()?;
+    let prov = b.provenance.as_ref().and_then(|p| p.get(r.ev as usize));
+    let label = match (&tier, prov) {
+        (Tier::Storage(None), Some(p)) if !p.tier.is_empty() => p.tier.clone(),
+        _ => tier.label(),
+    };
+    let source = match mode {
+        LaneMode::Tier => None,
+        LaneMode::SourceTier => Some(match b.dp_rank {
+            Some(d) if d > 0 => format!("{}/dp{d}", b.source),
+            _ => b.source.clone(),
+        }),
+    };
+    Some(Lane { tier, label, source })
+}
+
+/// The batch record an event belongs to.
+pub fn batch_of(t: &Trace, r: EventRef) -> Option<&TraceBatch> {
+    match t.records.get(r.batch as usize)? {
+        TraceRecord::Batch(b) => Some(b),
+        _ => None,
     }
 }
 
@@ -410,10 +439,11 @@ impl Query {
     }
 
     /// Whether event `i` of `m` matches every term.
-    pub fn matches(&self, m: &Model, i: u32) -> bool {
+    pub fn matches(&self, m: &Model, t: &Trace, i: u32) -> bool {
         let Some(r) = m.events.get(i as usize) else { return false };
-        let (Some(b), Some(ev)) = (m.batch(*r), m.event(*r)) else { return false };
-        let prov = m.provenance(*r);
+        let Some(b) = batch_of(t, *r) else { return false };
+        let Some(ev) = b.events.get(r.ev as usize) else { return false };
+        let prov = b.provenance.as_ref().and_then(|p| p.get(r.ev as usize));
         let lane = m.lane_of.get(i as usize).and_then(|l| m.lanes.get(*l as usize));
         let hash_hit = |v: &str| {
             let mut hashes = ev.block_hashes().iter().collect::<Vec<_>>();
@@ -497,13 +527,18 @@ mod tests {
                 Edge { parent: 2, child: 4, kind: EdgeKind::Forward },
             ]
         );
-        assert_eq!(m.violations.len(), 1);
-        assert_eq!(m.violations[0].event, 2);
-        assert_eq!(m.violations[0].rule, "child-before-parent-in-job");
-        assert_eq!(m.next_violation(None, None), Some(2));
-        assert_eq!(m.next_violation(Some(2), None), None);
-        assert_eq!(m.prev_violation(4, None), Some(2));
+        let reorders: Vec<_> = m.violations.iter().filter(|v| v.rule.starts_with("child-before-parent")).collect();
+        assert_eq!(reorders.len(), 1, "{:?}", m.violations);
+        assert_eq!(reorders[0].event, 2);
+        assert_eq!(reorders[0].rule, "child-before-parent-in-job");
+        assert_eq!(reorders[0].related, Some(3));
+        let rule = Some("child-before-parent-in-job");
+        assert_eq!(m.next_violation(None, rule), Some(2));
+        assert_eq!(m.next_violation(Some(2), rule), None);
+        assert_eq!(m.prev_violation(4, rule), Some(2));
         assert_eq!(m.next_violation(None, Some("seq-gap")), None);
+        assert_eq!(m.next_violation(None, None), Some(2), "consumer-loss findings are skipped by default");
+        assert!(m.is_violation(2) && !m.is_violation(0));
     }
 
     #[test]

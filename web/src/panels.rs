@@ -3,6 +3,7 @@
 
 use kvscope_core::event::{ExtraValue, KvEvent};
 use kvscope_core::hash::BlockHash;
+use kvscope_core::trace::{Provenance, TraceBatch};
 use leptos::prelude::*;
 
 use crate::controls::SHORTCUTS;
@@ -93,10 +94,29 @@ fn jump(st: AppState, i: u32, label: String) -> impl IntoView {
 }
 
 fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
-    let (Some(r), Some(ev)) = (m.events.get(i as usize).copied(), m.event_at(i)) else {
-        return view! { <p class="muted">"No event."</p> }.into_any();
-    };
-    let Some(b) = m.batch(r) else { return view! { <p class="muted">"No event."</p> }.into_any() };
+    // The step diff first: `with_event` holds the replay lock.
+    let step = m.replay().step_at(i as usize);
+    let verdicts = step.map(|s| {
+        view! {
+            <h3>"Consumer verdicts"</h3>
+            <table class="kv" data-testid="details-verdicts">
+                {s.verdicts.into_iter().map(|c| {
+                    let v = c.verdict.verdict.as_str();
+                    let note = [
+                        c.verdict.missing_parent.map(|p| format!("missing parent {p}")),
+                        c.verdict.reason.map(|r| r.to_string()),
+                        c.final_verdict.map(|f| format!("later {}", f.as_str())),
+                    ].into_iter().flatten().collect::<Vec<_>>().join(" · ");
+                    view! { <tr><th>{c.consumer.as_str()}</th><td><span class=format!("verdict v-{v}")>{v}</span>" "<span class="muted small">{note}</span></td></tr> }
+                }).collect_view()}
+            </table>
+        }
+    });
+    m.with_event(i, |b, ev, prov| event_view(st, m, i, b, ev, prov, verdicts)).unwrap_or_else(|| view! { <p class="muted">"No event."</p> }.into_any())
+}
+
+fn event_view(st: AppState, m: &Model, i: u32, b: &TraceBatch, ev: &KvEvent, prov: Option<&Provenance>, verdicts: Option<impl IntoView + 'static>) -> AnyView {
+    let r = m.events.get(i as usize).copied().unwrap_or(crate::model::EventRef { batch: 0, ev: 0 });
     let lane = m.lane_of.get(i as usize).and_then(|l| m.lanes.get(*l as usize)).map(|l| l.title()).unwrap_or_default();
     let violations: Vec<_> = m.violations_at(i).cloned().collect();
     let viol_view = (!violations.is_empty()).then(|| {
@@ -104,7 +124,7 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
             <div class="violation-box" data-testid="violation-detail" role="note">
                 {violations.into_iter().map(|v| {
                     let rel = v.related.map(|p| jump(st, p, format!("go to parent #{p}")));
-                    view! { <div><span class="rule">{v.rule}</span>" "{v.message}" "{rel}</div> }
+                    view! { <div><span class="rule">{v.rule}</span>" "<span class="level">{v.level}</span>" "{v.message}" "{rel}</div> }
                 }).collect_view()}
             </div>
         }
@@ -152,7 +172,7 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
         .into_any(),
         KvEvent::AllBlocksCleared => row("fields", "(none)".into()).into_any(),
     };
-    let prov = m.provenance(r).map(|p| {
+    let prov = prov.map(|p| {
         view! {
             <h3>"Provenance"</h3>
             <table class="kv">
@@ -186,6 +206,7 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
         <h3 data-testid="details-title">{head}</h3>
         {viol_view}
         <table class="kv">{batch_rows}{ev_rows}</table>
+        {verdicts}
         {prov}
         <div class="links">
             <div><h4>"Parent stored at"</h4><ul>{link_list(parents, true)}</ul></div>
@@ -203,10 +224,13 @@ pub fn Details() -> impl IntoView {
         <section class="pane details" aria-label="Details" data-testid="details">
             <h2>"Details"</h2>
             {move || {
-                let i = st.cursor.get();
-                st.model.with(|m| match m {
-                    Some(m) if !m.is_empty() => details_view(st, m, i),
-                    _ => view! { <p class="muted">"Load a trace to see its events."</p> }.into_any(),
+                let cur = st.current();
+                st.model.with(|m| match (m, cur) {
+                    (Some(m), Some(i)) => details_view(st, m, i),
+                    (Some(m), None) if !m.is_empty() => view! {
+                        <p class="muted" data-testid="details-title">{format!("Start of the trace: nothing applied yet. {} events; press → to step or n to jump to the first violation.", m.len())}</p>
+                    }.into_any(),
+                    _ => view! { <p class="muted" data-testid="details-title">"Load a trace to see its events."</p> }.into_any(),
                 })
             }}
         </section>
@@ -218,11 +242,11 @@ pub fn Details() -> impl IntoView {
 pub fn Violations() -> impl IntoView {
     let st = expect_context::<AppState>();
     let rows = move || {
-        let cursor = st.cursor.get();
+        let cursor = st.cursor.get().saturating_sub(1);
         let rule = st.rule.get();
         st.model.with(|m| {
             let Some(m) = m else { return (Vec::new(), 0) };
-            let list: Vec<_> = m.violations.iter().filter(|v| rule.as_deref().is_none_or(|r| v.rule == r)).collect();
+            let list: Vec<_> = m.violations.iter().filter(|v| crate::model::rule_matches(v, rule.as_deref())).collect();
             let total = list.len();
             let at = list.partition_point(|v| v.event < cursor);
             let lo = at.saturating_sub(VIOLATION_ROWS / 2);
@@ -236,13 +260,13 @@ pub fn Violations() -> impl IntoView {
             {move || {
                 let (rows, total) = rows();
                 let shown = rows.len();
-                let cursor = st.cursor.get();
+                let cursor = st.current();
                 view! {
                     <h2>{format!("Violations ({total})")}{(shown < total).then(|| format!(" · showing {shown} near the cursor"))}</h2>
                     {(total == 0).then(|| view! { <p class="muted">"No ordering violations in this trace."</p> })}
                     <ol class="vlist">
                         {rows.into_iter().map(|(ev, rule, msg)| view! {
-                            <li class:current=move || cursor == ev>
+                            <li class:current=move || cursor == Some(ev)>
                                 <button class="vrow" on:click=move |_| { st.playing.set(false); st.seek(ev) }>
                                     <span class="mono idx">{format!("#{ev}")}</span>
                                     <span class="rule">{rule}</span>

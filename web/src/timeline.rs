@@ -115,6 +115,11 @@ impl Frame {
     }
 }
 
+/// Canvas height (CSS px) for a lane count: about 56 px per lane, within 120..=340.
+pub fn canvas_height(lanes: usize) -> f64 {
+    (TOP + 8.0 + 56.0 * lanes.max(1) as f64).clamp(120.0, 340.0)
+}
+
 /// Lane height for a canvas height and lane count.
 pub fn lane_height(h: f64, lanes: usize) -> f64 {
     ((h - TOP - 4.0) / lanes.max(1) as f64).clamp(16.0, 72.0)
@@ -143,7 +148,8 @@ fn arrow_head(ctx: &Ctx, x: f64, y: f64, dx: f64, dy: f64, size: f64) {
 }
 
 /// Draw one frame.
-pub fn draw(ctx: &Ctx, m: &Model, cursor: u32, f: Frame, theme: Theme) {
+pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) {
+    let cursor = current.unwrap_or(u32::MAX);
     let p = palette(theme);
     let n = m.len() as u32;
     ctx.set_fill_style_str(p.bg);
@@ -179,7 +185,7 @@ pub fn draw(ctx: &Ctx, m: &Model, cursor: u32, f: Frame, theme: Theme) {
         ctx.fill_rect(GUTTER, 2.0, ow, 8.0);
         ctx.set_fill_style_str(p.violation);
         let mut last_px = -1.0;
-        for v in &m.violations {
+        for v in m.violations.iter().filter(|v| v.rule != crate::model::CONSUMER_LOSS) {
             let x = (GUTTER + f64::from(v.event) / f64::from(n) * ow).floor();
             if x != last_px {
                 ctx.fill_rect(x, 2.0, 1.5, 8.0);
@@ -190,8 +196,10 @@ pub fn draw(ctx: &Ctx, m: &Model, cursor: u32, f: Frame, theme: Theme) {
         let b = GUTTER + ((f.vp.start + ow * f.vp.per_px).min(f64::from(n)) / f64::from(n)) * ow;
         ctx.set_stroke_style_str(p.muted);
         ctx.stroke_rect(a.min(GUTTER + ow - 2.0), 1.5, (b - a).max(2.0), 9.0);
-        ctx.set_fill_style_str(p.cursor);
-        ctx.fill_rect(GUTTER + f64::from(cursor) / f64::from(n) * ow, 0.0, 2.0, 12.0);
+        if let Some(c) = current {
+            ctx.set_fill_style_str(p.cursor);
+            ctx.fill_rect(GUTTER + f64::from(c) / f64::from(n) * ow, 0.0, 2.0, 12.0);
+        }
     }
 
     let Some((lo, hi)) = f.range(n) else { return };
@@ -216,7 +224,6 @@ pub fn draw(ctx: &Ctx, m: &Model, cursor: u32, f: Frame, theme: Theme) {
         t += step;
     }
 
-    let cursor_x = f.x(cursor);
     let mark_w = (0.72 / f.vp.per_px).clamp(1.0, 18.0);
     let mark_h = (f.lane_h * 0.56).clamp(6.0, 26.0);
     if f.vp.per_px <= 0.5 {
@@ -305,7 +312,7 @@ pub fn draw(ctx: &Ctx, m: &Model, cursor: u32, f: Frame, theme: Theme) {
         let a = m.violations.partition_point(|v| v.event < lo);
         let b = m.violations.partition_point(|v| v.event <= hi);
         ctx.set_fill_style_str(p.violation);
-        for v in m.violations.get(a..b).unwrap_or_default() {
+        for v in m.violations.get(a..b).unwrap_or_default().iter().filter(|v| v.rule != crate::model::CONSUMER_LOSS) {
             let l = m.lane_of.get(v.event as usize).copied().unwrap_or(0);
             ctx.fill_rect(f.x(v.event).floor() - 1.0, f.y(l) - mark_h / 2.0 - 2.0, 3.0, mark_h + 4.0);
         }
@@ -353,18 +360,21 @@ pub fn draw(ctx: &Ctx, m: &Model, cursor: u32, f: Frame, theme: Theme) {
     }
     ctx.set_line_width(1.0);
 
-    // Cursor.
-    ctx.set_fill_style_str(p.cursor_fill);
-    let cw = (1.0 / f.vp.per_px).max(3.0);
-    ctx.fill_rect(cursor_x - cw / 2.0, TOP, cw, plot_h);
-    ctx.set_stroke_style_str(p.cursor);
-    ctx.set_line_width(2.0);
-    ctx.begin_path();
-    ctx.move_to(cursor_x, TOP - 6.0);
-    ctx.line_to(cursor_x, TOP + plot_h);
-    ctx.stroke();
-    if let Some(&l) = m.lane_of.get(cursor as usize) {
-        ctx.stroke_rect(cursor_x - mark_w / 2.0 - 3.0, f.y(l) - mark_h / 2.0 - 3.0, mark_w + 6.0, mark_h + 6.0);
+    // Cursor: the current event (nothing before the first step).
+    if let Some(c) = current {
+        let cursor_x = f.x(c);
+        ctx.set_fill_style_str(p.cursor_fill);
+        let cw = (1.0 / f.vp.per_px).max(3.0);
+        ctx.fill_rect(cursor_x - cw / 2.0, TOP, cw, plot_h);
+        ctx.set_stroke_style_str(p.cursor);
+        ctx.set_line_width(2.0);
+        ctx.begin_path();
+        ctx.move_to(cursor_x, TOP - 6.0);
+        ctx.line_to(cursor_x, TOP + plot_h);
+        ctx.stroke();
+        if let Some(&l) = m.lane_of.get(c as usize) {
+            ctx.stroke_rect(cursor_x - mark_w / 2.0 - 3.0, f.y(l) - mark_h / 2.0 - 3.0, mark_w + 6.0, mark_h + 6.0);
+        }
     }
     ctx.set_line_width(1.0);
     ctx.restore();
@@ -416,7 +426,7 @@ pub fn Timeline() -> impl IntoView {
     };
     Effect::new(move |_| {
         let f = frame();
-        let cursor = st.cursor.get();
+        let cursor = st.current();
         let theme = st.theme.get();
         let Some(c) = canvas.get() else { return };
         let dpr = window().device_pixel_ratio().max(1.0);
@@ -463,7 +473,7 @@ pub fn Timeline() -> impl IntoView {
         let hit = st.model.with_untracked(|m| m.as_ref().and_then(|m| pick(m, f, f64::from(e.offset_x()), f64::from(e.offset_y()))));
         if let Some(i) = hit {
             st.playing.set(false);
-            st.cursor.set(i);
+            st.cursor.set(i + 1);
         } else if f64::from(e.offset_y()) < 12.0 && f64::from(e.offset_x()) > GUTTER {
             // Click in the overview strip: jump there.
             let n = f64::from(st.len());
@@ -482,20 +492,22 @@ pub fn Timeline() -> impl IntoView {
     };
     let label = move || {
         st.model.with(|m| match m {
-            Some(m) => format!("Timeline: {} events in {} lanes; cursor at event {}", m.len(), m.lanes.len(), st.cursor.get()),
+            Some(m) => format!("Timeline: {} events in {} lanes; {} events applied", m.len(), m.lanes.len(), st.cursor.get()),
             None => "Timeline: no trace".into(),
         })
     };
     view! {
         <section class="timeline" aria-label="Timeline">
-            <div class="legend" aria-hidden="true">
-                <span class="sw stored"></span>"BlockStored"
+            <div class="legend">
+                <span class="sw stored" aria-hidden="true"></span>"BlockStored"
                 <span class="sw removed"></span>"BlockRemoved"
                 <span class="sw cleared"></span>"AllBlocksCleared"
                 <span class="sw viol"></span>"violation (red arrow: child delivered before parent)"
                 <span class="hint">"drag to pan · wheel to zoom · click to select · ? for keys"</span>
+                <crate::controls::LanePicker/>
             </div>
             <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
+                style:height=move || format!("{}px", canvas_height(st.model.with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1))))
                 on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up on:wheel=on_wheel></canvas>
         </section>
     }
