@@ -39,4 +39,13 @@ if ! command -v wasm-pack >/dev/null; then
   cargo install wasm-pack --locked
 fi
 
+# npm packages of the browser tests and the build (tests/e2e): playwright-core and binaryen 132
+# (wasm-opt; never Debian's binaryen). `npm ci` only when node_modules is missing or older than
+# the lockfile.
+E2E=tests/e2e
+if [ ! -d "$E2E/node_modules" ] || [ "$E2E/package-lock.json" -nt "$E2E/node_modules/.package-lock.json" ]; then
+  log "npm ci in $E2E"
+  (cd "$E2E" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 log "tools ready"

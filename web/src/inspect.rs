@@ -176,6 +176,8 @@ fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> An
             _ => break,
         }
     }
+    // The root's named parent when it is not stored yet (child first): shown as a ghost.
+    let ghost = r.block(root).parent.filter(|p| r.block(*p).first_stored.is_none());
     let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut state: HashMap<u64, &'static str> = HashMap::new();
     let mut queue = std::collections::VecDeque::from([root]);
@@ -218,6 +220,18 @@ fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> An
         .into_any()
     }
     let tree = node(root, 0, false, &children, &state, &current, st);
+    let tree = match ghost {
+        Some(p) => view! {
+            <li>
+                <span class="node s-unknown ghost" title=format!("{p}: named as parent, not stored before the cursor")>
+                    <span class="dot"></span><span class="mono">{short(p)}</span><span class="muted small">"parent not stored yet"</span>
+                </span>
+                <ul class="tree">{tree}</ul>
+            </li>
+        }
+        .into_any(),
+        None => tree,
+    };
     let legend = ["indexed", "pending", "dropped", "misrooted", "removed"]
         .into_iter()
         .map(|s| view! { <span class=format!("node s-{s}")><span class="dot"></span>{s}</span> })
