@@ -188,3 +188,22 @@ test('bad input shows a located error, not a blank page', async () => {
   await page.close();
   assert.deepEqual(pageErrors, []);
 });
+
+test('compare: generate legacy-vs-fixed in cpython and fixed order in the page', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  await page.getByRole('button', { name: 'Compare', exact: true }).click();
+  await page.getByRole('button', { name: 'Generate and compare' }).click();
+  await page.waitForSelector('[data-testid=compare-table]');
+  const row = await page.locator('[data-testid=compare-table] tr', { hasText: 'child-before-parent-in-job' }).innerText();
+  const [, left, right] = row.split('\t').map((s) => s.trim());
+  assert.ok(Number(left) > 0, `legacy side has in-job violations: ${row}`);
+  assert.equal(Number(right), 0, `the fixed side has none: ${row}`);
+  await page.screenshot({ path: join(shots, 'compare.png') });
+  await page.getByRole('button', { name: 'Open right in the debugger' }).click();
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded legacy-vs-fixed (fixed)")');
+  await page.keyboard.press('n');
+  assert.equal(await text(page, 'counter'), '0 / 12', 'no ordering violation to jump to in the fixed trace');
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});

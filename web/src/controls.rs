@@ -37,7 +37,11 @@ fn is_typing(e: &web_sys::KeyboardEvent) -> bool {
 }
 
 fn focus_search() {
-    if let Some(el) = document().query_selector("[data-testid=search]").ok().flatten() {
+    if let Some(el) = document()
+        .query_selector("[data-testid=search]")
+        .ok()
+        .flatten()
+    {
         if let Ok(el) = el.dyn_into::<web_sys::HtmlElement>() {
             let _ = el.focus();
         }
@@ -45,7 +49,11 @@ fn focus_search() {
 }
 
 fn open_picker() {
-    if let Some(el) = document().query_selector("[data-testid=file-input]").ok().flatten() {
+    if let Some(el) = document()
+        .query_selector("[data-testid=file-input]")
+        .ok()
+        .flatten()
+    {
         if let Ok(el) = el.dyn_into::<web_sys::HtmlElement>() {
             el.click();
         }
@@ -58,7 +66,11 @@ pub fn install_global_handlers(st: AppState) {
         if e.key() == "Escape" {
             st.help.set(false);
             st.paste.set(false);
-            if let Some(el) = document().active_element().and_then(|a| a.dyn_into::<web_sys::HtmlElement>().ok()) {
+            st.compare.set(false);
+            if let Some(el) = document()
+                .active_element()
+                .and_then(|a| a.dyn_into::<web_sys::HtmlElement>().ok())
+            {
                 let _ = el.blur();
             }
             return;
@@ -131,7 +143,13 @@ pub fn install_global_handlers(st: AppState) {
                 true
             }
             "t" => {
-                st.theme.update(|t| *t = if *t == Theme::Dark { Theme::Light } else { Theme::Dark });
+                st.theme.update(|t| {
+                    *t = if *t == Theme::Dark {
+                        Theme::Light
+                    } else {
+                        Theme::Dark
+                    }
+                });
                 true
             }
             _ => false,
@@ -157,7 +175,13 @@ pub fn install_global_handlers(st: AppState) {
             load::load_file(st, file);
         } else if let Ok(text) = dt.get_data("text/plain") {
             if !text.trim().is_empty() {
-                load::load_bytes(st, "dropped text".into(), text.into_bytes(), crate::permalink::TraceOrigin::Local, None);
+                load::load_bytes(
+                    st,
+                    "dropped text".into(),
+                    text.into_bytes(),
+                    crate::permalink::TraceOrigin::Local,
+                    None,
+                );
             }
         }
     });
@@ -169,10 +193,19 @@ pub fn install_global_handlers(st: AppState) {
         if target_is_input {
             return;
         }
-        if let Some(text) = e.clipboard_data().and_then(|d| d.get_data("text/plain").ok()) {
+        if let Some(text) = e
+            .clipboard_data()
+            .and_then(|d| d.get_data("text/plain").ok())
+        {
             if !text.trim().is_empty() {
                 e.prevent_default();
-                load::load_bytes(st, "pasted trace".into(), text.into_bytes(), crate::permalink::TraceOrigin::Local, None);
+                load::load_bytes(
+                    st,
+                    "pasted trace".into(),
+                    text.into_bytes(),
+                    crate::permalink::TraceOrigin::Local,
+                    None,
+                );
             }
         }
     });
@@ -217,7 +250,12 @@ pub fn install_global_handlers(st: AppState) {
 pub fn Header() -> impl IntoView {
     let st = expect_context::<AppState>();
     let on_file = move |e: ev::Event| {
-        let Some(input) = e.target().and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok()) else { return };
+        let Some(input) = e
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+        else {
+            return;
+        };
         if let Some(file) = input.files().and_then(|f| f.get(0)) {
             load::load_file(st, file);
         }
@@ -234,7 +272,12 @@ pub fn Header() -> impl IntoView {
     let title = move || {
         st.model.with(|m| match m {
             Some(m) => {
-                let scen = m.header.as_ref().and_then(|h| h.scenario.clone()).map(|s| format!(" — {s}")).unwrap_or_default();
+                let scen = m
+                    .header
+                    .as_ref()
+                    .and_then(|h| h.scenario.clone())
+                    .map(|s| format!(" — {s}"))
+                    .unwrap_or_default();
                 format!("{}{scen}", m.name)
             }
             None => "no trace loaded".into(),
@@ -244,8 +287,19 @@ pub fn Header() -> impl IntoView {
         st.model.with(|m| {
             m.as_ref()
                 .map(|m| {
-                    let losses = m.violations.iter().filter(|v| v.rule == crate::model::CONSUMER_LOSS).count();
-                    format!("{} events · {} batches · {} lanes · {} violations · {} loss findings", m.len(), m.batch_count, m.lanes.len(), m.violations.len() - losses, losses)
+                    let losses = m
+                        .violations
+                        .iter()
+                        .filter(|v| v.rule == crate::model::CONSUMER_LOSS)
+                        .count();
+                    format!(
+                        "{} events · {} batches · {} lanes · {} violations · {} loss findings",
+                        m.len(),
+                        m.batch_count,
+                        m.lanes.len(),
+                        m.violations.len() - losses,
+                        losses
+                    )
                 })
                 .unwrap_or_default()
         })
@@ -262,6 +316,7 @@ pub fn Header() -> impl IntoView {
             </label>
             <button class="btn" aria-label="Paste trace" on:click=move |_| st.paste.set(true)>"Paste"</button>
             <button class="btn" aria-label="Load demo" on:click=move |_| load::load_demo(st, None)>"Demo"</button>
+            {cfg!(feature = "compare").then(|| view! { <button class="btn" aria-label="Compare" title="Generate a scenario in two orders and compare" on:click=move |_| st.compare.set(true)>"Compare"</button> })}
             <button class="btn" aria-label="Copy permalink" on:click=copy_link>{move || if copied.get() { "Copied" } else { "Permalink" }}</button>
             <button class="btn icon" aria-label="Toggle theme" title="Toggle theme (t)"
                 on:click=move |_| st.theme.update(|t| *t = if *t == Theme::Dark { Theme::Light } else { Theme::Dark })>
@@ -277,7 +332,10 @@ pub fn Header() -> impl IntoView {
 pub fn StepBar() -> impl IntoView {
     let st = expect_context::<AppState>();
     let n = move || st.len();
-    let rules = move || st.model.with(|m| m.as_ref().map(|m| m.rules()).unwrap_or_default());
+    let rules = move || {
+        st.model
+            .with(|m| m.as_ref().map(|m| m.rules()).unwrap_or_default())
+    };
     let disabled = move || n() == 0 || matches!(st.status.get(), LoadStatus::Loading { .. });
     let counter = move || {
         let n = n();

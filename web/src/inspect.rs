@@ -155,14 +155,18 @@ fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>
 
 fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> AnyView {
     let Some(cur) = cursor.checked_sub(1) else {
-        return view! { <p class="muted">"Nothing stored yet: step forward to grow the tree."</p> }.into_any();
+        return view! { <p class="muted">"Nothing stored yet: step forward to grow the tree."</p> }
+            .into_any();
     };
     let mut r = m.replay();
     r.seek(cursor as usize);
-    let Some(info) = r.event_info(cur as usize) else { return view! { <p class="muted">"No event."</p> }.into_any() };
+    let Some(info) = r.event_info(cur as usize) else {
+        return view! { <p class="muted">"No event."</p> }.into_any();
+    };
     let current: HashSet<u64> = info.hashes.iter().copied().collect();
     let Some(&start) = info.hashes.first() else {
-        return view! { <p class="muted">"This event names no blocks (AllBlocksCleared)."</p> }.into_any();
+        return view! { <p class="muted">"This event names no blocks (AllBlocksCleared)."</p> }
+            .into_any();
     };
     // Walk up to the root (bounded), then collect the subtree breadth-first (bounded).
     let mut root = start;
@@ -177,7 +181,10 @@ fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> An
         }
     }
     // The root's named parent when it is not stored yet (child first): shown as a ghost.
-    let ghost = r.block(root).parent.filter(|p| r.block(*p).first_stored.is_none());
+    let ghost = r
+        .block(root)
+        .parent
+        .filter(|p| r.block(*p).first_stored.is_none());
     let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut state: HashMap<u64, &'static str> = HashMap::new();
     let mut queue = std::collections::VecDeque::from([root]);
@@ -189,20 +196,52 @@ fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> An
         }
         count += 1;
         let b = r.block(h);
-        let v = b.last_outcome.iter().find(|(k, _, _)| *k == kind).map(|(_, _, v)| *v);
-        state.insert(h, if b.first_stored.is_none() && v.is_none() { "unknown" } else { block_state(v) });
+        let v = b
+            .last_outcome
+            .iter()
+            .find(|(k, _, _)| *k == kind)
+            .map(|(_, _, v)| *v);
+        state.insert(
+            h,
+            if b.first_stored.is_none() && v.is_none() {
+                "unknown"
+            } else {
+                block_state(v)
+            },
+        );
         for c in &b.children {
             queue.push_back(*c);
         }
         children.insert(h, b.children.clone());
     }
     drop(r);
-    fn node(h: u64, depth: usize, under_dropped: bool, children: &HashMap<u64, Vec<u64>>, state: &HashMap<u64, &'static str>, current: &HashSet<u64>, st: AppState) -> AnyView {
+    fn node(
+        h: u64,
+        depth: usize,
+        under_dropped: bool,
+        children: &HashMap<u64, Vec<u64>>,
+        state: &HashMap<u64, &'static str>,
+        current: &HashSet<u64>,
+        st: AppState,
+    ) -> AnyView {
         let s = state.get(&h).copied().unwrap_or("unknown");
         let dropped_here = s == "dropped";
         let kids = children.get(&h).cloned().unwrap_or_default();
         let kid_views = if depth < 64 {
-            kids.iter().filter(|k| state.contains_key(k)).map(|k| node(*k, depth + 1, under_dropped || dropped_here, children, state, current, st)).collect::<Vec<_>>()
+            kids.iter()
+                .filter(|k| state.contains_key(k))
+                .map(|k| {
+                    node(
+                        *k,
+                        depth + 1,
+                        under_dropped || dropped_here,
+                        children,
+                        state,
+                        current,
+                        st,
+                    )
+                })
+                .collect::<Vec<_>>()
         } else {
             Vec::new()
         };
@@ -250,14 +289,37 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
     };
     let r = m.replay();
     let a = r.analysis();
-    let Some(job_id) = a.index.events.get(cur as usize).map(|l| l.job).filter(|j| *j != u32::MAX) else {
+    let Some(job_id) = a
+        .index
+        .events
+        .get(cur as usize)
+        .map(|l| l.job)
+        .filter(|j| *j != u32::MAX)
+    else {
         return view! { <p class="muted">"The current event belongs to no transfer job (GPU events have none)."</p> }.into_any();
     };
-    let Some(job) = a.index.jobs.get(job_id as usize) else { return view! { <p class="muted">"Unknown job."</p> }.into_any() };
-    let evs: Vec<usize> = (job.first_event..=job.last_event).filter(|i| a.index.events.get(*i).is_some_and(|l| l.job == job_id)).take(JOB_EVENTS).collect();
+    let Some(job) = a.index.jobs.get(job_id as usize) else {
+        return view! { <p class="muted">"Unknown job."</p> }.into_any();
+    };
+    let evs: Vec<usize> = (job.first_event..=job.last_event)
+        .filter(|i| a.index.events.get(*i).is_some_and(|l| l.job == job_id))
+        .take(JOB_EVENTS)
+        .collect();
     // (event, first hash, parent)
-    let rows: Vec<(usize, u64, Option<u64>)> = evs.iter().filter_map(|&i| r.event_info(i).map(|e| (i, e.hashes.first().copied().unwrap_or(0), e.parent))).collect();
-    let last_hash: HashMap<u64, usize> = evs.iter().filter_map(|&i| r.event_info(i).and_then(|e| e.hashes.last().copied().map(|h| (h, i)))).collect();
+    let rows: Vec<(usize, u64, Option<u64>)> = evs
+        .iter()
+        .filter_map(|&i| {
+            r.event_info(i)
+                .map(|e| (i, e.hashes.first().copied().unwrap_or(0), e.parent))
+        })
+        .collect();
+    let last_hash: HashMap<u64, usize> = evs
+        .iter()
+        .filter_map(|&i| {
+            r.event_info(i)
+                .and_then(|e| e.hashes.last().copied().map(|h| (h, i)))
+        })
+        .collect();
     // Prefix order: depth of each event's parent chain inside the job.
     let by_event: HashMap<usize, Option<u64>> = rows.iter().map(|(i, _, p)| (*i, *p)).collect();
     let depth = |mut i: usize| {
@@ -275,17 +337,28 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
         }
         d
     };
-    let mut prefix: Vec<(usize, usize, u64)> = rows.iter().map(|(i, h, _)| (depth(*i), *i, *h)).collect();
+    let mut prefix: Vec<(usize, usize, u64)> =
+        rows.iter().map(|(i, h, _)| (depth(*i), *i, *h)).collect();
     prefix.sort();
-    let inverted: HashSet<usize> = rows.iter().filter(|(i, _, p)| p.and_then(|p| last_hash.get(&p)).is_some_and(|pi| pi > i)).map(|(i, _, _)| *i).collect();
+    let inverted: HashSet<usize> = rows
+        .iter()
+        .filter(|(i, _, p)| p.and_then(|p| last_hash.get(&p)).is_some_and(|pi| pi > i))
+        .map(|(i, _, _)| *i)
+        .collect();
     let title = format!(
         "Job {}{} · {} · {} · {} events{}",
-        job.job_id.map(|j| j.to_string()).unwrap_or_else(|| format!("#{}", job.id)),
+        job.job_id
+            .map(|j| j.to_string())
+            .unwrap_or_else(|| format!("#{}", job.id)),
         if job.inferred { " (inferred)" } else { "" },
         job.source,
         job.tier,
         job.events,
-        if inverted.is_empty() { String::new() } else { format!(" · {} inversion(s)", inverted.len()) }
+        if inverted.is_empty() {
+            String::new()
+        } else {
+            format!(" · {} inversion(s)", inverted.len())
+        }
     );
     drop(r);
     let item = move |i: usize, h: u64, inv: bool| {

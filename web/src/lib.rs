@@ -12,6 +12,8 @@
 //! Trace strings are always rendered as text nodes (never `inner_html`).
 #![deny(missing_docs)]
 
+#[cfg(feature = "compare")]
+pub mod compare;
 pub mod controls;
 pub mod inspect;
 pub mod load;
@@ -75,6 +77,8 @@ pub enum LoadStatus {
         events: usize,
         /// Time from bytes to model, ms.
         ms: f64,
+        /// Per-phase milliseconds (`parse 12 · analysis 30 · ...`).
+        breakdown: String,
     },
     /// Failed, with a located message.
     Error {
@@ -96,7 +100,10 @@ pub struct Viewport {
 
 impl Default for Viewport {
     fn default() -> Self {
-        Viewport { start: 0.0, per_px: 0.05 }
+        Viewport {
+            start: 0.0,
+            per_px: 0.05,
+        }
     }
 }
 
@@ -138,6 +145,8 @@ pub struct AppState {
     pub consumer: RwSignal<Option<String>>,
     /// A file is being dragged over the page.
     pub dragging: RwSignal<bool>,
+    /// Compare dialog open.
+    pub compare: RwSignal<bool>,
 }
 
 impl AppState {
@@ -161,12 +170,14 @@ impl AppState {
             plot_width: RwSignal::new(1000.0),
             consumer: RwSignal::new(None),
             dragging: RwSignal::new(false),
+            compare: RwSignal::new(false),
         }
     }
 
     /// Number of events in the loaded trace (0 when none).
     pub fn len(&self) -> u32 {
-        self.model.with(|m| m.as_ref().map(|m| m.len() as u32).unwrap_or(0))
+        self.model
+            .with(|m| m.as_ref().map(|m| m.len() as u32).unwrap_or(0))
     }
 
     /// Whether no events are loaded.
@@ -192,7 +203,10 @@ impl AppState {
         let x = (f64::from(i) + 0.5 - vp.start) / vp.per_px;
         if x < 20.0 || x > w - 20.0 {
             let start = (f64::from(i) - w * vp.per_px / 2.0).max(0.0);
-            self.viewport.set(Viewport { start, per_px: vp.per_px });
+            self.viewport.set(Viewport {
+                start,
+                per_px: vp.per_px,
+            });
         }
     }
 
@@ -212,7 +226,10 @@ impl AppState {
     pub fn next_violation(&self) -> bool {
         let rule = self.rule.get_untracked();
         let cur = self.cursor.get_untracked().checked_sub(1);
-        let target = self.model.with_untracked(|m| m.as_ref().and_then(|m| m.next_violation(cur, rule.as_deref())));
+        let target = self.model.with_untracked(|m| {
+            m.as_ref()
+                .and_then(|m| m.next_violation(cur, rule.as_deref()))
+        });
         if let Some(t) = target {
             self.playing.set(false);
             self.seek(t);
@@ -223,8 +240,13 @@ impl AppState {
     /// Jump to the previous violation.
     pub fn prev_violation(&self) -> bool {
         let rule = self.rule.get_untracked();
-        let Some(cur) = self.cursor.get_untracked().checked_sub(1) else { return false };
-        let target = self.model.with_untracked(|m| m.as_ref().and_then(|m| m.prev_violation(cur, rule.as_deref())));
+        let Some(cur) = self.cursor.get_untracked().checked_sub(1) else {
+            return false;
+        };
+        let target = self.model.with_untracked(|m| {
+            m.as_ref()
+                .and_then(|m| m.prev_violation(cur, rule.as_deref()))
+        });
         if let Some(t) = target {
             self.playing.set(false);
             self.seek(t);
@@ -236,7 +258,10 @@ impl AppState {
     pub fn fit(&self) {
         let n = f64::from(self.len().max(1));
         let w = self.plot_width.get_untracked().max(50.0);
-        self.viewport.set(Viewport { start: 0.0, per_px: (n / w).max(1.0 / 48.0) });
+        self.viewport.set(Viewport {
+            start: 0.0,
+            per_px: (n / w).max(1.0 / 48.0),
+        });
     }
 
     /// Zoom by `factor` (> 1 zooms out) around plot x `at`.
@@ -250,14 +275,17 @@ impl AppState {
 
     /// Pan by `px` CSS pixels.
     pub fn pan(&self, px: f64) {
-        self.viewport.update(|vp| vp.start = (vp.start + px * vp.per_px).max(-8.0 * vp.per_px));
+        self.viewport
+            .update(|vp| vp.start = (vp.start + px * vp.per_px).max(-8.0 * vp.per_px));
     }
 
     /// Run the search from the cursor; returns whether a match was found.
     pub fn search_next(&self) -> bool {
         let q = model::Query::parse(&self.query.get_untracked());
         let cur = self.cursor.get_untracked().checked_sub(1);
-        let hit = self.model.with_untracked(|m| m.as_ref().and_then(|m| m.search(&q, cur)));
+        let hit = self
+            .model
+            .with_untracked(|m| m.as_ref().and_then(|m| m.search(&q, cur)));
         match hit {
             Some(i) => {
                 self.search_note.set(String::new());
@@ -265,7 +293,11 @@ impl AppState {
                 true
             }
             None => {
-                self.search_note.set(if q.is_empty() { String::new() } else { "no match".into() });
+                self.search_note.set(if q.is_empty() {
+                    String::new()
+                } else {
+                    "no match".into()
+                });
                 false
             }
         }
@@ -280,7 +312,11 @@ impl Default for AppState {
 
 fn initial_theme() -> Theme {
     let w = window();
-    let saved = w.local_storage().ok().flatten().and_then(|s| s.get_item("kvscope-theme").ok().flatten());
+    let saved = w
+        .local_storage()
+        .ok()
+        .flatten()
+        .and_then(|s| s.get_item("kvscope-theme").ok().flatten());
     match saved.as_deref() {
         Some("dark") => Theme::Dark,
         Some("light") => Theme::Light,
@@ -290,6 +326,14 @@ fn initial_theme() -> Theme {
         },
     }
 }
+
+#[cfg(feature = "compare")]
+fn compare_dialog(st: AppState) -> impl IntoView {
+    view! { <compare::CompareDialog open=st.compare/> }
+}
+
+#[cfg(not(feature = "compare"))]
+fn compare_dialog(_st: AppState) -> impl IntoView {}
 
 /// Mount the app on `<body>` (the binary's entry point).
 pub fn start() {
@@ -334,6 +378,7 @@ pub fn App() -> impl IntoView {
             </main>
             <panels::HelpOverlay/>
             <panels::PasteDialog/>
+            {compare_dialog(st)}
             <Show when=move || st.dragging.get()>
                 <div class="drop-overlay" data-testid="drop-overlay">"Drop a trace to open it"</div>
             </Show>

@@ -23,7 +23,10 @@ const CHUNK: usize = 4 << 20;
 
 /// Milliseconds since page start.
 pub fn now_ms() -> f64 {
-    window().performance().map(|p| p.now()).unwrap_or_else(|| js_sys::Date::now())
+    window()
+        .performance()
+        .map(|p| p.now())
+        .unwrap_or_else(|| js_sys::Date::now())
 }
 
 /// Yield to the browser so it can paint (a zero-delay timeout).
@@ -36,7 +39,10 @@ pub async fn yield_now() {
 
 fn stem(name: &str) -> &str {
     let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    base.split('.').next().filter(|s| !s.is_empty()).unwrap_or(base)
+    base.split('.')
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(base)
 }
 
 fn shift_line(mut e: WireError, lines_before: u64) -> WireError {
@@ -63,20 +69,30 @@ async fn parse(st: AppState, name: &str, bytes: &[u8], t0: f64) -> Result<Trace,
                 let end = if rest.len() <= CHUNK {
                     rest.len()
                 } else {
-                    match rest.get(CHUNK..).and_then(|r| r.iter().position(|&b| b == b'\n')) {
+                    match rest
+                        .get(CHUNK..)
+                        .and_then(|r| r.iter().position(|&b| b == b'\n'))
+                    {
                         Some(nl) => CHUNK + nl + 1,
                         None => rest.len(),
                     }
                 };
                 let chunk = rest.get(..end).unwrap_or_default();
-                let part = wire::jsonl::read_trace(chunk).map_err(|e| shift_line(e, lines_before))?;
+                let part =
+                    wire::jsonl::read_trace(chunk).map_err(|e| shift_line(e, lines_before))?;
                 events += part.event_count();
                 records.extend(part.records);
                 lines_before += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
                 pos += end;
                 if pos < bytes.len() {
                     let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
-                    st.status.set(LoadStatus::Loading { name: name.to_owned(), done: pos, total: bytes.len(), events, events_per_s: events as f64 / secs });
+                    st.status.set(LoadStatus::Loading {
+                        name: name.to_owned(),
+                        done: pos,
+                        total: bytes.len(),
+                        events,
+                        events_per_s: events as f64 / secs,
+                    });
                     yield_now().await;
                 }
             }
@@ -86,24 +102,49 @@ async fn parse(st: AppState, name: &str, bytes: &[u8], t0: f64) -> Result<Trace,
 }
 
 /// Load trace bytes (any supported format) under a display name.
-pub fn load_bytes(st: AppState, name: String, bytes: Vec<u8>, origin: TraceOrigin, link: Option<LinkState>) {
+pub fn load_bytes(
+    st: AppState,
+    name: String,
+    bytes: Vec<u8>,
+    origin: TraceOrigin,
+    link: Option<LinkState>,
+) {
     st.playing.set(false);
-    st.status.set(LoadStatus::Loading { name: name.clone(), done: 0, total: bytes.len(), events: 0, events_per_s: 0.0 });
+    st.status.set(LoadStatus::Loading {
+        name: name.clone(),
+        done: 0,
+        total: bytes.len(),
+        events: 0,
+        events_per_s: 0.0,
+    });
     leptos::task::spawn_local(async move {
         yield_now().await;
         let t0 = now_ms();
         let trace = match parse(st, &name, &bytes, t0).await {
             Ok(t) => t,
             Err(e) => {
-                st.status.set(LoadStatus::Error { name, message: e.to_string() });
+                st.status.set(LoadStatus::Error {
+                    name,
+                    message: e.to_string(),
+                });
                 return;
             }
         };
         let mode = st.lane_mode.get_untracked();
-        let model = match Model::from_trace(&name, trace, mode) {
+        let mut phases = vec![("parse", now_ms() - t0)];
+        let mut last = now_ms();
+        let mut mark = |p: &'static str| {
+            let t = now_ms();
+            phases.push((p, t - last));
+            last = t;
+        };
+        let model = match Model::from_trace_timed(&name, trace, mode, &mut mark) {
             Ok(m) => m,
             Err(e) => {
-                st.status.set(LoadStatus::Error { name, message: e.to_string() });
+                st.status.set(LoadStatus::Error {
+                    name,
+                    message: e.to_string(),
+                });
                 return;
             }
         };
@@ -121,7 +162,17 @@ pub fn load_bytes(st: AppState, name: String, bytes: Vec<u8>, origin: TraceOrigi
         };
         st.origin.set(Some(origin));
         st.model.set(Some(Arc::new(model)));
-        st.status.set(LoadStatus::Loaded { name, events: n, ms });
+        let breakdown = phases
+            .iter()
+            .map(|(p, t)| format!("{p} {t:.0}"))
+            .collect::<Vec<_>>()
+            .join(" · ");
+        st.status.set(LoadStatus::Loaded {
+            name,
+            events: n,
+            ms,
+            breakdown,
+        });
         let link = link.unwrap_or_default();
         st.rule.set(link.rule.clone());
         st.query.set(link.query.clone().unwrap_or_default());
@@ -138,26 +189,44 @@ pub fn load_bytes(st: AppState, name: String, bytes: Vec<u8>, origin: TraceOrigi
 
 /// Load the built-in demo.
 pub fn load_demo(st: AppState, link: Option<LinkState>) {
-    load_bytes(st, "demo".into(), DEMO_TRACE.as_bytes().to_vec(), TraceOrigin::Demo, link);
+    load_bytes(
+        st,
+        "demo".into(),
+        DEMO_TRACE.as_bytes().to_vec(),
+        TraceOrigin::Demo,
+        link,
+    );
 }
 
 /// Read a `File` (picker or drop) and load it.
 pub fn load_file(st: AppState, file: web_sys::File) {
     let name = file.name();
-    st.status.set(LoadStatus::Loading { name: name.clone(), done: 0, total: file.size() as usize, events: 0, events_per_s: 0.0 });
+    st.status.set(LoadStatus::Loading {
+        name: name.clone(),
+        done: 0,
+        total: file.size() as usize,
+        events: 0,
+        events_per_s: 0.0,
+    });
     leptos::task::spawn_local(async move {
         match JsFuture::from(file.array_buffer()).await {
             Ok(buf) => {
                 let bytes = js_sys::Uint8Array::new(&buf).to_vec();
                 load_bytes(st, name, bytes, TraceOrigin::Local, None);
             }
-            Err(e) => st.status.set(LoadStatus::Error { name, message: format!("could not read the file: {}", js_text(&e)) }),
+            Err(e) => st.status.set(LoadStatus::Error {
+                name,
+                message: format!("could not read the file: {}", js_text(&e)),
+            }),
         }
     });
 }
 
 fn js_text(v: &wasm_bindgen::JsValue) -> String {
-    v.dyn_ref::<js_sys::Error>().map(|e| String::from(e.message())).or_else(|| v.as_string()).unwrap_or_else(|| format!("{v:?}"))
+    v.dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| v.as_string())
+        .unwrap_or_else(|| format!("{v:?}"))
 }
 
 /// Whether `url` resolves to this page's origin.
@@ -166,23 +235,38 @@ pub fn same_origin(url: &str) -> Result<String, String> {
     let u = web_sys::Url::new_with_base(url, &here).map_err(|_| format!("not a URL: {url}"))?;
     let origin = window().location().origin().map_err(|e| js_text(&e))?;
     if u.origin() != origin {
-        return Err(format!("only same-origin URLs can be loaded ({} is not {origin})", u.origin()));
+        return Err(format!(
+            "only same-origin URLs can be loaded ({} is not {origin})",
+            u.origin()
+        ));
     }
     Ok(u.href())
 }
 
 /// Fetch a same-origin URL and load it.
 pub fn load_url(st: AppState, url: String, link: Option<LinkState>) {
-    st.status.set(LoadStatus::Loading { name: url.clone(), done: 0, total: 0, events: 0, events_per_s: 0.0 });
+    st.status.set(LoadStatus::Loading {
+        name: url.clone(),
+        done: 0,
+        total: 0,
+        events: 0,
+        events_per_s: 0.0,
+    });
     leptos::task::spawn_local(async move {
         let result: Result<Vec<u8>, String> = async {
             let href = same_origin(&url)?;
-            let resp = JsFuture::from(window().fetch_with_str(&href)).await.map_err(|e| js_text(&e))?;
-            let resp: web_sys::Response = resp.dyn_into().map_err(|_| "fetch returned no response".to_string())?;
+            let resp = JsFuture::from(window().fetch_with_str(&href))
+                .await
+                .map_err(|e| js_text(&e))?;
+            let resp: web_sys::Response = resp
+                .dyn_into()
+                .map_err(|_| "fetch returned no response".to_string())?;
             if !resp.ok() {
                 return Err(format!("HTTP {} {}", resp.status(), resp.status_text()));
             }
-            let buf = JsFuture::from(resp.array_buffer().map_err(|e| js_text(&e))?).await.map_err(|e| js_text(&e))?;
+            let buf = JsFuture::from(resp.array_buffer().map_err(|e| js_text(&e))?)
+                .await
+                .map_err(|e| js_text(&e))?;
             Ok(js_sys::Uint8Array::new(&buf).to_vec())
         }
         .await;
@@ -200,14 +284,31 @@ pub fn boot(st: AppState) {
     let link = match LinkState::from_hash(&hash) {
         Ok(l) => l,
         Err(message) => {
-            st.status.set(LoadStatus::Error { name: "permalink".into(), message });
+            st.status.set(LoadStatus::Error {
+                name: "permalink".into(),
+                message,
+            });
             return;
         }
     };
-    st.lane_mode.set(if link.per_source { crate::model::LaneMode::SourceTier } else { crate::model::LaneMode::Tier });
-    let query_url = loc.search().ok().and_then(|s| web_sys::UrlSearchParams::new_with_str(&s).ok()).and_then(|p| p.get("url"));
+    st.lane_mode.set(if link.per_source {
+        crate::model::LaneMode::SourceTier
+    } else {
+        crate::model::LaneMode::Tier
+    });
+    let query_url = loc
+        .search()
+        .ok()
+        .and_then(|s| web_sys::UrlSearchParams::new_with_str(&s).ok())
+        .and_then(|p| p.get("url"));
     match (link.origin.clone(), query_url) {
-        (Some(TraceOrigin::Inline(bytes)), _) => load_bytes(st, "linked trace".into(), bytes, TraceOrigin::Inline(Vec::new()), Some(link)),
+        (Some(TraceOrigin::Inline(bytes)), _) => load_bytes(
+            st,
+            "linked trace".into(),
+            bytes,
+            TraceOrigin::Inline(Vec::new()),
+            Some(link),
+        ),
         (Some(TraceOrigin::Url(u)), _) => load_url(st, u, Some(link)),
         (_, Some(u)) => load_url(st, u, Some(link)),
         (Some(TraceOrigin::Demo), None) => load_demo(st, Some(link)),
@@ -218,7 +319,9 @@ pub fn boot(st: AppState) {
 /// Keep the URL hash in sync with the view (replaceState, debounced by the effect system).
 pub fn sync_permalink(st: AppState) {
     Effect::new(move |_| {
-        let Some(origin) = st.origin.get() else { return };
+        let Some(origin) = st.origin.get() else {
+            return;
+        };
         let vp = st.viewport.get();
         let link = LinkState {
             cursor: Some(st.cursor.get()),

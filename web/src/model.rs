@@ -6,7 +6,7 @@
 //! order). The timeline's x axis is that index, not `ts`: vLLM stamps a whole batch with one
 //! `ts`, and delivery order is what consumers see.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use kvscope_core::analysis::{AnalysisConfig, Level};
@@ -152,7 +152,11 @@ pub enum ModelError {
 impl std::fmt::Display for ModelError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ModelError::TooLarge(n) => write!(f, "trace has {n} events; the debugger handles at most {}", u32::MAX),
+            ModelError::TooLarge(n) => write!(
+                f,
+                "trace has {n} events; the debugger handles at most {}",
+                u32::MAX
+            ),
         }
     }
 }
@@ -160,6 +164,17 @@ impl std::fmt::Display for ModelError {
 impl Model {
     /// Flatten a trace, run the core's analysis (all consumer models) and index it for drawing.
     pub fn from_trace(name: &str, trace: Trace, mode: LaneMode) -> Result<Model, ModelError> {
+        Self::from_trace_timed(name, trace, mode, &mut |_| {})
+    }
+
+    /// [`Model::from_trace`], calling `mark(phase)` after each phase (`flatten`, `analysis`,
+    /// `layout`) so the caller can time them.
+    pub fn from_trace_timed(
+        name: &str,
+        trace: Trace,
+        mode: LaneMode,
+        mark: &mut dyn FnMut(&'static str),
+    ) -> Result<Model, ModelError> {
         let header = trace.records.iter().find_map(|r| match r {
             TraceRecord::Header(h) => Some(h.clone()),
             _ => None,
@@ -176,7 +191,10 @@ impl Model {
             if let TraceRecord::Batch(b) = rec {
                 batch_count += 1;
                 for (ei, ev) in b.events.iter().enumerate() {
-                    events.push(EventRef { batch: ri as u32, ev: ei as u32 });
+                    events.push(EventRef {
+                        batch: ri as u32,
+                        ev: ei as u32,
+                    });
                     kinds.push(match ev {
                         KvEvent::BlockStored(_) => EventKind::Stored,
                         KvEvent::BlockRemoved(_) => EventKind::Removed,
@@ -185,7 +203,9 @@ impl Model {
                 }
             }
         }
+        mark("flatten");
         let replay = Replay::new(trace, &AnalysisConfig::default());
+        mark("analysis");
         let a = replay.analysis();
         let mut violations: Vec<Violation> = a
             .violations
@@ -218,6 +238,7 @@ impl Model {
             violations,
         };
         model.layout(mode);
+        mark("layout");
         Ok(model)
     }
 
@@ -231,18 +252,88 @@ impl Model {
         f(self.replay().trace())
     }
 
-    /// Recompute lanes, edges and violations for a lane mode.
+    /// Recompute lanes and edges for a lane mode. Lanes are interned by borrowed wire strings
+    /// (no allocation per event), then sorted (GPU, CPU, STORAGE tiers, others).
     pub fn layout(&mut self, mode: LaneMode) {
-        let mut lane_ids: HashMap<Lane, u16> = HashMap::new();
-        let keys: Vec<Option<Lane>> = self.with_trace(|t| self.events.iter().map(|r| lane_key(t, *r, mode)).collect());
-        let mut distinct: Vec<Lane> = keys.iter().flatten().cloned().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        type Key<'t> = (
+            Option<&'t str>,
+            Option<&'t str>,
+            Option<&'t str>,
+            Option<&'t str>,
+            Option<u32>,
+        );
+        const NONE: u16 = u16::MAX;
+        let (tmp_ids, tmp_lanes) = self.with_trace(|t| {
+            let mut ids: HashMap<Key<'_>, u16> = HashMap::default();
+            let mut lanes: Vec<Lane> = Vec::new();
+            let mut out = Vec::with_capacity(self.events.len());
+            for r in &self.events {
+                let Some(b) = batch_of(t, *r) else {
+                    out.push(NONE);
+                    continue;
+                };
+                let (medium, ownership) = match b.events.get(r.ev as usize) {
+                    Some(KvEvent::BlockStored(e)) => (e.medium.as_deref(), e.ownership.as_deref()),
+                    Some(KvEvent::BlockRemoved(e)) => (e.medium.as_deref(), e.ownership.as_deref()),
+                    _ => {
+                        out.push(NONE);
+                        continue;
+                    }
+                };
+                let prov_tier = match (medium, ownership) {
+                    (Some("STORAGE" | "FS" | "OBJ"), None) => b
+                        .provenance
+                        .as_ref()
+                        .and_then(|p| p.get(r.ev as usize))
+                        .map(|p| p.tier.as_str()),
+                    _ => None,
+                };
+                let source = (mode == LaneMode::SourceTier).then_some(b.source.as_str());
+                let key = (medium, ownership, prov_tier, source, source.and(b.dp_rank));
+                let id = match ids.get(&key) {
+                    Some(id) => *id,
+                    None => {
+                        let id = lanes.len().min(NONE as usize - 1) as u16;
+                        if let Some(l) = lane_key(t, *r, mode) {
+                            lanes.push(l);
+                        }
+                        ids.insert(key, id);
+                        id
+                    }
+                };
+                out.push(id);
+            }
+            (out, lanes)
+        });
+        let mut distinct: Vec<Lane> = tmp_lanes.clone();
+        distinct.sort();
+        distinct.dedup();
         if distinct.is_empty() {
-            distinct.push(Lane { tier: Tier::Gpu, label: "GPU".into(), source: None });
+            distinct.push(Lane {
+                tier: Tier::Gpu,
+                label: "GPU".into(),
+                source: None,
+            });
         }
-        for (i, l) in distinct.iter().enumerate() {
-            lane_ids.insert(l.clone(), i.min(u16::MAX as usize) as u16);
-        }
-        self.lane_of = keys.iter().map(|k| k.as_ref().and_then(|k| lane_ids.get(k).copied()).unwrap_or(0)).collect();
+        let remap: Vec<u16> = tmp_lanes
+            .iter()
+            .map(|l| {
+                distinct
+                    .binary_search(l)
+                    .unwrap_or(0)
+                    .min(NONE as usize - 1) as u16
+            })
+            .collect();
+        self.lane_of = tmp_ids
+            .iter()
+            .map(|&i| {
+                if i == NONE {
+                    0
+                } else {
+                    remap.get(i as usize).copied().unwrap_or(0)
+                }
+            })
+            .collect();
         self.lanes = distinct;
         self.index_edges();
     }
@@ -254,19 +345,27 @@ impl Model {
         let t = guard.trace();
         let mut edges: Vec<Edge> = Vec::new();
         // (lane, hash) -> latest event storing that block.
-        let mut stored: HashMap<(u16, u64), u32> = HashMap::new();
+        let mut stored: HashMap<(u16, u64), u32> = HashMap::default();
         // hash -> some event storing it in any lane (for cross-lane edges).
-        let mut any_lane: HashMap<u64, u32> = HashMap::new();
+        let mut any_lane: HashMap<u64, u32> = HashMap::default();
         // (lane, parent hash) -> children waiting for that parent.
-        let mut waiting: HashMap<(u16, u64), Vec<u32>> = HashMap::new();
+        let mut waiting: HashMap<(u16, u64), Vec<u32>> = HashMap::default();
         for (i, r) in self.events.iter().enumerate() {
             let i = i as u32;
             let lane = self.lane_of.get(i as usize).copied().unwrap_or(0);
-            let Some(KvEvent::BlockStored(s)) = batch_of(t, *r).and_then(|b| b.events.get(r.ev as usize)) else { continue };
+            let Some(KvEvent::BlockStored(s)) =
+                batch_of(t, *r).and_then(|b| b.events.get(r.ev as usize))
+            else {
+                continue;
+            };
             if let Some(p) = &s.parent_block_hash {
                 let key = (lane, p.as_u64());
                 match stored.get(&key) {
-                    Some(&pe) => edges.push(Edge { parent: pe, child: i, kind: EdgeKind::Forward }),
+                    Some(&pe) => edges.push(Edge {
+                        parent: pe,
+                        child: i,
+                        kind: EdgeKind::Forward,
+                    }),
                     None => waiting.entry(key).or_default().push(i),
                 }
             }
@@ -276,7 +375,11 @@ impl Model {
                 any_lane.entry(key.1).or_insert(i);
                 if let Some(children) = waiting.remove(&key) {
                     for c in children {
-                        edges.push(Edge { parent: i, child: c, kind: EdgeKind::ChildFirst });
+                        edges.push(Edge {
+                            parent: i,
+                            child: c,
+                            kind: EdgeKind::ChildFirst,
+                        });
                     }
                 }
             }
@@ -285,7 +388,11 @@ impl Model {
         for ((_, p), children) in waiting {
             if let Some(&pe) = any_lane.get(&p) {
                 for c in children {
-                    edges.push(Edge { parent: pe, child: c, kind: EdgeKind::CrossLane });
+                    edges.push(Edge {
+                        parent: pe,
+                        child: c,
+                        kind: EdgeKind::CrossLane,
+                    });
                 }
             }
         }
@@ -305,12 +412,20 @@ impl Model {
     }
 
     /// Run `f` with the batch, event and provenance at cursor position `i`.
-    pub fn with_event<R>(&self, i: u32, f: impl FnOnce(&TraceBatch, &KvEvent, Option<&Provenance>) -> R) -> Option<R> {
+    pub fn with_event<R>(
+        &self,
+        i: u32,
+        f: impl FnOnce(&TraceBatch, &KvEvent, Option<&Provenance>) -> R,
+    ) -> Option<R> {
         let r = *self.events.get(i as usize)?;
         self.with_trace(|t| {
             let b = batch_of(t, r)?;
             let ev = b.events.get(r.ev as usize)?;
-            Some(f(b, ev, b.provenance.as_ref().and_then(|p| p.get(r.ev as usize))))
+            Some(f(
+                b,
+                ev,
+                b.provenance.as_ref().and_then(|p| p.get(r.ev as usize)),
+            ))
         })
     }
 
@@ -327,7 +442,9 @@ impl Model {
     /// Violations at event `i`.
     pub fn violations_at(&self, i: u32) -> impl Iterator<Item = &Violation> {
         let start = self.violations.partition_point(|v| v.event < i);
-        self.violations[start..].iter().take_while(move |v| v.event == i)
+        self.violations[start..]
+            .iter()
+            .take_while(move |v| v.event == i)
     }
 
     /// Rule names present, sorted.
@@ -346,13 +463,20 @@ impl Model {
             Some(c) => self.violations.partition_point(|v| v.event <= c),
             None => 0,
         };
-        self.violations[start..].iter().find(|v| rule_matches(v, rule)).map(|v| v.event)
+        self.violations[start..]
+            .iter()
+            .find(|v| rule_matches(v, rule))
+            .map(|v| v.event)
     }
 
     /// The last violation strictly before `cursor` (same filter as [`Model::next_violation`]).
     pub fn prev_violation(&self, cursor: u32, rule: Option<&str>) -> Option<u32> {
         let end = self.violations.partition_point(|v| v.event < cursor);
-        self.violations[..end].iter().rev().find(|v| rule_matches(v, rule)).map(|v| v.event)
+        self.violations[..end]
+            .iter()
+            .rev()
+            .find(|v| rule_matches(v, rule))
+            .map(|v| v.event)
     }
 
     /// Edges whose child lies in `[lo, hi]` (edges are sorted by child).
@@ -369,7 +493,11 @@ impl Model {
 
     /// Edges out of event `i` (its children). O(edges).
     pub fn children_of(&self, i: u32) -> Vec<Edge> {
-        self.edges.iter().filter(|e| e.parent == i).copied().collect()
+        self.edges
+            .iter()
+            .filter(|e| e.parent == i)
+            .copied()
+            .collect()
     }
 
     /// The first event after `from` (wrapping) matching `query` (see [`Query`]).
@@ -379,7 +507,11 @@ impl Model {
             return None;
         }
         let start = from.map(|f| f.saturating_add(1)).unwrap_or(0);
-        self.with_trace(|t| (start..n).chain(0..start.min(n)).find(|&i| query.matches(self, t, i)))
+        self.with_trace(|t| {
+            (start..n)
+                .chain(0..start.min(n))
+                .find(|&i| query.matches(self, t, i))
+        })
     }
 }
 
@@ -399,7 +531,11 @@ fn lane_key(t: &Trace, r: EventRef, mode: LaneMode) -> Option<Lane> {
             _ => b.source.clone(),
         }),
     };
-    Some(Lane { tier, label, source })
+    Some(Lane {
+        tier,
+        label,
+        source,
+    })
 }
 
 /// The batch record an event belongs to.
@@ -426,7 +562,10 @@ impl Query {
             .flat_map(|part| part.split_whitespace())
             .filter(|t| !t.is_empty())
             .map(|t| match t.split_once('=') {
-                Some((k, v)) => (Some(k.trim().to_ascii_lowercase()), v.trim().to_ascii_lowercase()),
+                Some((k, v)) => (
+                    Some(k.trim().to_ascii_lowercase()),
+                    v.trim().to_ascii_lowercase(),
+                ),
                 None => (None, t.to_ascii_lowercase()),
             })
             .collect();
@@ -440,11 +579,20 @@ impl Query {
 
     /// Whether event `i` of `m` matches every term.
     pub fn matches(&self, m: &Model, t: &Trace, i: u32) -> bool {
-        let Some(r) = m.events.get(i as usize) else { return false };
-        let Some(b) = batch_of(t, *r) else { return false };
-        let Some(ev) = b.events.get(r.ev as usize) else { return false };
+        let Some(r) = m.events.get(i as usize) else {
+            return false;
+        };
+        let Some(b) = batch_of(t, *r) else {
+            return false;
+        };
+        let Some(ev) = b.events.get(r.ev as usize) else {
+            return false;
+        };
         let prov = b.provenance.as_ref().and_then(|p| p.get(r.ev as usize));
-        let lane = m.lane_of.get(i as usize).and_then(|l| m.lanes.get(*l as usize));
+        let lane = m
+            .lane_of
+            .get(i as usize)
+            .and_then(|l| m.lanes.get(*l as usize));
         let hash_hit = |v: &str| {
             let mut hashes = ev.block_hashes().iter().collect::<Vec<_>>();
             if let KvEvent::BlockStored(s) = ev {
@@ -452,15 +600,23 @@ impl Query {
             }
             hashes.iter().any(|h| {
                 let v = v.trim_start_matches("0x");
-                h.to_display_string() == v || h.to_hex_string().trim_start_matches("0x").trim_start_matches('0') == v.trim_start_matches('0')
+                h.to_display_string() == v
+                    || h.to_hex_string()
+                        .trim_start_matches("0x")
+                        .trim_start_matches('0')
+                        == v.trim_start_matches('0')
             })
         };
         self.terms.iter().all(|(k, v)| match k.as_deref() {
             Some("type") => ev.type_name().to_ascii_lowercase().contains(v.as_str()),
             Some("tier") => lane.is_some_and(|l| l.label.to_ascii_lowercase() == *v),
             Some("source") => b.source.to_ascii_lowercase() == *v,
-            Some("job") => prov.and_then(|p| p.job_id).is_some_and(|j| j.to_string() == *v),
-            Some("req") => prov.and_then(|p| p.req_id.as_deref()).is_some_and(|q| q.to_ascii_lowercase() == *v),
+            Some("job") => prov
+                .and_then(|p| p.job_id)
+                .is_some_and(|j| j.to_string() == *v),
+            Some("req") => prov
+                .and_then(|p| p.req_id.as_deref())
+                .is_some_and(|q| q.to_ascii_lowercase() == *v),
             Some("seq") => b.seq.to_string() == *v,
             Some("hash") => hash_hit(v),
             Some("rule") => m.violations_at(i).any(|x| x.rule == *v),
@@ -500,14 +656,30 @@ mod tests {
     }
 
     fn batch(seq: u64, events: Vec<KvEvent>) -> TraceRecord {
-        TraceRecord::Batch(TraceBatch { source: "pod".into(), dp_rank: Some(0), seq, ts: seq as f64, events, provenance: None, raw: None, origin: seq + 1 })
+        TraceRecord::Batch(TraceBatch {
+            source: "pod".into(),
+            dp_rank: Some(0),
+            seq,
+            ts: seq as f64,
+            events,
+            provenance: None,
+            raw: None,
+            origin: seq + 1,
+        })
     }
 
     fn model() -> Model {
         let trace = Trace {
             records: vec![
                 batch(0, vec![stored(1, None, "GPU"), stored(2, Some(1), "GPU")]),
-                batch(1, vec![stored(2, Some(1), "CPU"), stored(1, None, "CPU"), stored(3, Some(2), "CPU")]),
+                batch(
+                    1,
+                    vec![
+                        stored(2, Some(1), "CPU"),
+                        stored(1, None, "CPU"),
+                        stored(3, Some(2), "CPU"),
+                    ],
+                ),
             ],
         };
         Model::from_trace("t", trace, LaneMode::Tier).unwrap()
@@ -517,17 +689,36 @@ mod tests {
     fn lanes_edges_and_violations() {
         let m = model();
         assert_eq!(m.len(), 5);
-        assert_eq!(m.lanes.iter().map(Lane::title).collect::<Vec<_>>(), ["GPU", "CPU"]);
+        assert_eq!(
+            m.lanes.iter().map(Lane::title).collect::<Vec<_>>(),
+            ["GPU", "CPU"]
+        );
         assert_eq!(m.lane_of, [0, 0, 1, 1, 1]);
         assert_eq!(
             m.edges,
             [
-                Edge { parent: 0, child: 1, kind: EdgeKind::Forward },
-                Edge { parent: 3, child: 2, kind: EdgeKind::ChildFirst },
-                Edge { parent: 2, child: 4, kind: EdgeKind::Forward },
+                Edge {
+                    parent: 0,
+                    child: 1,
+                    kind: EdgeKind::Forward
+                },
+                Edge {
+                    parent: 3,
+                    child: 2,
+                    kind: EdgeKind::ChildFirst
+                },
+                Edge {
+                    parent: 2,
+                    child: 4,
+                    kind: EdgeKind::Forward
+                },
             ]
         );
-        let reorders: Vec<_> = m.violations.iter().filter(|v| v.rule.starts_with("child-before-parent")).collect();
+        let reorders: Vec<_> = m
+            .violations
+            .iter()
+            .filter(|v| v.rule.starts_with("child-before-parent"))
+            .collect();
         assert_eq!(reorders.len(), 1, "{:?}", m.violations);
         assert_eq!(reorders[0].event, 2);
         assert_eq!(reorders[0].rule, "child-before-parent-in-job");
@@ -537,7 +728,11 @@ mod tests {
         assert_eq!(m.next_violation(Some(2), rule), None);
         assert_eq!(m.prev_violation(4, rule), Some(2));
         assert_eq!(m.next_violation(None, Some("seq-gap")), None);
-        assert_eq!(m.next_violation(None, None), Some(2), "consumer-loss findings are skipped by default");
+        assert_eq!(
+            m.next_violation(None, None),
+            Some(2),
+            "consumer-loss findings are skipped by default"
+        );
         assert!(m.is_violation(2) && !m.is_violation(0));
     }
 
@@ -546,8 +741,15 @@ mod tests {
         let m = model();
         assert_eq!(m.search(&Query::parse("tier=CPU"), None), Some(2));
         assert_eq!(m.search(&Query::parse("tier=cpu && hash=3"), None), Some(4));
-        assert_eq!(m.search(&Query::parse("hash=0x0000000000000003"), None), Some(4));
-        assert_eq!(m.search(&Query::parse("tier=GPU"), Some(1)), Some(0), "wraps around");
+        assert_eq!(
+            m.search(&Query::parse("hash=0x0000000000000003"), None),
+            Some(4)
+        );
+        assert_eq!(
+            m.search(&Query::parse("tier=GPU"), Some(1)),
+            Some(0),
+            "wraps around"
+        );
         assert_eq!(m.search(&Query::parse("nosuch=1"), None), None);
     }
 }

@@ -42,11 +42,12 @@ pub fn StatusBanner() -> impl IntoView {
                     </div>
                 }.into_any()
             }
-            LoadStatus::Loaded { name, events, ms } => {
+            LoadStatus::Loaded { name, events, ms, breakdown } => {
                 let rate = if ms > 0.0 { events as f64 / (ms / 1000.0) } else { 0.0 };
                 view! {
                     <div class="status ok" data-testid="status" role="status">
                         {format!("Loaded {name}: {events} events in {ms:.0} ms ({rate:.0} events/s)")}
+                        <span class="muted small" title="milliseconds per phase">{format!("({breakdown} ms)")}</span>
                     </div>
                 }.into_any()
             }
@@ -63,7 +64,11 @@ pub fn StatusBanner() -> impl IntoView {
 fn hash_row(label: &'static str, h: &BlockHash) -> impl IntoView {
     let dec = h.to_display_string();
     let hex = h.to_hex_string();
-    let both = if dec == hex { dec.clone() } else { format!("{dec}  ({hex})") };
+    let both = if dec == hex {
+        dec.clone()
+    } else {
+        format!("{dec}  ({hex})")
+    };
     view! { <tr><th>{label}</th><td class="mono hash">{both}</td></tr> }
 }
 
@@ -75,14 +80,28 @@ fn extra_text(v: &ExtraValue) -> String {
         ExtraValue::Int(i) => i.to_string(),
         ExtraValue::Float(f) => f.to_string(),
         ExtraValue::Str(s) => format!("{s:?}"),
-        ExtraValue::Bytes(b) => format!("b'{}'", b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
-        ExtraValue::Array(a) => format!("({})", a.iter().map(extra_text).collect::<Vec<_>>().join(", ")),
-        ExtraValue::Map(m) => format!("{{{}}}", m.iter().map(|(k, v)| format!("{}: {}", extra_text(k), extra_text(v))).collect::<Vec<_>>().join(", ")),
+        ExtraValue::Bytes(b) => format!(
+            "b'{}'",
+            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+        ),
+        ExtraValue::Array(a) => format!(
+            "({})",
+            a.iter().map(extra_text).collect::<Vec<_>>().join(", ")
+        ),
+        ExtraValue::Map(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{}: {}", extra_text(k), extra_text(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
 fn opt<T: ToString>(v: &Option<T>) -> String {
-    v.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "None".into())
+    v.as_ref()
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "None".into())
 }
 
 fn row(label: &'static str, value: String) -> impl IntoView {
@@ -112,12 +131,30 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
             </table>
         }
     });
-    m.with_event(i, |b, ev, prov| event_view(st, m, i, b, ev, prov, verdicts)).unwrap_or_else(|| view! { <p class="muted">"No event."</p> }.into_any())
+    m.with_event(i, |b, ev, prov| event_view(st, m, i, b, ev, prov, verdicts))
+        .unwrap_or_else(|| view! { <p class="muted">"No event."</p> }.into_any())
 }
 
-fn event_view(st: AppState, m: &Model, i: u32, b: &TraceBatch, ev: &KvEvent, prov: Option<&Provenance>, verdicts: Option<impl IntoView + 'static>) -> AnyView {
-    let r = m.events.get(i as usize).copied().unwrap_or(crate::model::EventRef { batch: 0, ev: 0 });
-    let lane = m.lane_of.get(i as usize).and_then(|l| m.lanes.get(*l as usize)).map(|l| l.title()).unwrap_or_default();
+fn event_view(
+    st: AppState,
+    m: &Model,
+    i: u32,
+    b: &TraceBatch,
+    ev: &KvEvent,
+    prov: Option<&Provenance>,
+    verdicts: Option<impl IntoView + 'static>,
+) -> AnyView {
+    let r = m
+        .events
+        .get(i as usize)
+        .copied()
+        .unwrap_or(crate::model::EventRef { batch: 0, ev: 0 });
+    let lane = m
+        .lane_of
+        .get(i as usize)
+        .and_then(|l| m.lanes.get(*l as usize))
+        .map(|l| l.title())
+        .unwrap_or_default();
     let violations: Vec<_> = m.violations_at(i).cloned().collect();
     let viol_view = (!violations.is_empty()).then(|| {
         view! {
@@ -141,9 +178,26 @@ fn event_view(st: AppState, m: &Model, i: u32, b: &TraceBatch, ev: &KvEvent, pro
     let ev_rows = match ev {
         KvEvent::BlockStored(s) => {
             let toks = if s.token_ids.len() > TOKENS_SHOWN {
-                format!("[{} … {} more] ({} tokens)", s.token_ids[..TOKENS_SHOWN].iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "), s.token_ids.len() - TOKENS_SHOWN, s.token_ids.len())
+                format!(
+                    "[{} … {} more] ({} tokens)",
+                    s.token_ids[..TOKENS_SHOWN]
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    s.token_ids.len() - TOKENS_SHOWN,
+                    s.token_ids.len()
+                )
             } else {
-                format!("[{}] ({} tokens)", s.token_ids.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "), s.token_ids.len())
+                format!(
+                    "[{}] ({} tokens)",
+                    s.token_ids
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    s.token_ids.len()
+                )
             };
             view! {
                 {s.block_hashes.iter().map(|h| hash_row("block_hash", h)).collect_view()}
@@ -187,7 +241,11 @@ fn event_view(st: AppState, m: &Model, i: u32, b: &TraceBatch, ev: &KvEvent, pro
         }
     });
     let parents: Vec<_> = m.parents_of(i).to_vec();
-    let children = if m.len() <= 200_000 { m.children_of(i) } else { Vec::new() };
+    let children = if m.len() <= 200_000 {
+        m.children_of(i)
+    } else {
+        Vec::new()
+    };
     let link_list = |edges: Vec<crate::model::Edge>, parent_side: bool| {
         edges
             .into_iter()
@@ -246,13 +304,24 @@ pub fn Violations() -> impl IntoView {
         let rule = st.rule.get();
         st.model.with(|m| {
             let Some(m) = m else { return (Vec::new(), 0) };
-            let list: Vec<_> = m.violations.iter().filter(|v| crate::model::rule_matches(v, rule.as_deref())).collect();
+            let list: Vec<_> = m
+                .violations
+                .iter()
+                .filter(|v| crate::model::rule_matches(v, rule.as_deref()))
+                .collect();
             let total = list.len();
             let at = list.partition_point(|v| v.event < cursor);
             let lo = at.saturating_sub(VIOLATION_ROWS / 2);
             let hi = (lo + VIOLATION_ROWS).min(total);
             let lo = hi.saturating_sub(VIOLATION_ROWS);
-            (list.get(lo..hi).unwrap_or_default().iter().map(|v| (v.event, v.rule.clone(), v.message.clone())).collect::<Vec<_>>(), total)
+            (
+                list.get(lo..hi)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|v| (v.event, v.rule.clone(), v.message.clone()))
+                    .collect::<Vec<_>>(),
+                total,
+            )
         })
     };
     view! {

@@ -63,7 +63,10 @@ fn dec(s: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         match (bytes.get(i), bytes.get(i + 1..i + 3)) {
-            (Some(b'%'), Some(h)) => match std::str::from_utf8(h).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            (Some(b'%'), Some(h)) => match std::str::from_utf8(h)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
                 Some(v) => {
                     out.push(v);
                     i += 3;
@@ -92,8 +95,11 @@ pub fn inline_trace(bytes: &[u8]) -> Option<String> {
 
 /// Inverse of [`inline_trace`]; errors are readable sentences.
 pub fn uninline_trace(s: &str) -> Result<Vec<u8>, String> {
-    let packed = URL_SAFE_NO_PAD.decode(s.as_bytes()).map_err(|e| format!("the link's inline trace is not base64url: {e}"))?;
-    miniz_oxide::inflate::decompress_to_vec_with_limit(&packed, 64 << 20).map_err(|e| format!("the link's inline trace does not inflate: {e:?}"))
+    let packed = URL_SAFE_NO_PAD
+        .decode(s.as_bytes())
+        .map_err(|e| format!("the link's inline trace is not base64url: {e}"))?;
+    miniz_oxide::inflate::decompress_to_vec_with_limit(&packed, 64 << 20)
+        .map_err(|e| format!("the link's inline trace does not inflate: {e:?}"))
 }
 
 impl LinkState {
@@ -135,7 +141,11 @@ impl LinkState {
     /// does not decode is an error.
     pub fn from_hash(hash: &str) -> Result<LinkState, String> {
         let mut st = LinkState::default();
-        for part in hash.trim_start_matches('#').split('&').filter(|p| !p.is_empty()) {
+        for part in hash
+            .trim_start_matches('#')
+            .split('&')
+            .filter(|p| !p.is_empty())
+        {
             let (k, v) = part.split_once('=').unwrap_or((part, ""));
             match k {
                 "c" => st.cursor = v.parse().ok(),
@@ -144,7 +154,10 @@ impl LinkState {
                 "k" => st.consumer = Some(dec(v)),
                 "l" => st.per_source = v == "source",
                 "v" => {
-                    st.viewport = v.split_once(',').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))).filter(|(a, b): &(f64, f64)| a.is_finite() && b.is_finite() && *b > 0.0)
+                    st.viewport = v
+                        .split_once(',')
+                        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                        .filter(|(a, b): &(f64, f64)| a.is_finite() && b.is_finite() && *b > 0.0)
                 }
                 "d" => st.origin = Some(TraceOrigin::Demo),
                 "u" => st.origin = Some(TraceOrigin::Url(dec(v))),
@@ -172,21 +185,32 @@ mod tests {
             origin: Some(TraceOrigin::Inline(b"{\"kvscope\":1}\n".to_vec())),
         };
         let h = st.to_hash();
-        assert!(!h.contains(' ') && !h.contains('&') || h.split('&').count() == 7, "{h}");
+        assert!(
+            !h.contains(' ') && !h.contains('&') || h.split('&').count() == 7,
+            "{h}"
+        );
         assert_eq!(LinkState::from_hash(&format!("#{h}")).unwrap(), st);
     }
 
     #[test]
     fn url_origin_and_garbage() {
-        let st = LinkState { origin: Some(TraceOrigin::Url("/trace?x=1&y=2".into())), ..Default::default() };
+        let st = LinkState {
+            origin: Some(TraceOrigin::Url("/trace?x=1&y=2".into())),
+            ..Default::default()
+        };
         assert_eq!(LinkState::from_hash(&st.to_hash()).unwrap(), st);
         assert!(LinkState::from_hash("t=!!!").is_err());
-        assert_eq!(LinkState::from_hash("c=abc&zz=1").unwrap(), LinkState::default());
+        assert_eq!(
+            LinkState::from_hash("c=abc&zz=1").unwrap(),
+            LinkState::default()
+        );
     }
 
     #[test]
     fn large_traces_are_not_inlined() {
-        let big: Vec<u8> = (0..400_000u32).flat_map(|i| i.wrapping_mul(2654435761).to_le_bytes()).collect();
+        let big: Vec<u8> = (0..400_000u32)
+            .flat_map(|i| i.wrapping_mul(2654435761).to_le_bytes())
+            .collect();
         assert!(inline_trace(&big).is_none());
         assert!(inline_trace(b"small").is_some());
     }

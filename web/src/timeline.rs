@@ -141,8 +141,14 @@ fn arrow_head(ctx: &Ctx, x: f64, y: f64, dx: f64, dy: f64, size: f64) {
     let (ux, uy) = (dx / len, dy / len);
     ctx.begin_path();
     ctx.move_to(x, y);
-    ctx.line_to(x - ux * size - uy * size * 0.6, y - uy * size + ux * size * 0.6);
-    ctx.line_to(x - ux * size + uy * size * 0.6, y - uy * size - ux * size * 0.6);
+    ctx.line_to(
+        x - ux * size - uy * size * 0.6,
+        y - uy * size + ux * size * 0.6,
+    );
+    ctx.line_to(
+        x - ux * size + uy * size * 0.6,
+        y - uy * size - ux * size * 0.6,
+    );
     ctx.close_path();
     ctx.fill();
 }
@@ -185,7 +191,11 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
         ctx.fill_rect(GUTTER, 2.0, ow, 8.0);
         ctx.set_fill_style_str(p.violation);
         let mut last_px = -1.0;
-        for v in m.violations.iter().filter(|v| v.rule != crate::model::CONSUMER_LOSS) {
+        for v in m
+            .violations
+            .iter()
+            .filter(|v| v.rule != crate::model::CONSUMER_LOSS)
+        {
             let x = (GUTTER + f64::from(v.event) / f64::from(n) * ow).floor();
             if x != last_px {
                 ctx.fill_rect(x, 2.0, 1.5, 8.0);
@@ -245,7 +255,9 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
         }
         // One mark per event.
         for i in lo..=hi {
-            let (Some(&l), Some(&k)) = (m.lane_of.get(i as usize), m.kinds.get(i as usize)) else { continue };
+            let (Some(&l), Some(&k)) = (m.lane_of.get(i as usize), m.kinds.get(i as usize)) else {
+                continue;
+            };
             let x = f.x(i);
             let y = f.y(l);
             let viol = m.is_violation(i);
@@ -257,7 +269,12 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
                 EventKind::Removed => {
                     ctx.set_stroke_style_str(p.removed);
                     ctx.set_line_width(2.0);
-                    ctx.stroke_rect(x - mark_w / 2.0 + 1.0, y - mark_h / 2.0 + 1.0, (mark_w - 2.0).max(1.0), mark_h - 2.0);
+                    ctx.stroke_rect(
+                        x - mark_w / 2.0 + 1.0,
+                        y - mark_h / 2.0 + 1.0,
+                        (mark_w - 2.0).max(1.0),
+                        mark_h - 2.0,
+                    );
                     ctx.set_line_width(1.0);
                 }
                 EventKind::Cleared => {
@@ -272,7 +289,9 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
         let lanes = m.lanes.len();
         let mut bins = vec![0u8; cols * lanes];
         for i in lo..=hi {
-            let (Some(&l), Some(&k)) = (m.lane_of.get(i as usize), m.kinds.get(i as usize)) else { continue };
+            let (Some(&l), Some(&k)) = (m.lane_of.get(i as usize), m.kinds.get(i as usize)) else {
+                continue;
+            };
             let c = ((f64::from(i) - f.vp.start) / f.vp.per_px).floor();
             if c < 0.0 {
                 continue;
@@ -312,9 +331,20 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
         let a = m.violations.partition_point(|v| v.event < lo);
         let b = m.violations.partition_point(|v| v.event <= hi);
         ctx.set_fill_style_str(p.violation);
-        for v in m.violations.get(a..b).unwrap_or_default().iter().filter(|v| v.rule != crate::model::CONSUMER_LOSS) {
+        for v in m
+            .violations
+            .get(a..b)
+            .unwrap_or_default()
+            .iter()
+            .filter(|v| v.rule != crate::model::CONSUMER_LOSS)
+        {
             let l = m.lane_of.get(v.event as usize).copied().unwrap_or(0);
-            ctx.fill_rect(f.x(v.event).floor() - 1.0, f.y(l) - mark_h / 2.0 - 2.0, 3.0, mark_h + 4.0);
+            ctx.fill_rect(
+                f.x(v.event).floor() - 1.0,
+                f.y(l) - mark_h / 2.0 - 2.0,
+                3.0,
+                mark_h + 4.0,
+            );
         }
     }
 
@@ -325,16 +355,36 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
     } else {
         let a = m.violations.partition_point(|v| v.event < lo);
         let b = m.violations.partition_point(|v| v.event <= hi);
-        m.violations.get(a..b).unwrap_or_default().iter().take(400).flat_map(|v| m.parents_of(v.event).iter().copied()).filter(|e| e.kind == EdgeKind::ChildFirst).collect()
+        m.violations
+            .get(a..b)
+            .unwrap_or_default()
+            .iter()
+            .take(400)
+            .flat_map(|v| m.parents_of(v.event).iter().copied())
+            .filter(|e| e.kind == EdgeKind::ChildFirst)
+            .collect()
     };
     for e in &edges {
-        let (Some(&lp), Some(&lc)) = (m.lane_of.get(e.parent as usize), m.lane_of.get(e.child as usize)) else { continue };
+        let (Some(&lp), Some(&lc)) = (
+            m.lane_of.get(e.parent as usize),
+            m.lane_of.get(e.child as usize),
+        ) else {
+            continue;
+        };
         let (xp, yp, xc, yc) = (f.x(e.parent), f.y(lp), f.x(e.child), f.y(lc));
         let touches = e.parent == cursor || e.child == cursor;
         let (colour, width, bow) = match e.kind {
-            EdgeKind::Forward => (if touches { p.cursor } else { p.edge }, if touches { 2.0 } else { 1.0 }, -1.0),
+            EdgeKind::Forward => (
+                if touches { p.cursor } else { p.edge },
+                if touches { 2.0 } else { 1.0 },
+                -1.0,
+            ),
             EdgeKind::ChildFirst => (p.violation, if touches { 3.0 } else { 2.0 }, 1.0),
-            EdgeKind::CrossLane => (if touches { p.cursor } else { p.edge }, if touches { 1.5 } else { 0.8 }, -1.0),
+            EdgeKind::CrossLane => (
+                if touches { p.cursor } else { p.edge },
+                if touches { 1.5 } else { 0.8 },
+                -1.0,
+            ),
         };
         ctx.set_stroke_style_str(colour);
         ctx.set_fill_style_str(colour);
@@ -344,7 +394,11 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
         }
         let dx = (xc - xp).abs();
         let lift = (dx * 0.35).clamp(8.0, f.lane_h * 0.45) * bow;
-        let (sy, ey) = if lp == lc { (yp + bow * mark_h / 2.0, yc + bow * mark_h / 2.0) } else { (yp, yc) };
+        let (sy, ey) = if lp == lc {
+            (yp + bow * mark_h / 2.0, yc + bow * mark_h / 2.0)
+        } else {
+            (yp, yc)
+        };
         let cx = (xp + xc) / 2.0;
         let cy = (sy + ey) / 2.0 + if lp == lc { lift } else { 0.0 };
         ctx.begin_path();
@@ -355,7 +409,18 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
             let _ = ctx.set_line_dash(&js_sys::Array::new());
         }
         if e.kind != EdgeKind::CrossLane || touches {
-            arrow_head(ctx, xc, ey, xc - cx, ey - cy, if e.kind == EdgeKind::ChildFirst { 8.0 } else { 5.0 });
+            arrow_head(
+                ctx,
+                xc,
+                ey,
+                xc - cx,
+                ey - cy,
+                if e.kind == EdgeKind::ChildFirst {
+                    8.0
+                } else {
+                    5.0
+                },
+            );
         }
     }
     ctx.set_line_width(1.0);
@@ -373,7 +438,12 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
         ctx.line_to(cursor_x, TOP + plot_h);
         ctx.stroke();
         if let Some(&l) = m.lane_of.get(c as usize) {
-            ctx.stroke_rect(cursor_x - mark_w / 2.0 - 3.0, f.y(l) - mark_h / 2.0 - 3.0, mark_w + 6.0, mark_h + 6.0);
+            ctx.stroke_rect(
+                cursor_x - mark_w / 2.0 - 3.0,
+                f.y(l) - mark_h / 2.0 - 3.0,
+                mark_w + 6.0,
+                mark_h + 6.0,
+            );
         }
     }
     ctx.set_line_width(1.0);
@@ -392,8 +462,12 @@ pub fn pick(m: &Model, f: Frame, x: f64, y: f64) -> Option<u32> {
     let hi = ((at + radius).ceil().max(0.0) as u32).min(n - 1);
     let lane = f.lane_at(y, m.lanes.len());
     let dist = |i: u32| (f64::from(i) - at).abs();
-    let best_in_lane = (lo..=hi).filter(|&i| lane.is_none_or(|l| m.lane_of.get(i as usize) == Some(&l))).min_by(|a, b| dist(*a).total_cmp(&dist(*b)));
-    best_in_lane.or_else(|| (at.round().max(0.0) as u32 <= n - 1).then(|| (at.round().max(0.0) as u32).min(n - 1)))
+    let best_in_lane = (lo..=hi)
+        .filter(|&i| lane.is_none_or(|l| m.lane_of.get(i as usize) == Some(&l)))
+        .min_by(|a, b| dist(*a).total_cmp(&dist(*b)));
+    best_in_lane.or_else(|| {
+        (at.round().max(0.0) as u32 <= n - 1).then(|| (at.round().max(0.0) as u32).min(n - 1))
+    })
 }
 
 /// The timeline component.
@@ -421,8 +495,15 @@ pub fn Timeline() -> impl IntoView {
     });
     let frame = move || {
         let (w, h) = size.get();
-        let lanes = st.model.with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1));
-        Frame { w, h, lane_h: lane_height(h, lanes), vp: st.viewport.get() }
+        let lanes = st
+            .model
+            .with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1));
+        Frame {
+            w,
+            h,
+            lane_h: lane_height(h, lanes),
+            vp: st.viewport.get(),
+        }
     };
     Effect::new(move |_| {
         let f = frame();
@@ -435,7 +516,14 @@ pub fn Timeline() -> impl IntoView {
             c.set_width(pw);
             c.set_height(ph);
         }
-        let Some(ctx) = c.get_context("2d").ok().flatten().and_then(|x| x.dyn_into::<Ctx>().ok()) else { return };
+        let Some(ctx) = c
+            .get_context("2d")
+            .ok()
+            .flatten()
+            .and_then(|x| x.dyn_into::<Ctx>().ok())
+        else {
+            return;
+        };
         let _ = ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0);
         st.model.with(|m| match m {
             Some(m) => draw(&ctx, m, cursor, f, theme),
@@ -448,7 +536,11 @@ pub fn Timeline() -> impl IntoView {
     });
     let drag: StoredValue<Option<(f64, f64, bool)>> = StoredValue::new(None);
     let on_down = move |e: ev::MouseEvent| {
-        drag.set_value(Some((f64::from(e.offset_x()), f64::from(e.offset_y()), false)));
+        drag.set_value(Some((
+            f64::from(e.offset_x()),
+            f64::from(e.offset_y()),
+            false,
+        )));
     };
     let on_move = move |e: ev::MouseEvent| {
         if let Some((x0, y0, moved)) = drag.get_value() {
@@ -464,20 +556,27 @@ pub fn Timeline() -> impl IntoView {
         }
     };
     let on_up = move |e: ev::MouseEvent| {
-        let Some((_, _, moved)) = drag.get_value() else { return };
+        let Some((_, _, moved)) = drag.get_value() else {
+            return;
+        };
         drag.set_value(None);
         if moved {
             return;
         }
         let f = frame();
-        let hit = st.model.with_untracked(|m| m.as_ref().and_then(|m| pick(m, f, f64::from(e.offset_x()), f64::from(e.offset_y()))));
+        let hit = st.model.with_untracked(|m| {
+            m.as_ref()
+                .and_then(|m| pick(m, f, f64::from(e.offset_x()), f64::from(e.offset_y())))
+        });
         if let Some(i) = hit {
             st.playing.set(false);
             st.cursor.set(i + 1);
         } else if f64::from(e.offset_y()) < 12.0 && f64::from(e.offset_x()) > GUTTER {
             // Click in the overview strip: jump there.
             let n = f64::from(st.len());
-            let i = ((f64::from(e.offset_x()) - GUTTER) / f.plot_w() * n).floor().max(0.0);
+            let i = ((f64::from(e.offset_x()) - GUTTER) / f.plot_w() * n)
+                .floor()
+                .max(0.0);
             st.seek(i as u32);
         }
     };
@@ -492,7 +591,12 @@ pub fn Timeline() -> impl IntoView {
     };
     let label = move || {
         st.model.with(|m| match m {
-            Some(m) => format!("Timeline: {} events in {} lanes; {} events applied", m.len(), m.lanes.len(), st.cursor.get()),
+            Some(m) => format!(
+                "Timeline: {} events in {} lanes; {} events applied",
+                m.len(),
+                m.lanes.len(),
+                st.cursor.get()
+            ),
             None => "Timeline: no trace".into(),
         })
     };
@@ -519,7 +623,15 @@ mod tests {
 
     #[test]
     fn frame_geometry() {
-        let f = Frame { w: 1128.0, h: 200.0, lane_h: 40.0, vp: Viewport { start: 10.0, per_px: 0.1 } };
+        let f = Frame {
+            w: 1128.0,
+            h: 200.0,
+            lane_h: 40.0,
+            vp: Viewport {
+                start: 10.0,
+                per_px: 0.1,
+            },
+        };
         assert_eq!(f.range(1000), Some((10, 110)));
         assert_eq!(f.range(50), Some((10, 49)));
         assert_eq!(f.range(5), None);

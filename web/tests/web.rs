@@ -13,7 +13,9 @@ wasm_bindgen_test_configure!(run_in_browser);
 
 async fn sleep(ms: i32) {
     let p = js_sys::Promise::new(&mut |resolve, _| {
-        let _ = web_sys::window().unwrap().set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+        let _ = web_sys::window()
+            .unwrap()
+            .set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
     });
     JsFuture::from(p).await.unwrap();
 }
@@ -26,7 +28,10 @@ fn container() -> web_sys::HtmlElement {
 }
 
 fn el(root: &web_sys::HtmlElement, id: &str) -> Option<web_sys::HtmlElement> {
-    root.query_selector(&format!("[data-testid={id}]")).ok().flatten().map(|e| e.unchecked_into())
+    root.query_selector(&format!("[data-testid={id}]"))
+        .ok()
+        .flatten()
+        .map(|e| e.unchecked_into())
 }
 
 fn text(root: &web_sys::HtmlElement, id: &str) -> String {
@@ -42,11 +47,16 @@ async fn until(root: &web_sys::HtmlElement, id: &str, needle: &str) -> String {
         }
         sleep(10).await;
     }
-    panic!("[data-testid={id}] never contained {needle:?}; it says {:?}", text(root, id));
+    panic!(
+        "[data-testid={id}] never contained {needle:?}; it says {:?}",
+        text(root, id)
+    );
 }
 
 async fn click(root: &web_sys::HtmlElement, id: &str) {
-    el(root, id).unwrap_or_else(|| panic!("no [data-testid={id}]")).click();
+    el(root, id)
+        .unwrap_or_else(|| panic!("no [data-testid={id}]"))
+        .click();
     sleep(10).await;
 }
 
@@ -61,10 +71,17 @@ async fn mounts_with_the_demo_and_steps() {
 
     click(&root, "step-forward").await;
     assert_eq!(until(&root, "counter", "1 / 12").await, "1 / 12");
-    assert!(text(&root, "details-title").starts_with("#0 BlockStored"), "{}", text(&root, "details-title"));
+    assert!(
+        text(&root, "details-title").starts_with("#0 BlockStored"),
+        "{}",
+        text(&root, "details-title")
+    );
     // Demo (legacy order): event 0 is a child delivered before its parent.
     assert!(text(&root, "violation-detail").contains("child-before-parent-in-job"));
-    assert!(text(&root, "details").contains("dropped_orphan"), "llm-d's verdict is shown");
+    assert!(
+        text(&root, "details").contains("dropped_orphan"),
+        "llm-d's verdict is shown"
+    );
 
     click(&root, "next-violation").await;
     until(&root, "counter", "10 / 12").await;
@@ -92,9 +109,22 @@ async fn loads_a_multi_tier_trace_and_reports_bad_input_with_its_line() {
             }
         })
     };
-    load::load_bytes(st, "tiers.jsonl".into(), include_bytes!("../fixtures/tiers.jsonl").to_vec(), TraceOrigin::Local, None);
+    load::load_bytes(
+        st,
+        "tiers.jsonl".into(),
+        include_bytes!("../fixtures/tiers.jsonl").to_vec(),
+        TraceOrigin::Local,
+        None,
+    );
     until(&root, "status", "Loaded tiers.jsonl: 12 events").await;
-    let lanes: Vec<String> = st.model.with_untracked(|m| m.as_ref().unwrap().lanes.iter().map(|l| l.title()).collect());
+    let lanes: Vec<String> = st.model.with_untracked(|m| {
+        m.as_ref()
+            .unwrap()
+            .lanes
+            .iter()
+            .map(|l| l.title())
+            .collect()
+    });
     assert_eq!(lanes, ["GPU", "CPU", "STORAGE:fs0"]);
     assert!(text(&root, "violations").contains("child-before-parent-in-job"));
 
@@ -102,9 +132,18 @@ async fn loads_a_multi_tier_trace_and_reports_bad_input_with_its_line() {
     st.seek(0);
     sleep(10).await;
     let d = text(&root, "details");
-    assert!(d.contains("11001") && d.contains("0x0000000000002af9"), "{d}");
+    assert!(
+        d.contains("11001") && d.contains("0x0000000000002af9"),
+        "{d}"
+    );
 
-    load::load_bytes(st, "bad.jsonl".into(), b"{\"kvscope\": 1}\n{\"source\": \"x\", \"seq\": 0, \"ts\": 1.0, \"events\": 5}\n".to_vec(), TraceOrigin::Local, None);
+    load::load_bytes(
+        st,
+        "bad.jsonl".into(),
+        b"{\"kvscope\": 1}\n{\"source\": \"x\", \"seq\": 0, \"ts\": 1.0, \"events\": 5}\n".to_vec(),
+        TraceOrigin::Local,
+        None,
+    );
     let err = until(&root, "load-error", "line 2").await;
     assert!(err.contains("bad.jsonl"), "{err}");
     // The previous trace stays loaded.
@@ -119,7 +158,13 @@ async fn search_and_rule_filter() {
         provide_context(st);
         view! { <kvscope_web::controls::StepBar/><kvscope_web::panels::Details/> }
     });
-    load::load_bytes(st, "tiers.jsonl".into(), include_bytes!("../fixtures/tiers.jsonl").to_vec(), TraceOrigin::Local, None);
+    load::load_bytes(
+        st,
+        "tiers.jsonl".into(),
+        include_bytes!("../fixtures/tiers.jsonl").to_vec(),
+        TraceOrigin::Local,
+        None,
+    );
     for _ in 0..300 {
         if st.len() > 0 {
             break;
@@ -129,7 +174,11 @@ async fn search_and_rule_filter() {
     st.query.set("tier=STORAGE:fs0".into());
     assert!(st.search_next());
     sleep(10).await;
-    assert!(text(&root, "details-title").contains("STORAGE:fs0"), "{}", text(&root, "details-title"));
+    assert!(
+        text(&root, "details-title").contains("STORAGE:fs0"),
+        "{}",
+        text(&root, "details-title")
+    );
     st.query.set("hash=999999".into());
     assert!(!st.search_next());
     sleep(10).await;

@@ -44,7 +44,11 @@ pub fn content_type(path: &Path) -> &'static str {
 
 /// Map a request path to a file under `dist`, refusing anything that leaves it.
 pub fn resolve(dist: &Path, url_path: &str) -> Option<PathBuf> {
-    let rel = url_path.split(['?', '#']).next().unwrap_or("/").trim_start_matches('/');
+    let rel = url_path
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("/")
+        .trim_start_matches('/');
     let rel = if rel.is_empty() { "index.html" } else { rel };
     let rel = Path::new(rel);
     if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
@@ -67,14 +71,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(p) => {
             let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
             let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("trace");
-            wire::read_trace(&bytes, stem).map_err(|e| BadInput(format!("{}: {e}", p.display())))?;
+            wire::read_trace(&bytes, stem)
+                .map_err(|e| BadInput(format!("{}: {e}", p.display())))?;
             Some(bytes)
         }
         None => None,
     };
     let server = tiny_http::Server::http(("127.0.0.1", args.port))
         .map_err(|e| anyhow::anyhow!("cannot listen on 127.0.0.1:{}: {e}", args.port))?;
-    let port = server.server_addr().to_ip().map(|a| a.port()).unwrap_or(args.port);
+    let port = server
+        .server_addr()
+        .to_ip()
+        .map(|a| a.port())
+        .unwrap_or(args.port);
     let url = match trace {
         Some(_) => format!("http://127.0.0.1:{port}/?url=/trace"),
         None => format!("http://127.0.0.1:{port}/"),
@@ -84,7 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for req in server.incoming_requests() {
         let method = req.method().clone();
         if !matches!(method, tiny_http::Method::Get | tiny_http::Method::Head) {
-            let _ = req.respond(tiny_http::Response::from_string("method not allowed").with_status_code(405));
+            let _ = req.respond(
+                tiny_http::Response::from_string("method not allowed").with_status_code(405),
+            );
             continue;
         }
         let path = req.url().split('?').next().unwrap_or("/").to_owned();
@@ -98,10 +109,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     }
                     r
                 }
-                None => tiny_http::Response::from_string("no trace preloaded").with_status_code(404),
+                None => {
+                    tiny_http::Response::from_string("no trace preloaded").with_status_code(404)
+                }
             }
         } else {
-            match resolve(&args.dist, &path).filter(|p| p.is_file()).and_then(|p| std::fs::read(&p).ok().map(|b| (p, b))) {
+            match resolve(&args.dist, &path)
+                .filter(|p| p.is_file())
+                .and_then(|p| std::fs::read(&p).ok().map(|b| (p, b)))
+            {
                 Some((p, body)) => {
                     let mut r = tiny_http::Response::from_data(body);
                     if let Some(h) = header(content_type(&p)) {
@@ -125,10 +141,16 @@ mod tests {
     fn paths_stay_inside_dist() {
         let d = Path::new("/srv/dist");
         assert_eq!(resolve(d, "/"), Some(d.join("index.html")));
-        assert_eq!(resolve(d, "/kvscope_web_bg.wasm?x=1"), Some(d.join("kvscope_web_bg.wasm")));
+        assert_eq!(
+            resolve(d, "/kvscope_web_bg.wasm?x=1"),
+            Some(d.join("kvscope_web_bg.wasm"))
+        );
         assert_eq!(resolve(d, "/../etc/passwd"), None);
         assert_eq!(resolve(d, "/a/../../b"), None);
         assert_eq!(content_type(Path::new("x.wasm")), "application/wasm");
-        assert_eq!(content_type(Path::new("index.html")), "text/html; charset=utf-8");
+        assert_eq!(
+            content_type(Path::new("index.html")),
+            "text/html; charset=utf-8"
+        );
     }
 }

@@ -443,7 +443,9 @@ impl Scenario {
             }
         }
         if self.scheduler.max_num_batched_tokens == 0 || self.scheduler.max_num_seqs == 0 {
-            return bad("scheduler.max_num_batched_tokens and max_num_seqs must be positive".into());
+            return bad(
+                "scheduler.max_num_batched_tokens and max_num_seqs must be positive".into(),
+            );
         }
         if self.scheduler.vocab_size == 0 {
             return bad("scheduler.vocab_size must be positive".into());

@@ -266,13 +266,7 @@ impl<'a> Engine<'a> {
             && self.tiers.iter().all(|t| t.jobs.is_empty());
         match &self.spec.steps {
             Some(steps) => quiet && self.local_step as usize >= steps.len(),
-            None => {
-                quiet
-                    && self
-                        .reqs
-                        .iter()
-                        .all(|r| r.state == ReqState::Finished)
-            }
+            None => quiet && self.reqs.iter().all(|r| r.state == ReqState::Finished),
         }
     }
 
@@ -307,9 +301,9 @@ impl<'a> Engine<'a> {
         match grp.kind {
             GroupKind::FullAttention => None,
             GroupKind::Mamba => Some(1),
-            GroupKind::SlidingWindow => Some(
-                (grp.sliding_window.unwrap_or(1) as usize).div_ceil(self.tpc()),
-            ),
+            GroupKind::SlidingWindow => {
+                Some((grp.sliding_window.unwrap_or(1) as usize).div_ceil(self.tpc()))
+            }
         }
     }
 
@@ -419,7 +413,11 @@ impl<'a> Engine<'a> {
             }
             self.tiers[ti].jobs = keep;
             // thread-pool completion order
-            done.sort_by(|a, b| a.finish_time.total_cmp(&b.finish_time).then(a.id.cmp(&b.id)));
+            done.sort_by(|a, b| {
+                a.finish_time
+                    .total_cmp(&b.finish_time)
+                    .then(a.id.cmp(&b.id))
+            });
             for j in done {
                 if j.is_promotion {
                     // primary.complete_write(keys): CPU stored event in lookup order
@@ -495,7 +493,10 @@ impl<'a> Engine<'a> {
             return match out {
                 None => LookupResult::Miss,
                 Some(_) => {
-                    self.pending_promotions.entry((ti, r)).or_default().push(*key);
+                    self.pending_promotions
+                        .entry((ti, r))
+                        .or_default()
+                        .push(*key);
                     LookupResult::Retry
                 }
             };
@@ -567,8 +568,12 @@ impl<'a> Engine<'a> {
         if has_swa {
             max_hit = max_hit.saturating_sub(1);
         }
-        let mut order: Vec<usize> = (0..ngroups).filter(|&g| self.is_full_attention(g)).collect();
-        let mut swa: Vec<usize> = (0..ngroups).filter(|&g| !self.is_full_attention(g)).collect();
+        let mut order: Vec<usize> = (0..ngroups)
+            .filter(|&g| self.is_full_attention(g))
+            .collect();
+        let mut swa: Vec<usize> = (0..ngroups)
+            .filter(|&g| !self.is_full_attention(g))
+            .collect();
         swa.sort_by_key(|&g| std::cmp::Reverse(self.window_chunks(g)));
         order.extend(swa);
         let mut defer = false;
@@ -988,10 +993,7 @@ impl<'a> Engine<'a> {
         let _ = step;
         let mut still = Vec::new();
         for r in std::mem::take(&mut self.waiting) {
-            if self.reqs[r].arrival_step > local
-                || budget == 0
-                || self.running.len() >= max_seqs
-            {
+            if self.reqs[r].arrival_step > local || budget == 0 || self.running.len() >= max_seqs {
                 still.push(r);
                 continue;
             }

@@ -101,7 +101,10 @@ fn header(s: &Scenario) -> TraceHeader {
         serde_json::to_value(s.order).unwrap_or(serde_json::Value::Null),
     );
     meta.insert("seed".into(), s.seed.into());
-    meta.insert("none_hash_seed".into(), s.hashing.none_hash_seed.clone().into());
+    meta.insert(
+        "none_hash_seed".into(),
+        s.hashing.none_hash_seed.clone().into(),
+    );
     meta.insert(
         "hash_format".into(),
         match s.hashing.format {

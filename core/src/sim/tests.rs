@@ -50,7 +50,10 @@ fn chunk_orders(t: &Trace) -> Vec<Vec<u32>> {
         let prov = b.provenance.as_ref().unwrap();
         for (e, p) in b.events.iter().zip(prov) {
             if matches!(e, KvEvent::BlockStored(_))
-                && matches!(p.kind, ProvenanceKind::OffloadStore | ProvenanceKind::SecondaryStore)
+                && matches!(
+                    p.kind,
+                    ProvenanceKind::OffloadStore | ProvenanceKind::SecondaryStore
+                )
             {
                 let k = (p.job_id.unwrap(), p.tier.clone(), p.group_idx.unwrap());
                 if !jobs.contains_key(&k) {
@@ -329,7 +332,10 @@ fn s9_tiers_grouped_by_tier_and_same_key_order() {
             tokens(32)
         )
     };
-    for order in [r#"{"mode":"fixed"}"#, r#"{"mode":"cpython","python_hash_seed":0}"#] {
+    for order in [
+        r#"{"mode":"fixed"}"#,
+        r#"{"mode":"cpython","python_hash_seed":0}"#,
+    ] {
         let t = run(&json(0.0, order));
         let mut cpu_jobs: HashMap<u64, Vec<u32>> = HashMap::new();
         let mut fs_seen = 0;
@@ -338,11 +344,17 @@ fn s9_tiers_grouped_by_tier_and_same_key_order() {
             let tiers: Vec<&str> = prov.iter().map(|p| p.tier.as_str()).collect();
             let first_storage = tiers.iter().position(|t| t.starts_with("STORAGE"));
             if let Some(i) = first_storage {
-                assert!(tiers[i..].iter().all(|t| t.starts_with("STORAGE")), "{tiers:?}");
+                assert!(
+                    tiers[i..].iter().all(|t| t.starts_with("STORAGE")),
+                    "{tiers:?}"
+                );
             }
             for (e, p) in b.events.iter().zip(prov) {
                 if p.kind == ProvenanceKind::OffloadStore {
-                    cpu_jobs.entry(p.job_id.unwrap()).or_default().push(p.chunk_idx.unwrap());
+                    cpu_jobs
+                        .entry(p.job_id.unwrap())
+                        .or_default()
+                        .push(p.chunk_idx.unwrap());
                 }
                 if p.tier == "STORAGE:fs0" {
                     assert_eq!(e.medium(), Some("STORAGE"));
@@ -362,7 +374,9 @@ fn s9_tiers_grouped_by_tier_and_same_key_order() {
         assert_eq!(fs_seen, 8 + 3 + 5);
     }
     let t = run(&json(1.0, r#"{"mode":"fixed"}"#));
-    assert!(t.batches().all(|b| b.events.iter().all(|e| e.medium() != Some("STORAGE"))));
+    assert!(t
+        .batches()
+        .all(|b| b.events.iter().all(|e| e.medium() != Some("STORAGE"))));
 }
 
 #[test]
@@ -376,7 +390,10 @@ fn s9_promotion_after_cpu_eviction() {
                         {{"id":"b","token_ids":[{}],"arrival_step":3}},
                         {{"id":"c","shared_prefix":{{"request":"a","len":16}},"token_ids":[7,7,7,7],"arrival_step":6}}]}}"#,
         tokens(16),
-        (101..=116).map(|i: u32| i.to_string()).collect::<Vec<_>>().join(",")
+        (101..=116)
+            .map(|i: u32| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     ));
     let promos: Vec<(u32, Vec<u64>)> = t
         .batches()
@@ -415,8 +432,14 @@ fn explicit_schedule_jobs_per_step() {
     ));
     let bs = batches(&t);
     assert_eq!(bs.len(), 2);
-    assert_eq!((bs[0].ts, bs[0].seq, bs[0].events.len()), (1700000000.0, 0, 2));
-    assert_eq!((bs[1].ts, bs[1].seq, bs[1].events.len()), (1700000001.0, 1, 2));
+    assert_eq!(
+        (bs[0].ts, bs[0].seq, bs[0].events.len()),
+        (1700000000.0, 0, 2)
+    );
+    assert_eq!(
+        (bs[1].ts, bs[1].seq, bs[1].events.len()),
+        (1700000001.0, 1, 2)
+    );
     assert_eq!(
         stored(&bs[1].events[0]).unwrap().parent_block_hash,
         Some(BlockHash::Int(H1))
@@ -469,7 +492,9 @@ fn hash_format_bytes_and_two_pods() {
     let e = stored(&batches(&t)[0].events[0]).unwrap();
     assert!(matches!(&e.block_hashes[0], BlockHash::Bytes(b) if b.len() == 32));
     assert_eq!(e.block_hashes[0].as_u64(), H0);
-    let s = crate::scenario::builtin::load("two-pods-dp").unwrap().unwrap();
+    let s = crate::scenario::builtin::load("two-pods-dp")
+        .unwrap()
+        .unwrap();
     let t = simulate(&s).unwrap();
     let mut seqs: HashMap<(String, Option<u32>), u64> = HashMap::new();
     let mut last_ts = f64::MIN;
@@ -489,7 +514,12 @@ fn every_builtin_simulates() {
         let s = Scenario::from_json(b.json).unwrap();
         let t = simulate(&s).unwrap();
         assert!(t.event_count() > 0, "{}", b.name);
-        for order in [OrderMode::Fixed, OrderMode::CPython { python_hash_seed: 0 }] {
+        for order in [
+            OrderMode::Fixed,
+            OrderMode::CPython {
+                python_hash_seed: 0,
+            },
+        ] {
             let mut s2 = s.clone();
             s2.order = order;
             // order changes which chunks are evicted (Appendix 2), so counts may differ
@@ -597,10 +627,18 @@ proptest! {
 
 #[test]
 fn builtin_multi_worker_reorder_shows_a_reversal() {
-    let s = crate::scenario::builtin::load("multi-worker-reorder").unwrap().unwrap();
+    let s = crate::scenario::builtin::load("multi-worker-reorder")
+        .unwrap()
+        .unwrap();
     let t = simulate(&s).unwrap();
     let reversed = t.batches().any(|b| {
-        let ids: Vec<u64> = b.provenance.as_ref().unwrap().iter().filter_map(|p| p.job_id).collect();
+        let ids: Vec<u64> = b
+            .provenance
+            .as_ref()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p.job_id)
+            .collect();
         ids.windows(2).any(|w| w[1] < w[0])
     });
     assert!(reversed);
