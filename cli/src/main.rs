@@ -27,6 +27,8 @@ enum Command {
     Diff(cmd::diff::Args),
     /// Serve the web debugger on 127.0.0.1, optionally with a trace preloaded.
     Serve(cmd::serve::Args),
+    /// Record a trace from running vLLM engines' ZMQ KV-event publishers.
+    Capture(cmd::capture::Args),
 }
 
 fn main() {
@@ -38,6 +40,7 @@ fn main() {
         Command::Verdicts(args) => cmd::verdicts::run(args),
         Command::Diff(args) => cmd::diff::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Capture(args) => cmd::capture::run(args),
     };
     std::process::exit(exit::report(result));
 }

@@ -16,7 +16,9 @@
 //!    then `take_events()`: GPU events, then connector events (primary tier first, then each
 //!    secondary tier in config order).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use indexmap::IndexMap;
 use rand::{Rng, SeedableRng};
@@ -80,7 +82,7 @@ struct TierJob {
 #[derive(Clone, Debug)]
 struct Tier {
     cfg: SecondaryTierConfig,
-    stored: HashSet<OffloadKey>,
+    stored: FxHashSet<OffloadKey>,
     jobs: Vec<TierJob>,
     events: Vec<(RawEvent, Ctx)>,
 }
@@ -94,10 +96,11 @@ pub struct Engine<'a> {
     bpc: usize,
     order: OrderMode,
     reqs: Vec<SimRequest>,
+    by_id: FxHashMap<String, usize>,
     running: Vec<usize>,
     waiting: Vec<usize>,
     finished_pending: Vec<usize>,
-    gpu_cache: HashSet<Digest>,
+    gpu_cache: FxHashSet<Digest>,
     cpu: CpuManager,
     tracker: EventsTracker,
     primary_events: Vec<(RawEvent, Ctx)>,
@@ -132,13 +135,17 @@ impl<'a> Engine<'a> {
         let ngroups = sc.groups.len();
         let mut reqs: Vec<SimRequest> = Vec::with_capacity(spec.requests.len());
         let explicit = spec.steps.is_some();
+        let mut index: FxHashMap<&str, usize> = FxHashMap::default();
         for (i, r) in spec.requests.iter().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(mix(mix(sc.seed, engine_idx), i as u64));
             let mut tokens = Vec::new();
             if let Some(p) = &r.shared_prefix {
-                let other = reqs.iter().find(|o| o.id == p.request).ok_or_else(|| {
-                    SimError(format!("request {:?}: unknown shared_prefix", r.id))
-                })?;
+                let other = index
+                    .get(p.request.as_str())
+                    .map(|&j| &reqs[j])
+                    .ok_or_else(|| {
+                        SimError(format!("request {:?}: unknown shared_prefix", r.id))
+                    })?;
                 let n = (p.len as usize).min(other.num_prompt_tokens);
                 tokens.extend_from_slice(&other.tokens[..n]);
             }
@@ -196,6 +203,7 @@ impl<'a> Engine<'a> {
                 vocab: sc.scheduler.vocab_size,
             };
             req.update_hashes(&nh, bs);
+            index.insert(r.id.as_str(), reqs.len());
             reqs.push(req);
         }
         let mut waiting: Vec<usize> = (0..reqs.len()).collect();
@@ -207,11 +215,16 @@ impl<'a> Engine<'a> {
             bs,
             bpc: sc.blocks_per_chunk as usize,
             order: sc.order,
+            by_id: reqs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.id.clone(), i))
+                .collect(),
             reqs,
             running: Vec::new(),
             waiting,
             finished_pending: Vec::new(),
-            gpu_cache: HashSet::new(),
+            gpu_cache: FxHashSet::default(),
             cpu: CpuManager::new(sc.cpu.capacity_chunks, sc.cpu.events),
             tracker: EventsTracker::new(
                 sc.self_describing_kv_events,
@@ -224,7 +237,7 @@ impl<'a> Engine<'a> {
                 .iter()
                 .map(|cfg| Tier {
                     cfg: cfg.clone(),
-                    stored: HashSet::new(),
+                    stored: FxHashSet::default(),
                     jobs: Vec::new(),
                     events: Vec::new(),
                 })
@@ -329,6 +342,8 @@ impl<'a> Engine<'a> {
         if full <= start {
             return;
         }
+        // allocate_slots caches the blocks at allocation: later requests of the same step
+        // already hit them (upstream fixture h_two_requests_one_step)
         for h in &req.block_hashes[start..full] {
             self.gpu_cache.insert(*h);
         }
@@ -376,7 +391,8 @@ impl<'a> Engine<'a> {
         self.reqs[r].gpu_cached_blocks = full;
     }
 
-    /// GPU prefix-cache hit in tokens (full blocks, at most `num_tokens - 1`).
+    /// GPU prefix-cache hit in tokens: leading full blocks already allocated (cached) by any
+    /// request, this step included, at most `num_tokens - 1` tokens (`get_computed_blocks`).
     fn gpu_prefix_hit(&self, r: usize) -> usize {
         if !self.sc.gpu_prefix_cache {
             return 0;
@@ -768,7 +784,7 @@ impl<'a> Engine<'a> {
             return;
         }
         self.touch(r);
-        let to_store: HashSet<OffloadKey> = out.keys_to_store.iter().copied().collect();
+        let to_store: FxHashSet<OffloadKey> = out.keys_to_store.iter().copied().collect();
         for (g, c, k) in &candidates {
             if to_store.contains(k) && self.is_full_attention(*g as usize) {
                 let meta = self.chunk_meta(r, *g, *c);
@@ -864,7 +880,7 @@ impl<'a> Engine<'a> {
             Some(s) => s
                 .finish
                 .iter()
-                .filter_map(|id| self.reqs.iter().position(|r| &r.id == id))
+                .filter_map(|id| self.by_id.get(id).copied())
                 .collect(),
             None => Vec::new(),
         };
@@ -938,15 +954,19 @@ impl<'a> Engine<'a> {
     fn schedule_explicit(&mut self, s: &StepSpec) -> IndexMap<usize, usize> {
         let mut out = IndexMap::new();
         for (id, &n) in &s.schedule {
-            let Some(r) = self.reqs.iter().position(|q| &q.id == id) else {
+            let Some(&r) = self.by_id.get(id) else {
                 continue;
             };
             if self.reqs[r].state == ReqState::Finished {
                 continue;
             }
             if !self.reqs[r].tracked && self.reqs[r].num_computed == 0 {
-                // lookups and touch for their side effects; explicit schedules never load
-                let _ = self.get_num_new_matched_tokens(r, 0);
+                // GPU prefix hit from earlier steps, then lookups and touch for their side
+                // effects; explicit schedules never load (0 external tokens)
+                let hit = self.gpu_prefix_hit(r);
+                self.reqs[r].num_computed = hit;
+                self.reqs[r].gpu_cached_blocks = hit / self.bs;
+                let _ = self.get_num_new_matched_tokens(r, hit);
                 self.reqs[r].state = ReqState::Running;
                 self.waiting.retain(|&x| x != r);
                 self.running.push(r);
@@ -1099,8 +1119,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Offload key → (request id, chunk index) for every request (tests).
-    pub fn key_index(&self) -> HashMap<OffloadKey, (String, usize)> {
-        let mut m = HashMap::new();
+    pub fn key_index(&self) -> FxHashMap<OffloadKey, (String, usize)> {
+        let mut m = FxHashMap::default();
         for req in &self.reqs {
             for g in 0..self.sc.groups.len() {
                 for c in 0..req.num_keys(self.bpc) {
