@@ -57,4 +57,13 @@ if [ "$(tests/node/node_modules/.bin/wasm-opt --version 2>/dev/null)" != "wasm-o
   npm ci --prefix tests/node --no-audit --no-fund
 fi
 
+# npm packages of the browser tests and the build (tests/e2e): playwright-core and binaryen 132
+# (wasm-opt; never Debian's binaryen). `npm ci` only when node_modules is missing or older than
+# the lockfile.
+E2E=tests/e2e
+if [ ! -d "$E2E/node_modules" ] || [ "$E2E/package-lock.json" -nt "$E2E/node_modules/.package-lock.json" ]; then
+  log "npm ci in $E2E"
+  (cd "$E2E" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 log "tools ready"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds kvscope and shows the built-in demo. (Until the web debugger lands this runs the CLI
-# on the demo scenario; it becomes `kvscope serve` with the demo trace.)
+# Builds the web debugger (dist/) and the CLI, then serves the debugger on 127.0.0.1 with the
+# built-in legacy-vs-fixed demo (the page opens it by default). Extra arguments go to
+# `kvscope serve` (e.g. a TRACE to preload, --port N).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/build-web.sh dist
 cargo build --release --locked -p kvscope-cli
-exec ./target/release/kvscope generate --list
+exec ./target/release/kvscope serve --dist dist "$@"

@@ -31,4 +31,18 @@ node tests/node/package-e2e.mjs
 step "wasm package: TypeScript declarations type-check (tsc --strict)"
 tsc -p tests/node
 
+step "web: component tests in headless Chromium (wasm-bindgen-test)"
+export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
+cargo test -p kvscope-web --target wasm32-unknown-unknown --locked
+
+step "web: clippy for wasm32"
+cargo clippy -p kvscope-web --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
+
+step "web: build dist/ (cargo wasm-release -> wasm-bindgen -> wasm-opt)"
+scripts/build-web.sh dist
+
+step "web: end-to-end (Playwright + Debian chromium, served by kvscope serve)"
+cargo build -p kvscope-cli --locked
+KVSCOPE_BIN="$PWD/target/debug/kvscope" KVSCOPE_DIST="$PWD/dist" node --test tests/e2e/e2e.test.mjs
+
 step "all tests passed"

@@ -25,6 +25,8 @@ enum Command {
     Verdicts(cmd::verdicts::Args),
     /// Compare two traces of the same scenario (e.g. legacy vs fixed order).
     Diff(cmd::diff::Args),
+    /// Serve the web debugger on 127.0.0.1, optionally with a trace preloaded.
+    Serve(cmd::serve::Args),
     /// Record a trace from running vLLM engines' ZMQ KV-event publishers.
     Capture(cmd::capture::Args),
 }
@@ -37,6 +39,7 @@ fn main() {
         Command::Check(args) => cmd::check::run(args),
         Command::Verdicts(args) => cmd::verdicts::run(args),
         Command::Diff(args) => cmd::diff::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
         Command::Capture(args) => cmd::capture::run(args),
     };
     std::process::exit(exit::report(result));

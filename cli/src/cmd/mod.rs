@@ -5,4 +5,5 @@ pub mod check;
 pub mod convert;
 pub mod diff;
 pub mod generate;
+pub mod serve;
 pub mod verdicts;

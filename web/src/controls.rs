@@ -1,0 +1,413 @@
+//! The header (open, paste, demo, permalink, theme, help), the step bar (play/pause, step,
+//! scrubber, violations, search, lanes) and the page-wide handlers: keyboard shortcuts,
+//! drag-and-drop anywhere, paste, and the playback timer.
+
+use std::time::Duration;
+
+use leptos::ev;
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+
+use crate::load;
+use crate::model::LaneMode;
+use crate::{AppState, LoadStatus, Theme};
+
+/// Every keyboard shortcut, as shown by the `?` overlay.
+pub const SHORTCUTS: &[(&str, &str)] = &[
+    ("→ / ←", "Step forward / back"),
+    ("Shift + → / ←", "Step 10 events"),
+    ("Home / End", "Start (nothing applied) / last event"),
+    ("n / p", "Next / previous violation"),
+    ("Space", "Play / pause"),
+    ("/", "Search (Enter: next match)"),
+    ("w / s", "Zoom in / out"),
+    ("a / d", "Pan left / right"),
+    ("f", "Fit the whole trace"),
+    ("o", "Open a trace file"),
+    ("t", "Toggle light / dark theme"),
+    ("?", "This help"),
+    ("Esc", "Close dialogs, leave the search box"),
+];
+
+fn is_typing(e: &web_sys::KeyboardEvent) -> bool {
+    e.target()
+        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        .map(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT"))
+        .unwrap_or(false)
+}
+
+fn focus_search() {
+    if let Some(el) = document()
+        .query_selector("[data-testid=search]")
+        .ok()
+        .flatten()
+    {
+        if let Ok(el) = el.dyn_into::<web_sys::HtmlElement>() {
+            let _ = el.focus();
+        }
+    }
+}
+
+fn open_picker() {
+    if let Some(el) = document()
+        .query_selector("[data-testid=file-input]")
+        .ok()
+        .flatten()
+    {
+        if let Ok(el) = el.dyn_into::<web_sys::HtmlElement>() {
+            el.click();
+        }
+    }
+}
+
+/// Keyboard, drag-and-drop, paste and playback handlers for the whole page.
+pub fn install_global_handlers(st: AppState) {
+    let keys = window_event_listener(ev::keydown, move |e| {
+        if e.key() == "Escape" {
+            st.help.set(false);
+            st.paste.set(false);
+            st.compare.set(false);
+            if let Some(el) = document()
+                .active_element()
+                .and_then(|a| a.dyn_into::<web_sys::HtmlElement>().ok())
+            {
+                let _ = el.blur();
+            }
+            return;
+        }
+        if is_typing(&e) || e.ctrl_key() || e.meta_key() || e.alt_key() {
+            return;
+        }
+        let w = st.plot_width.get_untracked();
+        let handled = match e.key().as_str() {
+            "ArrowRight" => {
+                st.playing.set(false);
+                st.step(if e.shift_key() { 10 } else { 1 });
+                true
+            }
+            "ArrowLeft" => {
+                st.playing.set(false);
+                st.step(if e.shift_key() { -10 } else { -1 });
+                true
+            }
+            "Home" => {
+                st.cursor.set(0);
+                true
+            }
+            "End" => {
+                st.step(i64::from(st.len()));
+                true
+            }
+            "n" => {
+                st.next_violation();
+                true
+            }
+            "p" => {
+                st.prev_violation();
+                true
+            }
+            " " => {
+                st.playing.update(|p| *p = !*p);
+                true
+            }
+            "/" => {
+                focus_search();
+                true
+            }
+            "?" => {
+                st.help.update(|h| *h = !*h);
+                true
+            }
+            "w" | "W" => {
+                st.zoom(if e.shift_key() { 0.5 } else { 0.8 }, w / 2.0);
+                true
+            }
+            "s" | "S" => {
+                st.zoom(if e.shift_key() { 2.0 } else { 1.25 }, w / 2.0);
+                true
+            }
+            "a" | "A" => {
+                st.pan(-w * if e.shift_key() { 0.5 } else { 0.15 });
+                true
+            }
+            "d" | "D" => {
+                st.pan(w * if e.shift_key() { 0.5 } else { 0.15 });
+                true
+            }
+            "f" => {
+                st.fit();
+                true
+            }
+            "o" => {
+                open_picker();
+                true
+            }
+            "t" => {
+                st.theme.update(|t| {
+                    *t = if *t == Theme::Dark {
+                        Theme::Light
+                    } else {
+                        Theme::Dark
+                    }
+                });
+                true
+            }
+            _ => false,
+        };
+        if handled {
+            e.prevent_default();
+        }
+    });
+    let over = window_event_listener(ev::dragover, move |e| {
+        e.prevent_default();
+        st.dragging.set(true);
+    });
+    let leave = window_event_listener(ev::dragleave, move |e| {
+        if e.related_target().is_none() {
+            st.dragging.set(false);
+        }
+    });
+    let drop = window_event_listener(ev::drop, move |e| {
+        e.prevent_default();
+        st.dragging.set(false);
+        let Some(dt) = e.data_transfer() else { return };
+        if let Some(file) = dt.files().and_then(|f| f.get(0)) {
+            load::load_file(st, file);
+        } else if let Ok(text) = dt.get_data("text/plain") {
+            if !text.trim().is_empty() {
+                load::load_bytes(
+                    st,
+                    "dropped text".into(),
+                    text.into_bytes(),
+                    crate::permalink::TraceOrigin::Local,
+                    None,
+                );
+            }
+        }
+    });
+    let paste = window_event_listener(ev::paste, move |e| {
+        let target_is_input = e
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+            .is_some_and(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA"));
+        if target_is_input {
+            return;
+        }
+        if let Some(text) = e
+            .clipboard_data()
+            .and_then(|d| d.get_data("text/plain").ok())
+        {
+            if !text.trim().is_empty() {
+                e.prevent_default();
+                load::load_bytes(
+                    st,
+                    "pasted trace".into(),
+                    text.into_bytes(),
+                    crate::permalink::TraceOrigin::Local,
+                    None,
+                );
+            }
+        }
+    });
+    // Playback: one step per tick at the chosen speed; stops at the end.
+    let timer: StoredValue<Option<IntervalHandle>, LocalStorage> = StoredValue::new_local(None);
+    Effect::new(move |_| {
+        let playing = st.playing.get();
+        let speed = st.speed.get().clamp(0.25, 240.0);
+        if let Some(h) = timer.get_value() {
+            h.clear();
+        }
+        timer.set_value(None);
+        if playing {
+            let h = set_interval_with_handle(
+                move || {
+                    let n = st.len();
+                    if n == 0 || st.cursor.get_untracked() >= n {
+                        st.playing.set(false);
+                    } else {
+                        st.step(1);
+                    }
+                },
+                Duration::from_secs_f64(1.0 / speed),
+            );
+            timer.set_value(h.ok());
+        }
+    });
+    on_cleanup(move || {
+        keys.remove();
+        over.remove();
+        leave.remove();
+        drop.remove();
+        paste.remove();
+        if let Some(h) = timer.get_value() {
+            h.clear();
+        }
+    });
+}
+
+/// Top bar: brand, trace name, open / paste / demo / permalink / theme / help.
+#[component]
+pub fn Header() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    let on_file = move |e: ev::Event| {
+        let Some(input) = e
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+        else {
+            return;
+        };
+        if let Some(file) = input.files().and_then(|f| f.get(0)) {
+            load::load_file(st, file);
+        }
+        input.set_value("");
+    };
+    let copied = RwSignal::new(false);
+    let copy_link = move |_| {
+        if let Ok(href) = window().location().href() {
+            let _ = window().navigator().clipboard().write_text(&href);
+            copied.set(true);
+            load::after(1500, move || copied.set(false));
+        }
+    };
+    let title = move || {
+        st.model.with(|m| match m {
+            Some(m) => {
+                let scen = m
+                    .header
+                    .as_ref()
+                    .and_then(|h| h.scenario.clone())
+                    .map(|s| format!(" — {s}"))
+                    .unwrap_or_default();
+                format!("{}{scen}", m.name)
+            }
+            None => "no trace loaded".into(),
+        })
+    };
+    let stats = move || {
+        st.model.with(|m| {
+            m.as_ref()
+                .map(|m| {
+                    let losses = m
+                        .violations
+                        .iter()
+                        .filter(|v| v.rule == crate::model::CONSUMER_LOSS)
+                        .count();
+                    format!(
+                        "{} events · {} batches · {} lanes · {} violations · {} loss findings",
+                        m.len(),
+                        m.batch_count,
+                        m.lanes.len(),
+                        m.violations.len() - losses,
+                        losses
+                    )
+                })
+                .unwrap_or_default()
+        })
+    };
+    view! {
+        <header class="top">
+            <span class="brand">"kvscope"</span>
+            <span class="trace-name" data-testid="trace-name" title=title>{title}</span>
+            <span class="stats" data-testid="stats">{stats}</span>
+            <span class="spacer"></span>
+            <label class="btn primary" title="Open trace (o)">
+                "Open trace"
+                <input type="file" data-testid="file-input" aria-label="Open trace" accept=".jsonl,.json,.msgpack,.bin,.mp,application/json" on:change=on_file class="visually-hidden"/>
+            </label>
+            <button class="btn" aria-label="Paste trace" on:click=move |_| st.paste.set(true)>"Paste"</button>
+            <button class="btn" aria-label="Load demo" on:click=move |_| load::load_demo(st, None)>"Demo"</button>
+            {cfg!(feature = "compare").then(|| view! { <button class="btn" aria-label="Compare" title="Generate a scenario in two orders and compare" on:click=move |_| st.compare.set(true)>"Compare"</button> })}
+            <button class="btn" aria-label="Copy permalink" on:click=copy_link>{move || if copied.get() { "Copied" } else { "Permalink" }}</button>
+            <button class="btn icon" aria-label="Toggle theme" title="Toggle theme (t)"
+                on:click=move |_| st.theme.update(|t| *t = if *t == Theme::Dark { Theme::Light } else { Theme::Dark })>
+                {move || if st.theme.get() == Theme::Dark { "☀" } else { "☾" }}
+            </button>
+            <button class="btn icon" aria-label="Keyboard shortcuts" title="Keyboard shortcuts (?)" on:click=move |_| st.help.update(|h| *h = !*h)>"?"</button>
+        </header>
+    }
+}
+
+/// Play/pause, step, scrubber, violation navigation, search and lane layout.
+#[component]
+pub fn StepBar() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    let n = move || st.len();
+    let rules = move || {
+        st.model
+            .with(|m| m.as_ref().map(|m| m.rules()).unwrap_or_default())
+    };
+    let disabled = move || n() == 0 || matches!(st.status.get(), LoadStatus::Loading { .. });
+    let counter = move || {
+        let n = n();
+        if n == 0 {
+            "– / –".to_string()
+        } else {
+            format!("{} / {}", st.cursor.get(), n)
+        }
+    };
+    view! {
+        <nav class="stepbar" aria-label="Step controls">
+            <button class="btn icon" aria-label="Step back" title="Step back (←)" data-testid="step-back" prop:disabled=disabled
+                on:click=move |_| { st.playing.set(false); st.step(-1) }>"|◀"</button>
+            <button class="btn icon play" data-testid="play"
+                aria-label=move || if st.playing.get() { "Pause" } else { "Play" }
+                title=move || if st.playing.get() { "Pause (space)" } else { "Play (space)" }
+                prop:disabled=disabled
+                on:click=move |_| st.playing.update(|p| *p = !*p)>
+                {move || if st.playing.get() { "❚❚" } else { "▶" }}
+            </button>
+            <button class="btn icon" aria-label="Step forward" title="Step forward (→)" data-testid="step-forward" prop:disabled=disabled
+                on:click=move |_| { st.playing.set(false); st.step(1) }>"▶|"</button>
+            <select class="speed" aria-label="Speed" title="Playback speed (events per second)"
+                on:change:target=move |e| { if let Ok(v) = e.target().value().parse::<f64>() { st.speed.set(v) } }>
+                <option value="1">"1/s"</option>
+                <option value="4" selected>"4/s"</option>
+                <option value="15">"15/s"</option>
+                <option value="60">"60/s"</option>
+                <option value="240">"240/s"</option>
+            </select>
+            <input type="range" class="scrubber" aria-label="Cursor position" data-testid="scrubber" min="0"
+                prop:max=move || n().to_string()
+                prop:value=move || st.cursor.get().to_string()
+                prop:disabled=disabled
+                on:input:target=move |e| { if let Ok(v) = e.target().value().parse::<u32>() { st.playing.set(false); st.step(i64::from(v) - i64::from(st.cursor.get_untracked())) } }/>
+            <span class="counter" data-testid="counter">{counter}</span>
+            <span class="sep"></span>
+            <button class="btn" aria-label="Previous violation" title="Previous violation (p)" data-testid="prev-violation" prop:disabled=disabled
+                on:click=move |_| { st.prev_violation(); }>"◀ Violation"</button>
+            <button class="btn warn" aria-label="Next violation" title="Next violation (n)" data-testid="next-violation" prop:disabled=disabled
+                on:click=move |_| { st.next_violation(); }>"Violation ▶"</button>
+            <select aria-label="Rule filter" title="Only this rule for next/previous violation" data-testid="rule-filter"
+                on:change:target=move |e| { let v = e.target().value(); st.rule.set(if v.is_empty() { None } else { Some(v) }) }>
+                <option value="" selected=move || st.rule.get().is_none()>"ordering + lint rules"</option>
+                <For each=rules key=|r| r.clone() let:r>
+                    {
+                        let r2 = r.clone();
+                        view! { <option value=r.clone() selected=move || st.rule.get().as_deref() == Some(r2.as_str())>{r.clone()}</option> }
+                    }
+                </For>
+            </select>
+            <span class="sep"></span>
+            <input type="search" class="search" aria-label="Search" data-testid="search" placeholder="/ search: tier=CPU && job=3, hash=…"
+                prop:value=move || st.query.get()
+                on:input:target=move |e| st.query.set(e.target().value())
+                on:keydown=move |e: ev::KeyboardEvent| if e.key() == "Enter" { e.prevent_default(); st.search_next(); }/>
+            <span class="note" data-testid="search-note">{move || st.search_note.get()}</span>
+        </nav>
+    }
+}
+
+/// The lane layout picker (tier, or source × tier).
+#[component]
+pub fn LanePicker() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    view! {
+        <select aria-label="Lanes" title="Lane layout" on:change:target=move |e| {
+                st.lane_mode.set(if e.target().value() == "source" { LaneMode::SourceTier } else { LaneMode::Tier });
+                load::relayout(st);
+            }>
+            <option value="tier" selected=move || st.lane_mode.get() == LaneMode::Tier>"lanes: tier"</option>
+            <option value="source" selected=move || st.lane_mode.get() == LaneMode::SourceTier>"lanes: source × tier"</option>
+        </select>
+    }
+}

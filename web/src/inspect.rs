@@ -1,0 +1,423 @@
+//! The inspector: what the router models made of the trace at the cursor, from the core's
+//! replay engine (`kvscope_core::replay`).
+//!
+//! * Consumers: each model's verdict on the current event, its counters (indexed, pending,
+//!   dropped, unreachable) with what this step changed highlighted, and the prefixes it can no
+//!   longer route to so far. One model or all side by side.
+//! * Topology: the parent/child tree around the current event's blocks, each node coloured by
+//!   its state for the selected model; a dropped node's subtree is struck through.
+//! * Job order: the current event's transfer job, in emitted order vs prefix order, with
+//!   inversions marked.
+
+use std::collections::{HashMap, HashSet};
+
+use kvscope_core::consumers::{ConsumerKind, VerdictKind};
+use kvscope_core::replay::{Snapshot, Step};
+use leptos::prelude::*;
+
+use crate::model::Model;
+use crate::AppState;
+
+/// Topology nodes rendered at most.
+const TREE_NODES: usize = 160;
+/// Job events listed at most.
+const JOB_EVENTS: usize = 300;
+
+/// Which inspector tab is open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tab {
+    /// Consumer verdicts and counters.
+    Consumers,
+    /// Block tree.
+    Topology,
+    /// Per-job order.
+    JobOrder,
+}
+
+/// The consumer the views focus on (`None` in the state means all side by side; topology then
+/// colours by llm-d).
+pub fn selected_consumers(sel: Option<&str>) -> Vec<ConsumerKind> {
+    match sel.and_then(ConsumerKind::parse) {
+        Some(k) => vec![k],
+        None => ConsumerKind::ALL.to_vec(),
+    }
+}
+
+fn short(h: u64) -> String {
+    let s = h.to_string();
+    if s.len() > 10 {
+        format!("{}…{}", &s[..4], &s[s.len() - 4..])
+    } else {
+        s
+    }
+}
+
+/// State of a block for the topology colouring.
+pub fn block_state(v: Option<VerdictKind>) -> &'static str {
+    match v {
+        Some(VerdictKind::Applied | VerdictKind::Replayed) => "indexed",
+        Some(VerdictKind::Pending) => "pending",
+        Some(VerdictKind::DroppedOrphan | VerdictKind::Truncated) => "dropped",
+        Some(VerdictKind::Misrooted) => "misrooted",
+        Some(VerdictKind::Removed | VerdictKind::RemoveUnknown | VerdictKind::Cleared) => "removed",
+        Some(VerdictKind::Ignored) => "ignored",
+        None => "unknown",
+    }
+}
+
+/// Snapshot and step diff at a cursor (seeks the replay engine).
+pub fn at_cursor(m: &Model, cursor: u32) -> (Snapshot, Option<Step>) {
+    let mut r = m.replay();
+    r.seek(cursor as usize);
+    let snap = r.snapshot();
+    let step = (cursor as usize).checked_sub(1).and_then(|e| r.step_at(e));
+    (snap, step)
+}
+
+fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>) -> AnyView {
+    let (snap, step) = at_cursor(m, cursor);
+    let r = m.replay();
+    let cards = kinds
+        .into_iter()
+        .map(|k| {
+            let cs = step.as_ref().and_then(|s| s.verdicts.iter().find(|v| v.consumer == k));
+            let verdict = cs.map(|c| {
+                let v = c.verdict.verdict.as_str();
+                let extra = [
+                    c.verdict.missing_parent.map(|p| format!("missing parent {p}")),
+                    c.verdict.reason.as_ref().map(|r| r.to_string()),
+                    c.verdict.status.as_ref().map(|s| format!("status {s}")),
+                    c.final_verdict.map(|f| format!("later: {}", f.as_str())),
+                    (!c.resolved.is_empty()).then(|| format!("resolved {} pending event(s)", c.resolved.len())),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" · ");
+                view! {
+                    <div><span class=format!("verdict v-{v}") data-testid=format!("verdict-{}", k.as_str())>{v}</span></div>
+                    <div class="muted small">{extra}</div>
+                }
+                .into_any()
+            });
+            let total = snap.consumers.iter().find(|c| c.consumer == k).map(|c| c.total).unwrap_or_default();
+            let (mut before, mut after) = (kvscope_core::consumers::LaneCounts::default(), kvscope_core::consumers::LaneCounts::default());
+            if let Some(c) = cs {
+                for l in &c.lanes {
+                    before.indexed += l.before.indexed;
+                    before.pending += l.before.pending;
+                    before.dropped += l.before.dropped;
+                    before.unreachable += l.before.unreachable;
+                    after.indexed += l.after.indexed;
+                    after.pending += l.after.pending;
+                    after.dropped += l.after.dropped;
+                    after.unreachable += l.after.unreachable;
+                }
+            }
+            let counter = |label: &'static str, v: i64, changed: bool| {
+                view! { <tr><th>{label}</th><td class="mono" class:changed=changed>{v.to_string()}</td></tr> }
+            };
+            let loss = r.analysis().loss(k);
+            let prefixes: Vec<_> = loss.map(|l| l.unreachable_prefixes.iter().filter(|p| p.event < cursor as usize).cloned().collect()).unwrap_or_default();
+            let n_prefixes = prefixes.len();
+            let whole = loss.map(|l| format!("whole trace: {} blocks, {} events lost", l.blocks_lost, l.events_lost)).unwrap_or_default();
+            view! {
+                <div class="card" data-testid=format!("consumer-{}", k.as_str())>
+                    <h4>{k.as_str()}</h4>
+                    {verdict.unwrap_or_else(|| view! { <div><span class="verdict muted">"—"</span></div><div class="muted small">"no event applied"</div> }.into_any())}
+                    <table class="kv">
+                        {counter("indexed", total.indexed, before.indexed != after.indexed)}
+                        {counter("pending", total.pending, before.pending != after.pending)}
+                        {counter("dropped", total.dropped, before.dropped != after.dropped)}
+                        {counter("unreachable", total.unreachable, before.unreachable != after.unreachable)}
+                    </table>
+                    <div class="muted small">{format!("unreachable prefixes so far: {n_prefixes}")}</div>
+                    <ul class="plain">
+                        {prefixes.into_iter().take(5).map(|p| {
+                            let e = p.event as u32;
+                            let label = format!("#{e}: {} blocks{}", p.blocks, p.missing_parent.map(|m| format!(", parent {} missing", short(m))).unwrap_or_default());
+                            view! { <li><button class="link" on:click=move |_| st.seek(e)>{label}</button></li> }
+                        }).collect_view()}
+                    </ul>
+                    <div class="muted small">{whole}</div>
+                </div>
+            }
+            .into_any()
+        })
+        .collect_view();
+    let findings = step.as_ref().map(|s| s.findings.len()).unwrap_or(0);
+    view! {
+        <p class="muted small">{format!("{} of {} events applied · {} distinct blocks stored · {} findings so far{}", snap.cursor, snap.total, snap.blocks_seen, snap.findings_so_far, if findings > 0 { format!(" · {findings} at this event") } else { String::new() })}</p>
+        <div class="consumers">{cards}</div>
+    }
+    .into_any()
+}
+
+fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> AnyView {
+    let Some(cur) = cursor.checked_sub(1) else {
+        return view! { <p class="muted">"Nothing stored yet: step forward to grow the tree."</p> }
+            .into_any();
+    };
+    let mut r = m.replay();
+    r.seek(cursor as usize);
+    let Some(info) = r.event_info(cur as usize) else {
+        return view! { <p class="muted">"No event."</p> }.into_any();
+    };
+    let current: HashSet<u64> = info.hashes.iter().copied().collect();
+    let Some(&start) = info.hashes.first() else {
+        return view! { <p class="muted">"This event names no blocks (AllBlocksCleared)."</p> }
+            .into_any();
+    };
+    // Walk up to the root (bounded), then collect the subtree breadth-first (bounded).
+    let mut root = start;
+    let mut seen = HashSet::new();
+    for _ in 0..256 {
+        if !seen.insert(root) {
+            break;
+        }
+        match r.block(root).parent {
+            Some(p) if r.block(p).first_stored.is_some() => root = p,
+            _ => break,
+        }
+    }
+    // The root's named parent when it is not stored yet (child first): shown as a ghost.
+    let ghost = r
+        .block(root)
+        .parent
+        .filter(|p| r.block(*p).first_stored.is_none());
+    let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut state: HashMap<u64, &'static str> = HashMap::new();
+    let mut queue = std::collections::VecDeque::from([root]);
+    let mut count = 0;
+    let mut visited = HashSet::new();
+    while let Some(h) = queue.pop_front() {
+        if count >= TREE_NODES || !visited.insert(h) {
+            continue;
+        }
+        count += 1;
+        let b = r.block(h);
+        let v = b
+            .last_outcome
+            .iter()
+            .find(|(k, _, _)| *k == kind)
+            .map(|(_, _, v)| *v);
+        state.insert(
+            h,
+            if b.first_stored.is_none() && v.is_none() {
+                "unknown"
+            } else {
+                block_state(v)
+            },
+        );
+        for c in &b.children {
+            queue.push_back(*c);
+        }
+        children.insert(h, b.children.clone());
+    }
+    drop(r);
+    fn node(
+        h: u64,
+        depth: usize,
+        under_dropped: bool,
+        children: &HashMap<u64, Vec<u64>>,
+        state: &HashMap<u64, &'static str>,
+        current: &HashSet<u64>,
+        st: AppState,
+    ) -> AnyView {
+        let s = state.get(&h).copied().unwrap_or("unknown");
+        let dropped_here = s == "dropped";
+        let kids = children.get(&h).cloned().unwrap_or_default();
+        let kid_views = if depth < 64 {
+            kids.iter()
+                .filter(|k| state.contains_key(k))
+                .map(|k| {
+                    node(
+                        *k,
+                        depth + 1,
+                        under_dropped || dropped_here,
+                        children,
+                        state,
+                        current,
+                        st,
+                    )
+                })
+                .collect::<Vec<_>>()
+        } else {
+            Vec::new()
+        };
+        let q = format!("hash={h}");
+        view! {
+            <li>
+                <button class=format!("node link-plain s-{s}") class:under-dropped=under_dropped && !dropped_here class:current=current.contains(&h)
+                    title=format!("{h}: {s}{}", if under_dropped { " (an ancestor was dropped)" } else { "" })
+                    on:click=move |_| { st.query.set(q.clone()); st.search_next(); }>
+                    <span class="dot"></span><span class="mono">{short(h)}</span><span class="muted small">{s}</span>
+                </button>
+                {(!kid_views.is_empty()).then(|| view! { <ul class="tree">{kid_views}</ul> })}
+            </li>
+        }
+        .into_any()
+    }
+    let tree = node(root, 0, false, &children, &state, &current, st);
+    let tree = match ghost {
+        Some(p) => view! {
+            <li>
+                <span class="node s-unknown ghost" title=format!("{p}: named as parent, not stored before the cursor")>
+                    <span class="dot"></span><span class="mono">{short(p)}</span><span class="muted small">"parent not stored yet"</span>
+                </span>
+                <ul class="tree">{tree}</ul>
+            </li>
+        }
+        .into_any(),
+        None => tree,
+    };
+    let legend = ["indexed", "pending", "dropped", "misrooted", "removed"]
+        .into_iter()
+        .map(|s| view! { <span class=format!("node s-{s}")><span class="dot"></span>{s}</span> })
+        .collect_view();
+    view! {
+        <p class="muted small">{format!("Blocks around event #{cur}, coloured by {} at the cursor{}.", kind.as_str(), if count >= TREE_NODES { format!(" (first {TREE_NODES} nodes)") } else { String::new() })}</p>
+        <div class="tabs">{legend}</div>
+        <ul class="tree root" data-testid="topology">{tree}</ul>
+    }
+    .into_any()
+}
+
+fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
+    let Some(cur) = cursor.checked_sub(1) else {
+        return view! { <p class="muted">"Step to an event of a transfer job to see its order."</p> }.into_any();
+    };
+    let r = m.replay();
+    let a = r.analysis();
+    let Some(job_id) = a
+        .index
+        .events
+        .get(cur as usize)
+        .map(|l| l.job)
+        .filter(|j| *j != u32::MAX)
+    else {
+        return view! { <p class="muted">"The current event belongs to no transfer job (GPU events have none)."</p> }.into_any();
+    };
+    let Some(job) = a.index.jobs.get(job_id as usize) else {
+        return view! { <p class="muted">"Unknown job."</p> }.into_any();
+    };
+    let evs: Vec<usize> = (job.first_event..=job.last_event)
+        .filter(|i| a.index.events.get(*i).is_some_and(|l| l.job == job_id))
+        .take(JOB_EVENTS)
+        .collect();
+    // (event, first hash, parent)
+    let rows: Vec<(usize, u64, Option<u64>)> = evs
+        .iter()
+        .filter_map(|&i| {
+            r.event_info(i)
+                .map(|e| (i, e.hashes.first().copied().unwrap_or(0), e.parent))
+        })
+        .collect();
+    let last_hash: HashMap<u64, usize> = evs
+        .iter()
+        .filter_map(|&i| {
+            r.event_info(i)
+                .and_then(|e| e.hashes.last().copied().map(|h| (h, i)))
+        })
+        .collect();
+    // Prefix order: depth of each event's parent chain inside the job.
+    let by_event: HashMap<usize, Option<u64>> = rows.iter().map(|(i, _, p)| (*i, *p)).collect();
+    let depth = |mut i: usize| {
+        let mut d = 0usize;
+        let mut guard = 0;
+        while let Some(Some(p)) = by_event.get(&i) {
+            match last_hash.get(p) {
+                Some(&pi) if guard < JOB_EVENTS => {
+                    d += 1;
+                    i = pi;
+                    guard += 1;
+                }
+                _ => break,
+            }
+        }
+        d
+    };
+    let mut prefix: Vec<(usize, usize, u64)> =
+        rows.iter().map(|(i, h, _)| (depth(*i), *i, *h)).collect();
+    prefix.sort();
+    let inverted: HashSet<usize> = rows
+        .iter()
+        .filter(|(i, _, p)| p.and_then(|p| last_hash.get(&p)).is_some_and(|pi| pi > i))
+        .map(|(i, _, _)| *i)
+        .collect();
+    let title = format!(
+        "Job {}{} · {} · {} · {} events{}",
+        job.job_id
+            .map(|j| j.to_string())
+            .unwrap_or_else(|| format!("#{}", job.id)),
+        if job.inferred { " (inferred)" } else { "" },
+        job.source,
+        job.tier,
+        job.events,
+        if inverted.is_empty() {
+            String::new()
+        } else {
+            format!(" · {} inversion(s)", inverted.len())
+        }
+    );
+    drop(r);
+    let item = move |i: usize, h: u64, inv: bool| {
+        let e = i as u32;
+        view! {
+            <li class:inv=inv class:cur=e == cur>
+                <button class="link" on:click=move |_| st.seek(e)>{format!("#{i}")}</button>" "<span class="mono">{short(h)}</span>{inv.then_some(" ← child first")}
+            </li>
+        }
+    };
+    view! {
+        <p class="small" data-testid="job-title">{title}</p>
+        <div class="order">
+            <div><h4>"Emitted (delivery) order"</h4><ol>{rows.iter().map(|(i, h, _)| item(*i, *h, inverted.contains(i))).collect_view()}</ol></div>
+            <div><h4>"Prefix order"</h4><ol>{prefix.iter().map(|(_, i, h)| item(*i, *h, false)).collect_view()}</ol></div>
+        </div>
+    }
+    .into_any()
+}
+
+/// Consumers / topology / job order, with the consumer picker.
+#[component]
+pub fn Inspector() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    let tab = RwSignal::new(Tab::Consumers);
+    let tab_btn = move |t: Tab, label: &'static str| {
+        view! { <button class="btn" role="tab" aria-selected=move || (tab.get() == t).to_string() on:click=move |_| tab.set(t)>{label}</button> }
+    };
+    view! {
+        <section class="pane inspector" aria-label="Inspector" data-testid="inspector">
+            <div class="tabs" role="tablist">
+                {tab_btn(Tab::Consumers, "Consumers")}
+                {tab_btn(Tab::Topology, "Topology")}
+                {tab_btn(Tab::JobOrder, "Job order")}
+                <select aria-label="Consumer" data-testid="consumer" title="Router model"
+                    on:change:target=move |e| { let v = e.target().value(); st.consumer.set(if v.is_empty() { None } else { Some(v) }) }>
+                    <option value="" selected=move || st.consumer.get().is_none()>"all models"</option>
+                    {ConsumerKind::ALL.iter().map(|k| {
+                        let name = k.as_str();
+                        view! { <option value=name selected=move || st.consumer.get().as_deref() == Some(name)>{name}</option> }
+                    }).collect_view()}
+                </select>
+            </div>
+            {move || {
+                let cursor = st.cursor.get();
+                let sel = st.consumer.get();
+                let t = tab.get();
+                st.model.with(|m| match m {
+                    None => view! { <p class="muted">"Load a trace."</p> }.into_any(),
+                    Some(m) => match t {
+                        Tab::Consumers => consumers_view(st, m, cursor, selected_consumers(sel.as_deref())),
+                        Tab::Topology => {
+                            let k = sel.as_deref().and_then(ConsumerKind::parse).unwrap_or(ConsumerKind::Llmd);
+                            topology_view(st, m, cursor, k)
+                        }
+                        Tab::JobOrder => job_view(st, m, cursor),
+                    },
+                })
+            }}
+        </section>
+    }
+}

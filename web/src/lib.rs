@@ -1,0 +1,387 @@
+//! kvscope's visual debugger: a Leptos (CSR) app over `kvscope-core`.
+//!
+//! Drop a trace (JSON Lines or a msgpack stream) on the page and step through it: a canvas
+//! timeline with one lane per tier, parent→child edges (child-first edges as red backwards
+//! arrows), step controls, violation navigation, event details, search and permalinks.
+//!
+//! * [`model`]: the pure view-model (flattened events, lanes, edges, violations, search).
+//! * [`permalink`]: URL-hash state.
+//! * [`load`]: reading bytes from files, URLs, pastes and the demo into a [`model::Model`].
+//! * [`timeline`], [`panels`], [`inspect`], [`controls`]: the components.
+//!
+//! Trace strings are always rendered as text nodes (never `inner_html`).
+#![deny(missing_docs)]
+
+#[cfg(feature = "compare")]
+pub mod compare;
+pub mod controls;
+pub mod inspect;
+pub mod load;
+pub mod model;
+pub mod panels;
+pub mod permalink;
+pub mod timeline;
+
+use std::sync::Arc;
+
+use leptos::prelude::*;
+
+use model::{LaneMode, Model};
+use permalink::TraceOrigin;
+
+/// The built-in demo trace (JSON Lines), shown on first open.
+pub const DEMO_TRACE: &str = include_str!("../fixtures/demo.jsonl");
+
+/// Light or dark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Theme {
+    /// Light background.
+    Light,
+    /// Dark background.
+    Dark,
+}
+
+impl Theme {
+    /// The `data-theme` attribute value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Theme::Light => "light",
+            Theme::Dark => "dark",
+        }
+    }
+}
+
+/// What the loader is doing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoadStatus {
+    /// Nothing loaded yet.
+    Idle,
+    /// Reading / parsing: name, bytes done, total bytes, events so far, events/s.
+    Loading {
+        /// What is being loaded.
+        name: String,
+        /// Bytes parsed so far.
+        done: usize,
+        /// Total bytes.
+        total: usize,
+        /// Events decoded so far.
+        events: usize,
+        /// Decoding rate.
+        events_per_s: f64,
+    },
+    /// Loaded: name, events, milliseconds, events/s.
+    Loaded {
+        /// What was loaded.
+        name: String,
+        /// Number of events.
+        events: usize,
+        /// Time from bytes to model, ms.
+        ms: f64,
+        /// Per-phase milliseconds (`parse 12 · analysis 30 · ...`).
+        breakdown: String,
+    },
+    /// Failed, with a located message.
+    Error {
+        /// What failed to load.
+        name: String,
+        /// The error (names the line or byte offset).
+        message: String,
+    },
+}
+
+/// The viewport of the timeline.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Viewport {
+    /// Event index at the left edge of the plot.
+    pub start: f64,
+    /// Events per CSS pixel.
+    pub per_px: f64,
+}
+
+impl Default for Viewport {
+    fn default() -> Self {
+        Viewport {
+            start: 0.0,
+            per_px: 0.05,
+        }
+    }
+}
+
+/// The app's reactive state, shared through context. Every field is a `Copy` signal handle.
+#[derive(Clone, Copy)]
+pub struct AppState {
+    /// The loaded trace.
+    pub model: RwSignal<Option<Arc<Model>>>,
+    /// Where the loaded trace came from (for permalinks).
+    pub origin: RwSignal<Option<TraceOrigin>>,
+    /// Cursor: the number of applied events (the core's replay convention). `0` is before the
+    /// first event; the current event is `cursor - 1` (see [`AppState::current`]).
+    pub cursor: RwSignal<u32>,
+    /// Playing?
+    pub playing: RwSignal<bool>,
+    /// Playback speed, events per second.
+    pub speed: RwSignal<f64>,
+    /// Loader status.
+    pub status: RwSignal<LoadStatus>,
+    /// Theme.
+    pub theme: RwSignal<Theme>,
+    /// Help overlay open.
+    pub help: RwSignal<bool>,
+    /// Paste dialog open.
+    pub paste: RwSignal<bool>,
+    /// Search text.
+    pub query: RwSignal<String>,
+    /// Search feedback ("no match", ...).
+    pub search_note: RwSignal<String>,
+    /// Violation rule filter (`None`: all rules).
+    pub rule: RwSignal<Option<String>>,
+    /// Lane layout.
+    pub lane_mode: RwSignal<LaneMode>,
+    /// Timeline viewport.
+    pub viewport: RwSignal<Viewport>,
+    /// Timeline plot width in CSS pixels (set by the timeline).
+    pub plot_width: RwSignal<f64>,
+    /// Selected consumer name.
+    pub consumer: RwSignal<Option<String>>,
+    /// A file is being dragged over the page.
+    pub dragging: RwSignal<bool>,
+    /// Compare dialog open.
+    pub compare: RwSignal<bool>,
+}
+
+impl AppState {
+    /// Fresh state (nothing loaded).
+    pub fn new() -> Self {
+        AppState {
+            model: RwSignal::new(None),
+            origin: RwSignal::new(None),
+            cursor: RwSignal::new(0),
+            playing: RwSignal::new(false),
+            speed: RwSignal::new(4.0),
+            status: RwSignal::new(LoadStatus::Idle),
+            theme: RwSignal::new(initial_theme()),
+            help: RwSignal::new(false),
+            paste: RwSignal::new(false),
+            query: RwSignal::new(String::new()),
+            search_note: RwSignal::new(String::new()),
+            rule: RwSignal::new(None),
+            lane_mode: RwSignal::new(LaneMode::Tier),
+            viewport: RwSignal::new(Viewport::default()),
+            plot_width: RwSignal::new(1000.0),
+            consumer: RwSignal::new(None),
+            dragging: RwSignal::new(false),
+            compare: RwSignal::new(false),
+        }
+    }
+
+    /// Number of events in the loaded trace (0 when none).
+    pub fn len(&self) -> u32 {
+        self.model
+            .with(|m| m.as_ref().map(|m| m.len() as u32).unwrap_or(0))
+    }
+
+    /// Whether no events are loaded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The current event (`cursor - 1`), tracked.
+    pub fn current(&self) -> Option<u32> {
+        self.cursor.get().checked_sub(1)
+    }
+
+    /// Make event `i` current (cursor `i + 1`, clamped) and keep it in view.
+    pub fn seek(&self, i: u32) {
+        let n = self.len();
+        if n == 0 {
+            return;
+        }
+        let i = i.min(n - 1);
+        self.cursor.set(i + 1);
+        let w = self.plot_width.get_untracked().max(50.0);
+        let vp = self.viewport.get_untracked();
+        let x = (f64::from(i) + 0.5 - vp.start) / vp.per_px;
+        if x < 20.0 || x > w - 20.0 {
+            let start = (f64::from(i) - w * vp.per_px / 2.0).max(0.0);
+            self.viewport.set(Viewport {
+                start,
+                per_px: vp.per_px,
+            });
+        }
+    }
+
+    /// Move the cursor by `d` events (clamped to `0..=len`).
+    pub fn step(&self, d: i64) {
+        let c = i64::from(self.cursor.get_untracked());
+        let n = i64::from(self.len());
+        let c = (c + d).clamp(0, n);
+        if c == 0 {
+            self.cursor.set(0);
+        } else {
+            self.seek((c - 1) as u32);
+        }
+    }
+
+    /// Jump to the next violation after the current event (respecting the rule filter).
+    pub fn next_violation(&self) -> bool {
+        let rule = self.rule.get_untracked();
+        let cur = self.cursor.get_untracked().checked_sub(1);
+        let target = self.model.with_untracked(|m| {
+            m.as_ref()
+                .and_then(|m| m.next_violation(cur, rule.as_deref()))
+        });
+        if let Some(t) = target {
+            self.playing.set(false);
+            self.seek(t);
+        }
+        target.is_some()
+    }
+
+    /// Jump to the previous violation.
+    pub fn prev_violation(&self) -> bool {
+        let rule = self.rule.get_untracked();
+        let Some(cur) = self.cursor.get_untracked().checked_sub(1) else {
+            return false;
+        };
+        let target = self.model.with_untracked(|m| {
+            m.as_ref()
+                .and_then(|m| m.prev_violation(cur, rule.as_deref()))
+        });
+        if let Some(t) = target {
+            self.playing.set(false);
+            self.seek(t);
+        }
+        target.is_some()
+    }
+
+    /// Fit the whole trace into the viewport.
+    pub fn fit(&self) {
+        let n = f64::from(self.len().max(1));
+        let w = self.plot_width.get_untracked().max(50.0);
+        self.viewport.set(Viewport {
+            start: 0.0,
+            per_px: (n / w).max(1.0 / 48.0),
+        });
+    }
+
+    /// Zoom by `factor` (> 1 zooms out) around plot x `at`.
+    pub fn zoom(&self, factor: f64, at: f64) {
+        self.viewport.update(|vp| {
+            let anchor = vp.start + at * vp.per_px;
+            vp.per_px = (vp.per_px * factor).clamp(1.0 / 64.0, 1e7);
+            vp.start = (anchor - at * vp.per_px).max(-8.0 * vp.per_px);
+        });
+    }
+
+    /// Pan by `px` CSS pixels.
+    pub fn pan(&self, px: f64) {
+        self.viewport
+            .update(|vp| vp.start = (vp.start + px * vp.per_px).max(-8.0 * vp.per_px));
+    }
+
+    /// Run the search from the cursor; returns whether a match was found.
+    pub fn search_next(&self) -> bool {
+        let q = model::Query::parse(&self.query.get_untracked());
+        let cur = self.cursor.get_untracked().checked_sub(1);
+        let hit = self
+            .model
+            .with_untracked(|m| m.as_ref().and_then(|m| m.search(&q, cur)));
+        match hit {
+            Some(i) => {
+                self.search_note.set(String::new());
+                self.seek(i);
+                true
+            }
+            None => {
+                self.search_note.set(if q.is_empty() {
+                    String::new()
+                } else {
+                    "no match".into()
+                });
+                false
+            }
+        }
+    }
+}
+
+impl Default for AppState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn initial_theme() -> Theme {
+    let w = window();
+    let saved = w
+        .local_storage()
+        .ok()
+        .flatten()
+        .and_then(|s| s.get_item("kvscope-theme").ok().flatten());
+    match saved.as_deref() {
+        Some("dark") => Theme::Dark,
+        Some("light") => Theme::Light,
+        _ => match w.match_media("(prefers-color-scheme: dark)") {
+            Ok(Some(q)) if q.matches() => Theme::Dark,
+            _ => Theme::Light,
+        },
+    }
+}
+
+#[cfg(feature = "compare")]
+fn compare_dialog(st: AppState) -> impl IntoView {
+    view! { <compare::CompareDialog open=st.compare/> }
+}
+
+#[cfg(not(feature = "compare"))]
+fn compare_dialog(_st: AppState) -> impl IntoView {}
+
+/// Mount the app on `<body>` (the binary's entry point).
+pub fn start() {
+    console_error_panic_hook::set_once();
+    if let Some(el) = document().get_element_by_id("boot") {
+        el.remove();
+    }
+    leptos::mount::mount_to_body(App);
+}
+
+/// The whole debugger. Loads from the URL (hash permalink, `?url=`) or the demo on mount.
+#[component]
+pub fn App() -> impl IntoView {
+    let st = AppState::new();
+    provide_context(st);
+    load::boot(st);
+    controls::install_global_handlers(st);
+
+    Effect::new(move |_| {
+        let t = st.theme.get();
+        if let Some(root) = document().document_element() {
+            let _ = root.set_attribute("data-theme", t.as_str());
+        }
+        if let Ok(Some(s)) = window().local_storage() {
+            let _ = s.set_item("kvscope-theme", t.as_str());
+        }
+    });
+    load::sync_permalink(st);
+
+    view! {
+        <div class="app" data-testid="app">
+            <controls::Header/>
+            <panels::StatusBanner/>
+            <controls::StepBar/>
+            <main class="main">
+                <timeline::Timeline/>
+                <div class="panes">
+                    <panels::Details/>
+                    <inspect::Inspector/>
+                    <panels::Violations/>
+                </div>
+            </main>
+            <panels::HelpOverlay/>
+            <panels::PasteDialog/>
+            {compare_dialog(st)}
+            <Show when=move || st.dragging.get()>
+                <div class="drop-overlay" data-testid="drop-overlay">"Drop a trace to open it"</div>
+            </Show>
+        </div>
+    }
+}

@@ -1,0 +1,367 @@
+//! Loading traces: files (picker, drop), pasted text, same-origin URLs, permalinks and the demo.
+//!
+//! JSON Lines input is parsed in chunks of whole lines so the page can show progress (bytes,
+//! events, events/s) between chunks; a msgpack stream is decoded in one go. Every failure ends in
+//! [`LoadStatus::Error`] with the core's located message (line or byte offset), never a blank
+//! page.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kvscope_core::trace::{Trace, TraceRecord};
+use kvscope_core::wire::{self, InputFormat, Location, WireError};
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+
+use crate::model::Model;
+use crate::permalink::{LinkState, TraceOrigin};
+use crate::{AppState, LoadStatus, Viewport, DEMO_TRACE};
+
+/// JSON Lines are parsed in chunks of about this many bytes (whole lines).
+const CHUNK: usize = 4 << 20;
+
+/// Milliseconds since page start.
+pub fn now_ms() -> f64 {
+    window()
+        .performance()
+        .map(|p| p.now())
+        .unwrap_or_else(|| js_sys::Date::now())
+}
+
+/// Yield to the browser so it can paint (a zero-delay timeout).
+pub async fn yield_now() {
+    let p = js_sys::Promise::new(&mut |resolve, _| {
+        let _ = window().set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
+    });
+    let _ = JsFuture::from(p).await;
+}
+
+fn stem(name: &str) -> &str {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    base.split('.')
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(base)
+}
+
+fn shift_line(mut e: WireError, lines_before: u64) -> WireError {
+    if let Location::Line { line, .. } = &mut e.location {
+        *line += lines_before;
+    }
+    e
+}
+
+/// Parse bytes into a trace, reporting progress after each JSONL chunk.
+async fn parse(st: AppState, name: &str, bytes: &[u8], t0: f64) -> Result<Trace, WireError> {
+    match wire::detect_format(bytes) {
+        InputFormat::MsgpackStream => {
+            yield_now().await;
+            wire::read_trace(bytes, stem(name))
+        }
+        InputFormat::Jsonl => {
+            let mut records: Vec<TraceRecord> = Vec::new();
+            let mut pos = 0usize;
+            let mut lines_before = 0u64;
+            let mut events = 0usize;
+            while pos < bytes.len() {
+                let rest = bytes.get(pos..).unwrap_or_default();
+                let end = if rest.len() <= CHUNK {
+                    rest.len()
+                } else {
+                    match rest
+                        .get(CHUNK..)
+                        .and_then(|r| r.iter().position(|&b| b == b'\n'))
+                    {
+                        Some(nl) => CHUNK + nl + 1,
+                        None => rest.len(),
+                    }
+                };
+                let chunk = rest.get(..end).unwrap_or_default();
+                let part =
+                    wire::jsonl::read_trace(chunk).map_err(|e| shift_line(e, lines_before))?;
+                events += part.event_count();
+                records.extend(part.records);
+                lines_before += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+                pos += end;
+                if pos < bytes.len() {
+                    let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
+                    st.status.set(LoadStatus::Loading {
+                        name: name.to_owned(),
+                        done: pos,
+                        total: bytes.len(),
+                        events,
+                        events_per_s: events as f64 / secs,
+                    });
+                    yield_now().await;
+                }
+            }
+            Ok(Trace { records })
+        }
+    }
+}
+
+/// Load trace bytes (any supported format) under a display name.
+pub fn load_bytes(
+    st: AppState,
+    name: String,
+    bytes: Vec<u8>,
+    origin: TraceOrigin,
+    link: Option<LinkState>,
+) {
+    st.playing.set(false);
+    st.status.set(LoadStatus::Loading {
+        name: name.clone(),
+        done: 0,
+        total: bytes.len(),
+        events: 0,
+        events_per_s: 0.0,
+    });
+    leptos::task::spawn_local(async move {
+        yield_now().await;
+        let t0 = now_ms();
+        let trace = match parse(st, &name, &bytes, t0).await {
+            Ok(t) => t,
+            Err(e) => {
+                st.status.set(LoadStatus::Error {
+                    name,
+                    message: e.to_string(),
+                });
+                return;
+            }
+        };
+        let mode = st.lane_mode.get_untracked();
+        let mut phases = vec![("parse", now_ms() - t0)];
+        let mut last = now_ms();
+        let mut mark = |p: &'static str| {
+            let t = now_ms();
+            phases.push((p, t - last));
+            last = t;
+        };
+        let model = match Model::from_trace_timed(&name, trace, mode, &mut mark) {
+            Ok(m) => m,
+            Err(e) => {
+                st.status.set(LoadStatus::Error {
+                    name,
+                    message: e.to_string(),
+                });
+                return;
+            }
+        };
+        let ms = now_ms() - t0;
+        let n = model.len();
+        let origin = match origin {
+            TraceOrigin::Inline(_) | TraceOrigin::Local => {
+                if crate::permalink::inline_trace(&bytes).is_some() {
+                    TraceOrigin::Inline(bytes)
+                } else {
+                    TraceOrigin::Local
+                }
+            }
+            o => o,
+        };
+        st.origin.set(Some(origin));
+        st.model.set(Some(Arc::new(model)));
+        let breakdown = phases
+            .iter()
+            .map(|(p, t)| format!("{p} {t:.0}"))
+            .collect::<Vec<_>>()
+            .join(" · ");
+        st.status.set(LoadStatus::Loaded {
+            name,
+            events: n,
+            ms,
+            breakdown,
+        });
+        let link = link.unwrap_or_default();
+        st.rule.set(link.rule.clone());
+        st.query.set(link.query.clone().unwrap_or_default());
+        if link.consumer.is_some() {
+            st.consumer.set(link.consumer.clone());
+        }
+        match link.viewport {
+            Some((start, per_px)) => st.viewport.set(Viewport { start, per_px }),
+            None => st.fit(),
+        }
+        st.cursor.set(link.cursor.unwrap_or(0).min(n as u32));
+    });
+}
+
+/// Load the built-in demo.
+pub fn load_demo(st: AppState, link: Option<LinkState>) {
+    load_bytes(
+        st,
+        "demo".into(),
+        DEMO_TRACE.as_bytes().to_vec(),
+        TraceOrigin::Demo,
+        link,
+    );
+}
+
+/// Read a `File` (picker or drop) and load it.
+pub fn load_file(st: AppState, file: web_sys::File) {
+    let name = file.name();
+    st.status.set(LoadStatus::Loading {
+        name: name.clone(),
+        done: 0,
+        total: file.size() as usize,
+        events: 0,
+        events_per_s: 0.0,
+    });
+    leptos::task::spawn_local(async move {
+        match JsFuture::from(file.array_buffer()).await {
+            Ok(buf) => {
+                let bytes = js_sys::Uint8Array::new(&buf).to_vec();
+                load_bytes(st, name, bytes, TraceOrigin::Local, None);
+            }
+            Err(e) => st.status.set(LoadStatus::Error {
+                name,
+                message: format!("could not read the file: {}", js_text(&e)),
+            }),
+        }
+    });
+}
+
+fn js_text(v: &wasm_bindgen::JsValue) -> String {
+    v.dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| v.as_string())
+        .unwrap_or_else(|| format!("{v:?}"))
+}
+
+/// Whether `url` resolves to this page's origin.
+pub fn same_origin(url: &str) -> Result<String, String> {
+    let here = window().location().href().map_err(|e| js_text(&e))?;
+    let u = web_sys::Url::new_with_base(url, &here).map_err(|_| format!("not a URL: {url}"))?;
+    let origin = window().location().origin().map_err(|e| js_text(&e))?;
+    if u.origin() != origin {
+        return Err(format!(
+            "only same-origin URLs can be loaded ({} is not {origin})",
+            u.origin()
+        ));
+    }
+    Ok(u.href())
+}
+
+/// Fetch a same-origin URL and load it.
+pub fn load_url(st: AppState, url: String, link: Option<LinkState>) {
+    st.status.set(LoadStatus::Loading {
+        name: url.clone(),
+        done: 0,
+        total: 0,
+        events: 0,
+        events_per_s: 0.0,
+    });
+    leptos::task::spawn_local(async move {
+        let result: Result<Vec<u8>, String> = async {
+            let href = same_origin(&url)?;
+            let resp = JsFuture::from(window().fetch_with_str(&href))
+                .await
+                .map_err(|e| js_text(&e))?;
+            let resp: web_sys::Response = resp
+                .dyn_into()
+                .map_err(|_| "fetch returned no response".to_string())?;
+            if !resp.ok() {
+                return Err(format!("HTTP {} {}", resp.status(), resp.status_text()));
+            }
+            let buf = JsFuture::from(resp.array_buffer().map_err(|e| js_text(&e))?)
+                .await
+                .map_err(|e| js_text(&e))?;
+            Ok(js_sys::Uint8Array::new(&buf).to_vec())
+        }
+        .await;
+        match result {
+            Ok(bytes) => load_bytes(st, url.clone(), bytes, TraceOrigin::Url(url), link),
+            Err(message) => st.status.set(LoadStatus::Error { name: url, message }),
+        }
+    });
+}
+
+/// On start: a permalink in the hash wins, then `?url=`, then the demo.
+pub fn boot(st: AppState) {
+    let loc = window().location();
+    let hash = loc.hash().unwrap_or_default();
+    let link = match LinkState::from_hash(&hash) {
+        Ok(l) => l,
+        Err(message) => {
+            st.status.set(LoadStatus::Error {
+                name: "permalink".into(),
+                message,
+            });
+            return;
+        }
+    };
+    st.lane_mode.set(if link.per_source {
+        crate::model::LaneMode::SourceTier
+    } else {
+        crate::model::LaneMode::Tier
+    });
+    let query_url = loc
+        .search()
+        .ok()
+        .and_then(|s| web_sys::UrlSearchParams::new_with_str(&s).ok())
+        .and_then(|p| p.get("url"));
+    match (link.origin.clone(), query_url) {
+        (Some(TraceOrigin::Inline(bytes)), _) => load_bytes(
+            st,
+            "linked trace".into(),
+            bytes,
+            TraceOrigin::Inline(Vec::new()),
+            Some(link),
+        ),
+        (Some(TraceOrigin::Url(u)), _) => load_url(st, u, Some(link)),
+        (_, Some(u)) => load_url(st, u, Some(link)),
+        (Some(TraceOrigin::Demo), None) => load_demo(st, Some(link)),
+        _ => load_demo(st, None),
+    }
+}
+
+/// Keep the URL hash in sync with the view (replaceState, debounced by the effect system).
+pub fn sync_permalink(st: AppState) {
+    Effect::new(move |_| {
+        let Some(origin) = st.origin.get() else {
+            return;
+        };
+        let vp = st.viewport.get();
+        let link = LinkState {
+            cursor: Some(st.cursor.get()),
+            rule: st.rule.get(),
+            query: Some(st.query.get()),
+            consumer: st.consumer.get(),
+            per_source: st.lane_mode.get() == crate::model::LaneMode::SourceTier,
+            viewport: Some((vp.start, vp.per_px)),
+            origin: Some(origin),
+        };
+        let hash = format!("#{}", link.to_hash());
+        if let Ok(h) = window().history() {
+            let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&hash));
+        }
+    });
+}
+
+/// Re-layout the lanes (tier or source×tier) of the loaded model.
+pub fn relayout(st: AppState) {
+    let mode = st.lane_mode.get_untracked();
+    st.model.update(|slot| {
+        let Some(arc) = slot.take() else { return };
+        *slot = Some(match Arc::try_unwrap(arc) {
+            Ok(mut m) => {
+                m.layout(mode);
+                Arc::new(m)
+            }
+            Err(shared) => {
+                // Still shared (a render holds it): rebuild from the batches.
+                let trace = shared.with_trace(|t| t.clone());
+                match Model::from_trace(&shared.name, trace, mode) {
+                    Ok(m) => Arc::new(m),
+                    Err(_) => shared,
+                }
+            }
+        });
+    });
+}
+
+/// Delay helper for tests and UI niceties.
+pub fn after(ms: u64, f: impl FnOnce() + 'static) {
+    set_timeout(f, Duration::from_millis(ms));
+}

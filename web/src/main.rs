@@ -1,0 +1,4 @@
+//! Entry point of the kvscope web app: mounts [`kvscope_web::App`] on `<body>`.
+fn main() {
+    kvscope_web::start();
+}

@@ -1,0 +1,755 @@
+//! The debugger's view-model: a loaded trace flattened into delivery-ordered events with lanes
+//! and parent→child edges for drawing, over the core's [`Replay`] (consumer models, violation
+//! index, snapshots, step diffs). Pure Rust (no DOM), tested natively.
+//!
+//! Cursor positions are indices into [`Model::events`] (every event of every batch, in delivery
+//! order). The timeline's x axis is that index, not `ts`: vLLM stamps a whole batch with one
+//! `ts`, and delivery order is what consumers see.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use kvscope_core::analysis::{AnalysisConfig, Level};
+use kvscope_core::event::{KvEvent, Tier};
+use kvscope_core::replay::Replay;
+use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
+
+/// One event of the trace, located by batch and position in the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventRef {
+    /// Index of the batch record in `Trace::records`.
+    pub batch: u32,
+    /// Index into that batch's `events`.
+    pub ev: u32,
+}
+
+/// A timeline lane: one tier (GPU, CPU, each STORAGE tier), optionally split by source.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Lane {
+    /// The tier (ordering: GPU, CPU, STORAGE tiers, others).
+    pub tier: Tier,
+    /// Tier label shown in the gutter (provenance tier name for unnamed STORAGE tiers).
+    pub label: String,
+    /// Source the lane is restricted to when lanes are split per source.
+    pub source: Option<String>,
+}
+
+impl Lane {
+    /// The full label: `GPU`, or `pod-a · CPU` when split per source.
+    pub fn title(&self) -> String {
+        match &self.source {
+            Some(s) => format!("{s} · {}", self.label),
+            None => self.label.clone(),
+        }
+    }
+}
+
+/// How lanes are laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LaneMode {
+    /// One lane per tier.
+    #[default]
+    Tier,
+    /// One lane per (source, tier).
+    SourceTier,
+}
+
+/// How a parent→child edge relates to delivery order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeKind {
+    /// The parent was delivered before the child in the same lane (normal).
+    Forward,
+    /// The child was delivered before its parent in the same lane: drawn as a red backwards
+    /// arrow; this is the ordering violation routers drop blocks over.
+    ChildFirst,
+    /// The parent is only known from another lane (e.g. the GPU copy of a CPU block).
+    CrossLane,
+}
+
+/// A parent→child edge between two events (the events storing the parent and the child).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edge {
+    /// Event that stored the parent block.
+    pub parent: u32,
+    /// Event whose `parent_block_hash` names that block.
+    pub child: u32,
+    /// Relation to delivery order.
+    pub kind: EdgeKind,
+}
+
+/// A finding of the core's analysis (child-before-parent violations of every class, at every
+/// level, plus the other rules' warn/deny findings), as the violation list shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The offending event (the child delivered first, the removal, ...).
+    pub event: u32,
+    /// Rule name (`child-before-parent-in-job`, ...).
+    pub rule: String,
+    /// Level in this run (`allow`, `warn`, `deny`).
+    pub level: &'static str,
+    /// One readable sentence.
+    pub message: String,
+    /// The related event (the late parent), when there is one.
+    pub related: Option<u32>,
+}
+
+/// Kind of an event, for colouring and filtering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// `BlockStored`.
+    Stored,
+    /// `BlockRemoved`.
+    Removed,
+    /// `AllBlocksCleared`.
+    Cleared,
+}
+
+/// A loaded trace, ready to render.
+pub struct Model {
+    /// Display name (file name, URL or `demo`).
+    pub name: String,
+    /// The header record, if any.
+    pub header: Option<TraceHeader>,
+    /// The core's replay engine; it owns the trace. Locked briefly to read the trace or to
+    /// seek and snapshot (single-threaded in the browser, so never contended).
+    replay: Mutex<Replay>,
+    /// Number of batches.
+    pub batch_count: usize,
+    /// Number of gap records.
+    pub gaps: usize,
+    /// Every event in delivery order.
+    pub events: Vec<EventRef>,
+    /// Lanes in display order.
+    pub lanes: Vec<Lane>,
+    /// Kind of each event (a column, for fast rendering).
+    pub kinds: Vec<EventKind>,
+    /// Lane index of each event (`AllBlocksCleared`: lane of its batch's source's first lane, or 0).
+    pub lane_of: Vec<u16>,
+    /// Parent→child edges, sorted by child.
+    pub edges: Vec<Edge>,
+    /// Ordering violations, sorted by event.
+    pub violations: Vec<Violation>,
+}
+
+/// The rule of per-model loss findings, left out of the default violation navigation.
+pub const CONSUMER_LOSS: &str = "consumer-loss";
+
+/// Whether a violation passes a rule filter (`None`: every rule but [`CONSUMER_LOSS`]).
+pub fn rule_matches(v: &Violation, rule: Option<&str>) -> bool {
+    match rule {
+        Some(r) => v.rule == r,
+        None => v.rule != CONSUMER_LOSS,
+    }
+}
+
+/// Errors from [`Model::from_trace`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum ModelError {
+    /// More events than the debugger indexes (u32).
+    TooLarge(usize),
+}
+
+impl std::fmt::Display for ModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelError::TooLarge(n) => write!(
+                f,
+                "trace has {n} events; the debugger handles at most {}",
+                u32::MAX
+            ),
+        }
+    }
+}
+
+impl Model {
+    /// Flatten a trace, run the core's analysis (all consumer models) and index it for drawing.
+    pub fn from_trace(name: &str, trace: Trace, mode: LaneMode) -> Result<Model, ModelError> {
+        Self::from_trace_timed(name, trace, mode, &mut |_| {})
+    }
+
+    /// [`Model::from_trace`], calling `mark(phase)` after each phase (`flatten`, `analysis`,
+    /// `layout`) so the caller can time them.
+    pub fn from_trace_timed(
+        name: &str,
+        trace: Trace,
+        mode: LaneMode,
+        mark: &mut dyn FnMut(&'static str),
+    ) -> Result<Model, ModelError> {
+        let header = trace.records.iter().find_map(|r| match r {
+            TraceRecord::Header(h) => Some(h.clone()),
+            _ => None,
+        });
+        let gaps = trace.gaps().count();
+        let total = trace.event_count();
+        if total > u32::MAX as usize || trace.records.len() > u32::MAX as usize {
+            return Err(ModelError::TooLarge(total));
+        }
+        let mut events = Vec::with_capacity(total);
+        let mut kinds = Vec::with_capacity(total);
+        let mut batch_count = 0;
+        for (ri, rec) in trace.records.iter().enumerate() {
+            if let TraceRecord::Batch(b) = rec {
+                batch_count += 1;
+                for (ei, ev) in b.events.iter().enumerate() {
+                    events.push(EventRef {
+                        batch: ri as u32,
+                        ev: ei as u32,
+                    });
+                    kinds.push(match ev {
+                        KvEvent::BlockStored(_) => EventKind::Stored,
+                        KvEvent::BlockRemoved(_) => EventKind::Removed,
+                        KvEvent::AllBlocksCleared => EventKind::Cleared,
+                    });
+                }
+            }
+        }
+        mark("flatten");
+        let replay = Replay::new(trace, &AnalysisConfig::default());
+        mark("analysis");
+        let a = replay.analysis();
+        let mut violations: Vec<Violation> = a
+            .violations
+            .iter()
+            .chain(a.findings.iter().filter(|f| !f.rule.is_reorder()))
+            .map(|f| Violation {
+                event: f.event.min(u32::MAX as usize) as u32,
+                rule: f.rule.name().to_owned(),
+                level: match f.level {
+                    Level::Allow => "allow",
+                    Level::Warn => "warn",
+                    Level::Deny => "deny",
+                },
+                message: f.message.clone(),
+                related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
+            })
+            .collect();
+        violations.sort_by_key(|v| v.event);
+        let mut model = Model {
+            name: name.to_owned(),
+            header,
+            replay: Mutex::new(replay),
+            batch_count,
+            gaps,
+            events,
+            lanes: Vec::new(),
+            kinds,
+            lane_of: Vec::new(),
+            edges: Vec::new(),
+            violations,
+        };
+        model.layout(mode);
+        mark("layout");
+        Ok(model)
+    }
+
+    /// The replay engine (locked).
+    pub fn replay(&self) -> MutexGuard<'_, Replay> {
+        self.replay.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run `f` with the trace.
+    pub fn with_trace<R>(&self, f: impl FnOnce(&Trace) -> R) -> R {
+        f(self.replay().trace())
+    }
+
+    /// Recompute lanes and edges for a lane mode. Lanes are interned by borrowed wire strings
+    /// (no allocation per event), then sorted (GPU, CPU, STORAGE tiers, others).
+    pub fn layout(&mut self, mode: LaneMode) {
+        type Key<'t> = (
+            Option<&'t str>,
+            Option<&'t str>,
+            Option<&'t str>,
+            Option<&'t str>,
+            Option<u32>,
+        );
+        const NONE: u16 = u16::MAX;
+        let (tmp_ids, tmp_lanes) = self.with_trace(|t| {
+            let mut ids: HashMap<Key<'_>, u16> = HashMap::default();
+            let mut lanes: Vec<Lane> = Vec::new();
+            let mut out = Vec::with_capacity(self.events.len());
+            for r in &self.events {
+                let Some(b) = batch_of(t, *r) else {
+                    out.push(NONE);
+                    continue;
+                };
+                let (medium, ownership) = match b.events.get(r.ev as usize) {
+                    Some(KvEvent::BlockStored(e)) => (e.medium.as_deref(), e.ownership.as_deref()),
+                    Some(KvEvent::BlockRemoved(e)) => (e.medium.as_deref(), e.ownership.as_deref()),
+                    _ => {
+                        out.push(NONE);
+                        continue;
+                    }
+                };
+                let prov_tier = match (medium, ownership) {
+                    (Some("STORAGE" | "FS" | "OBJ"), None) => b
+                        .provenance
+                        .as_ref()
+                        .and_then(|p| p.get(r.ev as usize))
+                        .map(|p| p.tier.as_str()),
+                    _ => None,
+                };
+                let source = (mode == LaneMode::SourceTier).then_some(b.source.as_str());
+                let key = (medium, ownership, prov_tier, source, source.and(b.dp_rank));
+                let id = match ids.get(&key) {
+                    Some(id) => *id,
+                    None => {
+                        let id = lanes.len().min(NONE as usize - 1) as u16;
+                        if let Some(l) = lane_key(t, *r, mode) {
+                            lanes.push(l);
+                        }
+                        ids.insert(key, id);
+                        id
+                    }
+                };
+                out.push(id);
+            }
+            (out, lanes)
+        });
+        let mut distinct: Vec<Lane> = tmp_lanes.clone();
+        distinct.sort();
+        distinct.dedup();
+        if distinct.is_empty() {
+            distinct.push(Lane {
+                tier: Tier::Gpu,
+                label: "GPU".into(),
+                source: None,
+            });
+        }
+        let remap: Vec<u16> = tmp_lanes
+            .iter()
+            .map(|l| {
+                distinct
+                    .binary_search(l)
+                    .unwrap_or(0)
+                    .min(NONE as usize - 1) as u16
+            })
+            .collect();
+        self.lane_of = tmp_ids
+            .iter()
+            .map(|&i| {
+                if i == NONE {
+                    0
+                } else {
+                    remap.get(i as usize).copied().unwrap_or(0)
+                }
+            })
+            .collect();
+        self.lanes = distinct;
+        self.index_edges();
+    }
+
+    /// Single pass: for each stored child, link to the latest earlier store of its parent in
+    /// the same lane; a parent stored only later gives a child-first edge (and a violation).
+    fn index_edges(&mut self) {
+        let guard = self.replay.lock().unwrap_or_else(|e| e.into_inner());
+        let t = guard.trace();
+        let mut edges: Vec<Edge> = Vec::new();
+        // (lane, hash) -> latest event storing that block.
+        let mut stored: HashMap<(u16, u64), u32> = HashMap::default();
+        // hash -> some event storing it in any lane (for cross-lane edges).
+        let mut any_lane: HashMap<u64, u32> = HashMap::default();
+        // (lane, parent hash) -> children waiting for that parent.
+        let mut waiting: HashMap<(u16, u64), Vec<u32>> = HashMap::default();
+        for (i, r) in self.events.iter().enumerate() {
+            let i = i as u32;
+            let lane = self.lane_of.get(i as usize).copied().unwrap_or(0);
+            let Some(KvEvent::BlockStored(s)) =
+                batch_of(t, *r).and_then(|b| b.events.get(r.ev as usize))
+            else {
+                continue;
+            };
+            if let Some(p) = &s.parent_block_hash {
+                let key = (lane, p.as_u64());
+                match stored.get(&key) {
+                    Some(&pe) => edges.push(Edge {
+                        parent: pe,
+                        child: i,
+                        kind: EdgeKind::Forward,
+                    }),
+                    None => waiting.entry(key).or_default().push(i),
+                }
+            }
+            for h in &s.block_hashes {
+                let key = (lane, h.as_u64());
+                stored.insert(key, i);
+                any_lane.entry(key.1).or_insert(i);
+                if let Some(children) = waiting.remove(&key) {
+                    for c in children {
+                        edges.push(Edge {
+                            parent: i,
+                            child: c,
+                            kind: EdgeKind::ChildFirst,
+                        });
+                    }
+                }
+            }
+        }
+        // Children whose parent never arrived in their lane: cross-lane edge if known elsewhere.
+        for ((_, p), children) in waiting {
+            if let Some(&pe) = any_lane.get(&p) {
+                for c in children {
+                    edges.push(Edge {
+                        parent: pe,
+                        child: c,
+                        kind: EdgeKind::CrossLane,
+                    });
+                }
+            }
+        }
+        edges.sort_by_key(|e| (e.child, e.parent));
+        drop(guard);
+        self.edges = edges;
+    }
+
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Whether the trace has no events.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Run `f` with the batch, event and provenance at cursor position `i`.
+    pub fn with_event<R>(
+        &self,
+        i: u32,
+        f: impl FnOnce(&TraceBatch, &KvEvent, Option<&Provenance>) -> R,
+    ) -> Option<R> {
+        let r = *self.events.get(i as usize)?;
+        self.with_trace(|t| {
+            let b = batch_of(t, r)?;
+            let ev = b.events.get(r.ev as usize)?;
+            Some(f(
+                b,
+                ev,
+                b.provenance.as_ref().and_then(|p| p.get(r.ev as usize)),
+            ))
+        })
+    }
+
+    /// Kind of the event at a cursor position.
+    pub fn kind_at(&self, i: u32) -> Option<EventKind> {
+        self.kinds.get(i as usize).copied()
+    }
+
+    /// Whether the event at `i` is a violation.
+    pub fn is_violation(&self, i: u32) -> bool {
+        self.violations_at(i).any(|v| v.rule != CONSUMER_LOSS)
+    }
+
+    /// Violations at event `i`.
+    pub fn violations_at(&self, i: u32) -> impl Iterator<Item = &Violation> {
+        let start = self.violations.partition_point(|v| v.event < i);
+        self.violations[start..]
+            .iter()
+            .take_while(move |v| v.event == i)
+    }
+
+    /// Rule names present, sorted.
+    pub fn rules(&self) -> Vec<String> {
+        let mut r: Vec<String> = self.violations.iter().map(|v| v.rule.clone()).collect();
+        r.sort();
+        r.dedup();
+        r
+    }
+
+    /// The first violation strictly after `cursor` (`None`: from the start) of `rule`, or of
+    /// any rule but [`CONSUMER_LOSS`] (one finding per lost event and model: navigable by
+    /// choosing that rule explicitly).
+    pub fn next_violation(&self, cursor: Option<u32>, rule: Option<&str>) -> Option<u32> {
+        let start = match cursor {
+            Some(c) => self.violations.partition_point(|v| v.event <= c),
+            None => 0,
+        };
+        self.violations[start..]
+            .iter()
+            .find(|v| rule_matches(v, rule))
+            .map(|v| v.event)
+    }
+
+    /// The last violation strictly before `cursor` (same filter as [`Model::next_violation`]).
+    pub fn prev_violation(&self, cursor: u32, rule: Option<&str>) -> Option<u32> {
+        let end = self.violations.partition_point(|v| v.event < cursor);
+        self.violations[..end]
+            .iter()
+            .rev()
+            .find(|v| rule_matches(v, rule))
+            .map(|v| v.event)
+    }
+
+    /// Edges whose child lies in `[lo, hi]` (edges are sorted by child).
+    pub fn edges_with_child_in(&self, lo: u32, hi: u32) -> &[Edge] {
+        let a = self.edges.partition_point(|e| e.child < lo);
+        let b = self.edges.partition_point(|e| e.child <= hi);
+        &self.edges[a..b.max(a)]
+    }
+
+    /// Edges into event `i` (its parent links).
+    pub fn parents_of(&self, i: u32) -> &[Edge] {
+        self.edges_with_child_in(i, i)
+    }
+
+    /// Edges out of event `i` (its children). O(edges).
+    pub fn children_of(&self, i: u32) -> Vec<Edge> {
+        self.edges
+            .iter()
+            .filter(|e| e.parent == i)
+            .copied()
+            .collect()
+    }
+
+    /// The first event after `from` (wrapping) matching `query` (see [`Query`]).
+    pub fn search(&self, query: &Query, from: Option<u32>) -> Option<u32> {
+        let n = self.events.len() as u32;
+        if n == 0 || query.is_empty() {
+            return None;
+        }
+        let start = from.map(|f| f.saturating_add(1)).unwrap_or(0);
+        self.with_trace(|t| {
+            (start..n)
+                .chain(0..start.min(n))
+                .find(|&i| query.matches(self, t, i))
+        })
+    }
+}
+
+fn lane_key(t: &Trace, r: EventRef, mode: LaneMode) -> Option<Lane> {
+    let b = batch_of(t, r)?;
+    let ev = b.events.get(r.ev as usize)?;
+    let tier = ev.tier()?;
+    let prov = b.provenance.as_ref().and_then(|p| p.get(r.ev as usize));
+    let label = match (&tier, prov) {
+        (Tier::Storage(None), Some(p)) if !p.tier.is_empty() => p.tier.clone(),
+        _ => tier.label(),
+    };
+    let source = match mode {
+        LaneMode::Tier => None,
+        LaneMode::SourceTier => Some(match b.dp_rank {
+            Some(d) if d > 0 => format!("{}/dp{d}", b.source),
+            _ => b.source.clone(),
+        }),
+    };
+    Some(Lane {
+        tier,
+        label,
+        source,
+    })
+}
+
+/// The batch record an event belongs to.
+pub fn batch_of(t: &Trace, r: EventRef) -> Option<&TraceBatch> {
+    match t.records.get(r.batch as usize)? {
+        TraceRecord::Batch(b) => Some(b),
+        _ => None,
+    }
+}
+
+/// A search query: terms joined by `&&` (or spaces), each `field=value` or free text.
+/// Fields: `type`, `tier`, `source`, `job`, `seq`, `hash` (any block or parent hash, decimal or
+/// hex), `rule`, `req`. Free text matches the type, tier, source or any hash.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Query {
+    terms: Vec<(Option<String>, String)>,
+}
+
+impl Query {
+    /// Parse a query string (never fails; unknown fields match nothing).
+    pub fn parse(s: &str) -> Query {
+        let terms = s
+            .split("&&")
+            .flat_map(|part| part.split_whitespace())
+            .filter(|t| !t.is_empty())
+            .map(|t| match t.split_once('=') {
+                Some((k, v)) => (
+                    Some(k.trim().to_ascii_lowercase()),
+                    v.trim().to_ascii_lowercase(),
+                ),
+                None => (None, t.to_ascii_lowercase()),
+            })
+            .collect();
+        Query { terms }
+    }
+
+    /// Whether there are no terms.
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// Whether event `i` of `m` matches every term.
+    pub fn matches(&self, m: &Model, t: &Trace, i: u32) -> bool {
+        let Some(r) = m.events.get(i as usize) else {
+            return false;
+        };
+        let Some(b) = batch_of(t, *r) else {
+            return false;
+        };
+        let Some(ev) = b.events.get(r.ev as usize) else {
+            return false;
+        };
+        let prov = b.provenance.as_ref().and_then(|p| p.get(r.ev as usize));
+        let lane = m
+            .lane_of
+            .get(i as usize)
+            .and_then(|l| m.lanes.get(*l as usize));
+        let hash_hit = |v: &str| {
+            let mut hashes = ev.block_hashes().iter().collect::<Vec<_>>();
+            if let KvEvent::BlockStored(s) = ev {
+                hashes.extend(s.parent_block_hash.iter());
+            }
+            hashes.iter().any(|h| {
+                let v = v.trim_start_matches("0x");
+                h.to_display_string() == v
+                    || h.to_hex_string()
+                        .trim_start_matches("0x")
+                        .trim_start_matches('0')
+                        == v.trim_start_matches('0')
+            })
+        };
+        self.terms.iter().all(|(k, v)| match k.as_deref() {
+            Some("type") => ev.type_name().to_ascii_lowercase().contains(v.as_str()),
+            Some("tier") => lane.is_some_and(|l| l.label.to_ascii_lowercase() == *v),
+            Some("source") => b.source.to_ascii_lowercase() == *v,
+            Some("job") => prov
+                .and_then(|p| p.job_id)
+                .is_some_and(|j| j.to_string() == *v),
+            Some("req") => prov
+                .and_then(|p| p.req_id.as_deref())
+                .is_some_and(|q| q.to_ascii_lowercase() == *v),
+            Some("seq") => b.seq.to_string() == *v,
+            Some("hash") => hash_hit(v),
+            Some("rule") => m.violations_at(i).any(|x| x.rule == *v),
+            Some(_) => false,
+            None => {
+                ev.type_name().to_ascii_lowercase().contains(v.as_str())
+                    || lane.is_some_and(|l| l.label.to_ascii_lowercase() == *v)
+                    || b.source.to_ascii_lowercase() == *v
+                    || hash_hit(v)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvscope_core::event::BlockStored;
+    use kvscope_core::hash::BlockHash;
+
+    fn stored(h: u64, parent: Option<u64>, medium: &str) -> KvEvent {
+        KvEvent::BlockStored(BlockStored {
+            block_hashes: vec![BlockHash::Int(h)],
+            parent_block_hash: parent.map(BlockHash::Int),
+            token_ids: vec![1, 2],
+            block_size: 2,
+            lora_id: None,
+            medium: Some(medium.into()),
+            lora_name: None,
+            extra_keys: None,
+            group_idx: None,
+            kv_cache_spec_kind: None,
+            kv_cache_spec_sliding_window: None,
+            locality: None,
+            ownership: None,
+        })
+    }
+
+    fn batch(seq: u64, events: Vec<KvEvent>) -> TraceRecord {
+        TraceRecord::Batch(TraceBatch {
+            source: "pod".into(),
+            dp_rank: Some(0),
+            seq,
+            ts: seq as f64,
+            events,
+            provenance: None,
+            raw: None,
+            origin: seq + 1,
+        })
+    }
+
+    fn model() -> Model {
+        let trace = Trace {
+            records: vec![
+                batch(0, vec![stored(1, None, "GPU"), stored(2, Some(1), "GPU")]),
+                batch(
+                    1,
+                    vec![
+                        stored(2, Some(1), "CPU"),
+                        stored(1, None, "CPU"),
+                        stored(3, Some(2), "CPU"),
+                    ],
+                ),
+            ],
+        };
+        Model::from_trace("t", trace, LaneMode::Tier).unwrap()
+    }
+
+    #[test]
+    fn lanes_edges_and_violations() {
+        let m = model();
+        assert_eq!(m.len(), 5);
+        assert_eq!(
+            m.lanes.iter().map(Lane::title).collect::<Vec<_>>(),
+            ["GPU", "CPU"]
+        );
+        assert_eq!(m.lane_of, [0, 0, 1, 1, 1]);
+        assert_eq!(
+            m.edges,
+            [
+                Edge {
+                    parent: 0,
+                    child: 1,
+                    kind: EdgeKind::Forward
+                },
+                Edge {
+                    parent: 3,
+                    child: 2,
+                    kind: EdgeKind::ChildFirst
+                },
+                Edge {
+                    parent: 2,
+                    child: 4,
+                    kind: EdgeKind::Forward
+                },
+            ]
+        );
+        let reorders: Vec<_> = m
+            .violations
+            .iter()
+            .filter(|v| v.rule.starts_with("child-before-parent"))
+            .collect();
+        assert_eq!(reorders.len(), 1, "{:?}", m.violations);
+        assert_eq!(reorders[0].event, 2);
+        assert_eq!(reorders[0].rule, "child-before-parent-in-job");
+        assert_eq!(reorders[0].related, Some(3));
+        let rule = Some("child-before-parent-in-job");
+        assert_eq!(m.next_violation(None, rule), Some(2));
+        assert_eq!(m.next_violation(Some(2), rule), None);
+        assert_eq!(m.prev_violation(4, rule), Some(2));
+        assert_eq!(m.next_violation(None, Some("seq-gap")), None);
+        assert_eq!(
+            m.next_violation(None, None),
+            Some(2),
+            "consumer-loss findings are skipped by default"
+        );
+        assert!(m.is_violation(2) && !m.is_violation(0));
+    }
+
+    #[test]
+    fn search_by_field_and_hash() {
+        let m = model();
+        assert_eq!(m.search(&Query::parse("tier=CPU"), None), Some(2));
+        assert_eq!(m.search(&Query::parse("tier=cpu && hash=3"), None), Some(4));
+        assert_eq!(
+            m.search(&Query::parse("hash=0x0000000000000003"), None),
+            Some(4)
+        );
+        assert_eq!(
+            m.search(&Query::parse("tier=GPU"), Some(1)),
+            Some(0),
+            "wraps around"
+        );
+        assert_eq!(m.search(&Query::parse("nosuch=1"), None), None);
+    }
+}

@@ -1,0 +1,396 @@
+//! Side panels: loader status, event details, the violation list, the help overlay and the
+//! paste dialog. Every trace string goes into a text node.
+
+use kvscope_core::event::{ExtraValue, KvEvent};
+use kvscope_core::hash::BlockHash;
+use kvscope_core::trace::{Provenance, TraceBatch};
+use leptos::prelude::*;
+
+use crate::controls::SHORTCUTS;
+use crate::model::{EdgeKind, Model};
+use crate::{load, AppState, LoadStatus};
+
+/// At most this many violation rows are in the DOM (a window around the cursor).
+const VIOLATION_ROWS: usize = 200;
+/// Token ids shown before "… more".
+const TOKENS_SHOWN: usize = 64;
+
+fn fmt_bytes(n: usize) -> String {
+    if n >= 1 << 20 {
+        format!("{:.1} MB", n as f64 / (1u64 << 20) as f64)
+    } else if n >= 1 << 10 {
+        format!("{:.1} KB", n as f64 / 1024.0)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// Loading progress, success summary (events/s) or a located error.
+#[component]
+pub fn StatusBanner() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    view! {
+        {move || match st.status.get() {
+            LoadStatus::Idle => view! { <div class="status" data-testid="status">"Drop a trace anywhere, open one, or paste it."</div> }.into_any(),
+            LoadStatus::Loading { name, done, total, events, events_per_s } => {
+                let pct = if total > 0 { 100.0 * done as f64 / total as f64 } else { 0.0 };
+                view! {
+                    <div class="status loading" data-testid="status" role="status">
+                        <span class="spinner" aria-hidden="true"></span>
+                        {format!("Loading {name}: {} of {} · {events} events · {:.0} events/s", fmt_bytes(done), fmt_bytes(total), events_per_s)}
+                        <progress max="100" prop:value=pct aria-label="Loading progress"></progress>
+                    </div>
+                }.into_any()
+            }
+            LoadStatus::Loaded { name, events, ms, breakdown } => {
+                let rate = if ms > 0.0 { events as f64 / (ms / 1000.0) } else { 0.0 };
+                view! {
+                    <div class="status ok" data-testid="status" role="status">
+                        {format!("Loaded {name}: {events} events in {ms:.0} ms ({rate:.0} events/s)")}
+                        <span class="muted small" title="milliseconds per phase">{format!("({breakdown} ms)")}</span>
+                    </div>
+                }.into_any()
+            }
+            LoadStatus::Error { name, message } => view! {
+                <div class="status error" data-testid="load-error" role="alert">
+                    <strong>{format!("Could not load {name}: ")}</strong>{message}
+                    <button class="btn" on:click=move |_| st.status.set(LoadStatus::Idle)>"Dismiss"</button>
+                </div>
+            }.into_any(),
+        }}
+    }
+}
+
+fn hash_row(label: &'static str, h: &BlockHash) -> impl IntoView {
+    let dec = h.to_display_string();
+    let hex = h.to_hex_string();
+    let both = if dec == hex {
+        dec.clone()
+    } else {
+        format!("{dec}  ({hex})")
+    };
+    view! { <tr><th>{label}</th><td class="mono hash">{both}</td></tr> }
+}
+
+fn extra_text(v: &ExtraValue) -> String {
+    match v {
+        ExtraValue::Nil => "None".into(),
+        ExtraValue::Bool(b) => b.to_string(),
+        ExtraValue::UInt(u) => u.to_string(),
+        ExtraValue::Int(i) => i.to_string(),
+        ExtraValue::Float(f) => f.to_string(),
+        ExtraValue::Str(s) => format!("{s:?}"),
+        ExtraValue::Bytes(b) => format!(
+            "b'{}'",
+            b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+        ),
+        ExtraValue::Array(a) => format!(
+            "({})",
+            a.iter().map(extra_text).collect::<Vec<_>>().join(", ")
+        ),
+        ExtraValue::Map(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{}: {}", extra_text(k), extra_text(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn opt<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref()
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "None".into())
+}
+
+fn row(label: &'static str, value: String) -> impl IntoView {
+    view! { <tr><th>{label}</th><td class="mono">{value}</td></tr> }
+}
+
+fn jump(st: AppState, i: u32, label: String) -> impl IntoView {
+    view! { <button class="link" on:click=move |_| st.seek(i)>{label}</button> }
+}
+
+fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
+    // The step diff first: `with_event` holds the replay lock.
+    let step = m.replay().step_at(i as usize);
+    let verdicts = step.map(|s| {
+        view! {
+            <h3>"Consumer verdicts"</h3>
+            <table class="kv" data-testid="details-verdicts">
+                {s.verdicts.into_iter().map(|c| {
+                    let v = c.verdict.verdict.as_str();
+                    let note = [
+                        c.verdict.missing_parent.map(|p| format!("missing parent {p}")),
+                        c.verdict.reason.map(|r| r.to_string()),
+                        c.final_verdict.map(|f| format!("later {}", f.as_str())),
+                    ].into_iter().flatten().collect::<Vec<_>>().join(" · ");
+                    view! { <tr><th>{c.consumer.as_str()}</th><td><span class=format!("verdict v-{v}")>{v}</span>" "<span class="muted small">{note}</span></td></tr> }
+                }).collect_view()}
+            </table>
+        }
+    });
+    m.with_event(i, |b, ev, prov| event_view(st, m, i, b, ev, prov, verdicts))
+        .unwrap_or_else(|| view! { <p class="muted">"No event."</p> }.into_any())
+}
+
+fn event_view(
+    st: AppState,
+    m: &Model,
+    i: u32,
+    b: &TraceBatch,
+    ev: &KvEvent,
+    prov: Option<&Provenance>,
+    verdicts: Option<impl IntoView + 'static>,
+) -> AnyView {
+    let r = m
+        .events
+        .get(i as usize)
+        .copied()
+        .unwrap_or(crate::model::EventRef { batch: 0, ev: 0 });
+    let lane = m
+        .lane_of
+        .get(i as usize)
+        .and_then(|l| m.lanes.get(*l as usize))
+        .map(|l| l.title())
+        .unwrap_or_default();
+    let violations: Vec<_> = m.violations_at(i).cloned().collect();
+    let viol_view = (!violations.is_empty()).then(|| {
+        view! {
+            <div class="violation-box" data-testid="violation-detail" role="note">
+                {violations.into_iter().map(|v| {
+                    let rel = v.related.map(|p| jump(st, p, format!("go to parent #{p}")));
+                    view! { <div><span class="rule">{v.rule}</span>" "<span class="level">{v.level}</span>" "{v.message}" "{rel}</div> }
+                }).collect_view()}
+            </div>
+        }
+    });
+    let head = format!("#{i} {} · {lane}", ev.type_name());
+    let batch_rows = view! {
+        {row("source", b.source.clone())}
+        {row("dp_rank", opt(&b.dp_rank))}
+        {row("seq", b.seq.to_string())}
+        {row("ts", format!("{}", b.ts))}
+        {row("line / batch", b.origin.to_string())}
+        {row("index in batch", r.ev.to_string())}
+    };
+    let ev_rows = match ev {
+        KvEvent::BlockStored(s) => {
+            let toks = if s.token_ids.len() > TOKENS_SHOWN {
+                format!(
+                    "[{} … {} more] ({} tokens)",
+                    s.token_ids[..TOKENS_SHOWN]
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    s.token_ids.len() - TOKENS_SHOWN,
+                    s.token_ids.len()
+                )
+            } else {
+                format!(
+                    "[{}] ({} tokens)",
+                    s.token_ids
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    s.token_ids.len()
+                )
+            };
+            view! {
+                {s.block_hashes.iter().map(|h| hash_row("block_hash", h)).collect_view()}
+                {match &s.parent_block_hash { Some(p) => hash_row("parent_block_hash", p).into_any(), None => row("parent_block_hash", "None (root)".into()).into_any() }}
+                {row("token_ids", toks)}
+                {row("block_size", s.block_size.to_string())}
+                {row("medium", opt(&s.medium))}
+                {row("lora_id", opt(&s.lora_id))}
+                {row("lora_name", opt(&s.lora_name))}
+                {s.extra_keys.as_ref().map(|k| row("extra_keys", format!("[{}]", k.iter().map(|e| e.as_ref().map(extra_text).unwrap_or_else(|| "None".into())).collect::<Vec<_>>().join(", "))))}
+                {s.group_idx.map(|g| row("group_idx", g.to_string()))}
+                {s.kv_cache_spec_kind.clone().map(|g| row("kv_cache_spec_kind", g))}
+                {s.kv_cache_spec_sliding_window.map(|g| row("sliding_window", g.to_string()))}
+                {s.locality.clone().map(|g| row("locality", g))}
+                {s.ownership.clone().map(|g| row("ownership", g))}
+            }
+            .into_any()
+        }
+        KvEvent::BlockRemoved(s) => view! {
+            {s.block_hashes.iter().map(|h| hash_row("block_hash", h)).collect_view()}
+            {row("medium", opt(&s.medium))}
+            {s.group_idx.map(|g| row("group_idx", g.to_string()))}
+            {s.locality.clone().map(|g| row("locality", g))}
+            {s.ownership.clone().map(|g| row("ownership", g))}
+        }
+        .into_any(),
+        KvEvent::AllBlocksCleared => row("fields", "(none)".into()).into_any(),
+    };
+    let prov = prov.map(|p| {
+        view! {
+            <h3>"Provenance"</h3>
+            <table class="kv">
+                {row("tier", p.tier.clone())}
+                {row("kind", format!("{:?}", p.kind))}
+                {p.job_id.map(|j| row("job_id", j.to_string()))}
+                {p.req_id.clone().map(|q| row("req_id", q))}
+                {p.group_idx.map(|g| row("group_idx", g.to_string()))}
+                {p.chunk_idx.map(|c| row("chunk_idx", c.to_string()))}
+                {p.step.map(|s| row("step", s.to_string()))}
+            </table>
+        }
+    });
+    let parents: Vec<_> = m.parents_of(i).to_vec();
+    let children = if m.len() <= 200_000 {
+        m.children_of(i)
+    } else {
+        Vec::new()
+    };
+    let link_list = |edges: Vec<crate::model::Edge>, parent_side: bool| {
+        edges
+            .into_iter()
+            .map(|e| {
+                let other = if parent_side { e.parent } else { e.child };
+                let tag = match e.kind {
+                    EdgeKind::Forward => "",
+                    EdgeKind::ChildFirst => " (child first!)",
+                    EdgeKind::CrossLane => " (other lane)",
+                };
+                view! { <li>{jump(st, other, format!("#{other}{tag}"))}</li> }
+            })
+            .collect_view()
+    };
+    view! {
+        <h3 data-testid="details-title">{head}</h3>
+        {viol_view}
+        <table class="kv">{batch_rows}{ev_rows}</table>
+        {verdicts}
+        {prov}
+        <div class="links">
+            <div><h4>"Parent stored at"</h4><ul>{link_list(parents, true)}</ul></div>
+            <div><h4>"Children stored at"</h4><ul>{link_list(children, false)}</ul></div>
+        </div>
+    }
+    .into_any()
+}
+
+/// Every field of the event at the cursor.
+#[component]
+pub fn Details() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    view! {
+        <section class="pane details" aria-label="Details" data-testid="details">
+            <h2>"Details"</h2>
+            {move || {
+                let cur = st.current();
+                st.model.with(|m| match (m, cur) {
+                    (Some(m), Some(i)) => details_view(st, m, i),
+                    (Some(m), None) if !m.is_empty() => view! {
+                        <p class="muted" data-testid="details-title">{format!("Start of the trace: nothing applied yet. {} events; press → to step or n to jump to the first violation.", m.len())}</p>
+                    }.into_any(),
+                    _ => view! { <p class="muted" data-testid="details-title">"Load a trace to see its events."</p> }.into_any(),
+                })
+            }}
+        </section>
+    }
+}
+
+/// The violation list (filtered by rule), a window of rows around the cursor.
+#[component]
+pub fn Violations() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    let rows = move || {
+        let cursor = st.cursor.get().saturating_sub(1);
+        let rule = st.rule.get();
+        st.model.with(|m| {
+            let Some(m) = m else { return (Vec::new(), 0) };
+            let list: Vec<_> = m
+                .violations
+                .iter()
+                .filter(|v| crate::model::rule_matches(v, rule.as_deref()))
+                .collect();
+            let total = list.len();
+            let at = list.partition_point(|v| v.event < cursor);
+            let lo = at.saturating_sub(VIOLATION_ROWS / 2);
+            let hi = (lo + VIOLATION_ROWS).min(total);
+            let lo = hi.saturating_sub(VIOLATION_ROWS);
+            (
+                list.get(lo..hi)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|v| (v.event, v.rule.clone(), v.message.clone()))
+                    .collect::<Vec<_>>(),
+                total,
+            )
+        })
+    };
+    view! {
+        <section class="pane violations" aria-label="Violations" data-testid="violations">
+            {move || {
+                let (rows, total) = rows();
+                let shown = rows.len();
+                let cursor = st.current();
+                view! {
+                    <h2>{format!("Violations ({total})")}{(shown < total).then(|| format!(" · showing {shown} near the cursor"))}</h2>
+                    {(total == 0).then(|| view! { <p class="muted">"No ordering violations in this trace."</p> })}
+                    <ol class="vlist">
+                        {rows.into_iter().map(|(ev, rule, msg)| view! {
+                            <li class:current=move || cursor == Some(ev)>
+                                <button class="vrow" on:click=move |_| { st.playing.set(false); st.seek(ev) }>
+                                    <span class="mono idx">{format!("#{ev}")}</span>
+                                    <span class="rule">{rule}</span>
+                                    <span class="msg">{msg}</span>
+                                </button>
+                            </li>
+                        }).collect_view()}
+                    </ol>
+                }
+            }}
+        </section>
+    }
+}
+
+/// `?`: every shortcut.
+#[component]
+pub fn HelpOverlay() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    view! {
+        <Show when=move || st.help.get()>
+            <div class="overlay" role="dialog" aria-label="Keyboard shortcuts" data-testid="help" on:click=move |_| st.help.set(false)>
+                <div class="dialog" on:click=|e| e.stop_propagation()>
+                    <h2>"Keyboard shortcuts"</h2>
+                    <table class="kv">
+                        {SHORTCUTS.iter().map(|(k, v)| view! { <tr><th><kbd>{*k}</kbd></th><td>{*v}</td></tr> }).collect_view()}
+                    </table>
+                    <p class="muted">"Timeline: drag to pan, wheel to zoom, click an event to move the cursor there."</p>
+                    <button class="btn" on:click=move |_| st.help.set(false)>"Close"</button>
+                </div>
+            </div>
+        </Show>
+    }
+}
+
+/// Paste a trace as text.
+#[component]
+pub fn PasteDialog() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    let text = RwSignal::new(String::new());
+    view! {
+        <Show when=move || st.paste.get()>
+            <div class="overlay" role="dialog" aria-label="Paste trace">
+                <div class="dialog wide">
+                    <h2>"Paste a trace (JSON Lines)"</h2>
+                    <textarea aria-label="Trace text" data-testid="paste-text" rows="12" prop:value=move || text.get()
+                        on:input:target=move |e| text.set(e.target().value())></textarea>
+                    <div class="row">
+                        <button class="btn primary" aria-label="Load pasted trace" on:click=move |_| {
+                            st.paste.set(false);
+                            load::load_bytes(st, "pasted trace".into(), text.get_untracked().into_bytes(), crate::permalink::TraceOrigin::Local, None);
+                        }>"Load"</button>
+                        <button class="btn" on:click=move |_| st.paste.set(false)>"Cancel"</button>
+                    </div>
+                </div>
+            </div>
+        </Show>
+    }
+}

@@ -1,0 +1,217 @@
+//! Permalinks: the view state (cursor, filters, lanes, viewport, consumer) and the trace's
+//! origin (demo, same-origin URL, or the whole trace inlined as deflate + base64url) encoded in
+//! the URL hash, e.g. `#c=12&r=child-before-parent-in-job&v=0,0.05&u=/trace`. Pure functions.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+
+/// Traces whose compressed form is at most this many bytes are inlined in permalinks.
+pub const INLINE_LIMIT: usize = 24 * 1024;
+
+/// Where the trace of a permalink comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceOrigin {
+    /// The built-in demo.
+    Demo,
+    /// A same-origin URL.
+    Url(String),
+    /// The trace bytes, inlined (deflate + base64url in the link).
+    Inline(Vec<u8>),
+    /// Not reproducible from the link (a large local file).
+    Local,
+}
+
+/// Everything a permalink restores.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LinkState {
+    /// Cursor (event index).
+    pub cursor: Option<u32>,
+    /// Violation rule filter.
+    pub rule: Option<String>,
+    /// Search query.
+    pub query: Option<String>,
+    /// Selected consumer.
+    pub consumer: Option<String>,
+    /// Lanes split per source.
+    pub per_source: bool,
+    /// Viewport: (first event at the left edge, events per pixel).
+    pub viewport: Option<(f64, f64)>,
+    /// Trace origin (`None`: not given).
+    pub origin: Option<TraceOrigin>,
+}
+
+fn enc(s: &str) -> String {
+    String::from(js_free_encode(s))
+}
+
+/// Percent-encode everything outside unreserved characters (and `/`).
+fn js_free_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/:".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn dec(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes.get(i), bytes.get(i + 1..i + 3)) {
+            (Some(b'%'), Some(h)) => match std::str::from_utf8(h)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                Some(v) => {
+                    out.push(v);
+                    i += 3;
+                }
+                None => {
+                    out.push(b'%');
+                    i += 1;
+                }
+            },
+            (Some(b), _) => {
+                out.push(*b);
+                i += 1;
+            }
+            (None, _) => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Compress trace bytes for inlining; `None` when the result exceeds [`INLINE_LIMIT`].
+pub fn inline_trace(bytes: &[u8]) -> Option<String> {
+    let packed = miniz_oxide::deflate::compress_to_vec(bytes, 9);
+    let s = URL_SAFE_NO_PAD.encode(packed);
+    (s.len() <= INLINE_LIMIT * 4 / 3 + 4).then_some(s)
+}
+
+/// Inverse of [`inline_trace`]; errors are readable sentences.
+pub fn uninline_trace(s: &str) -> Result<Vec<u8>, String> {
+    let packed = URL_SAFE_NO_PAD
+        .decode(s.as_bytes())
+        .map_err(|e| format!("the link's inline trace is not base64url: {e}"))?;
+    miniz_oxide::inflate::decompress_to_vec_with_limit(&packed, 64 << 20)
+        .map_err(|e| format!("the link's inline trace does not inflate: {e:?}"))
+}
+
+impl LinkState {
+    /// Encode as a URL hash (without the leading `#`).
+    pub fn to_hash(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(c) = self.cursor {
+            parts.push(format!("c={c}"));
+        }
+        if let Some(r) = &self.rule {
+            parts.push(format!("r={}", enc(r)));
+        }
+        if let Some(q) = self.query.as_ref().filter(|q| !q.is_empty()) {
+            parts.push(format!("q={}", enc(q)));
+        }
+        if let Some(k) = &self.consumer {
+            parts.push(format!("k={}", enc(k)));
+        }
+        if self.per_source {
+            parts.push("l=source".into());
+        }
+        if let Some((s, p)) = self.viewport {
+            parts.push(format!("v={s:.1},{p:.4}"));
+        }
+        match &self.origin {
+            Some(TraceOrigin::Demo) => parts.push("d=1".into()),
+            Some(TraceOrigin::Url(u)) => parts.push(format!("u={}", enc(u))),
+            Some(TraceOrigin::Inline(b)) => {
+                if let Some(s) = inline_trace(b) {
+                    parts.push(format!("t={s}"));
+                }
+            }
+            Some(TraceOrigin::Local) | None => {}
+        }
+        parts.join("&")
+    }
+
+    /// Decode a URL hash (with or without `#`). Unknown keys are ignored; an inline trace that
+    /// does not decode is an error.
+    pub fn from_hash(hash: &str) -> Result<LinkState, String> {
+        let mut st = LinkState::default();
+        for part in hash
+            .trim_start_matches('#')
+            .split('&')
+            .filter(|p| !p.is_empty())
+        {
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            match k {
+                "c" => st.cursor = v.parse().ok(),
+                "r" => st.rule = Some(dec(v)),
+                "q" => st.query = Some(dec(v)),
+                "k" => st.consumer = Some(dec(v)),
+                "l" => st.per_source = v == "source",
+                "v" => {
+                    st.viewport = v
+                        .split_once(',')
+                        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                        .filter(|(a, b): &(f64, f64)| a.is_finite() && b.is_finite() && *b > 0.0)
+                }
+                "d" => st.origin = Some(TraceOrigin::Demo),
+                "u" => st.origin = Some(TraceOrigin::Url(dec(v))),
+                "t" => st.origin = Some(TraceOrigin::Inline(uninline_trace(v)?)),
+                _ => {}
+            }
+        }
+        Ok(st)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let st = LinkState {
+            cursor: Some(42),
+            rule: Some("child-before-parent-in-job".into()),
+            query: Some("tier=CPU && job=3".into()),
+            consumer: Some("llmd".into()),
+            per_source: true,
+            viewport: Some((10.0, 0.125)),
+            origin: Some(TraceOrigin::Inline(b"{\"kvscope\":1}\n".to_vec())),
+        };
+        let h = st.to_hash();
+        assert!(
+            !h.contains(' ') && !h.contains('&') || h.split('&').count() == 7,
+            "{h}"
+        );
+        assert_eq!(LinkState::from_hash(&format!("#{h}")).unwrap(), st);
+    }
+
+    #[test]
+    fn url_origin_and_garbage() {
+        let st = LinkState {
+            origin: Some(TraceOrigin::Url("/trace?x=1&y=2".into())),
+            ..Default::default()
+        };
+        assert_eq!(LinkState::from_hash(&st.to_hash()).unwrap(), st);
+        assert!(LinkState::from_hash("t=!!!").is_err());
+        assert_eq!(
+            LinkState::from_hash("c=abc&zz=1").unwrap(),
+            LinkState::default()
+        );
+    }
+
+    #[test]
+    fn large_traces_are_not_inlined() {
+        let big: Vec<u8> = (0..400_000u32)
+            .flat_map(|i| i.wrapping_mul(2654435761).to_le_bytes())
+            .collect();
+        assert!(inline_trace(&big).is_none());
+        assert!(inline_trace(b"small").is_some());
+    }
+}

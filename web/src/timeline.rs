@@ -1,0 +1,644 @@
+//! The timeline: a canvas with one lane per tier (or source × tier), one mark per event in
+//! delivery order, parent→child edges (child-first edges as red backwards arrows), the cursor,
+//! and an overview strip of the whole trace with its violations.
+//!
+//! Only the visible index range is drawn. Zoomed out (more than one event per pixel) marks are
+//! binned per pixel column and lane, so a frame costs O(visible events) array reads plus
+//! O(lanes × width) rectangles, never one draw call per event.
+
+use leptos::ev;
+use leptos::html::Canvas;
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::CanvasRenderingContext2d as Ctx;
+
+use crate::model::{EdgeKind, EventKind, Model};
+use crate::{AppState, Theme, Viewport};
+
+/// Width of the lane-label gutter, CSS px.
+pub const GUTTER: f64 = 128.0;
+/// Height of the overview strip + axis, CSS px.
+const TOP: f64 = 30.0;
+/// Edges are drawn when at most this many events are visible.
+const EDGE_LIMIT: f64 = 6000.0;
+
+struct Palette {
+    bg: &'static str,
+    band: &'static str,
+    grid: &'static str,
+    text: &'static str,
+    muted: &'static str,
+    stored: &'static str,
+    removed: &'static str,
+    cleared: &'static str,
+    violation: &'static str,
+    edge: &'static str,
+    cursor: &'static str,
+    cursor_fill: &'static str,
+}
+
+fn palette(t: Theme) -> Palette {
+    match t {
+        Theme::Light => Palette {
+            bg: "#ffffff",
+            band: "#f4f6f9",
+            grid: "#dde2ea",
+            text: "#1d2430",
+            muted: "#6b7585",
+            stored: "#2f6fdb",
+            removed: "#c77a12",
+            cleared: "#8a4fd6",
+            violation: "#d92d2d",
+            edge: "#9aa5b5",
+            cursor: "#0b8a5f",
+            cursor_fill: "rgba(11,138,95,0.10)",
+        },
+        Theme::Dark => Palette {
+            bg: "#151a22",
+            band: "#1b212b",
+            grid: "#2c3441",
+            text: "#e3e8ef",
+            muted: "#8d97a7",
+            stored: "#5b9cff",
+            removed: "#f0a33a",
+            cleared: "#b48cff",
+            violation: "#ff5a5a",
+            edge: "#5d687a",
+            cursor: "#3ddc97",
+            cursor_fill: "rgba(61,220,151,0.12)",
+        },
+    }
+}
+
+/// Geometry of one frame.
+#[derive(Clone, Copy, Debug)]
+pub struct Frame {
+    /// Canvas width, CSS px.
+    pub w: f64,
+    /// Canvas height, CSS px.
+    pub h: f64,
+    /// Lane height.
+    pub lane_h: f64,
+    /// Viewport.
+    pub vp: Viewport,
+}
+
+impl Frame {
+    /// Plot width (right of the gutter).
+    pub fn plot_w(&self) -> f64 {
+        (self.w - GUTTER).max(1.0)
+    }
+    /// x of the centre of event `i`.
+    pub fn x(&self, i: u32) -> f64 {
+        GUTTER + (f64::from(i) + 0.5 - self.vp.start) / self.vp.per_px
+    }
+    /// y of the centre of lane `l`.
+    pub fn y(&self, l: u16) -> f64 {
+        TOP + (f64::from(l) + 0.5) * self.lane_h
+    }
+    /// Visible event index range (inclusive), clamped to `n`.
+    pub fn range(&self, n: u32) -> Option<(u32, u32)> {
+        if n == 0 {
+            return None;
+        }
+        let lo = self.vp.start.floor().max(0.0);
+        let hi = (self.vp.start + self.plot_w() * self.vp.per_px).ceil();
+        if hi < 0.0 || lo > f64::from(n - 1) {
+            return None;
+        }
+        Some((lo as u32, (hi.min(f64::from(n - 1))) as u32))
+    }
+    /// The lane under y.
+    pub fn lane_at(&self, y: f64, lanes: usize) -> Option<u16> {
+        let l = ((y - TOP) / self.lane_h).floor();
+        (l >= 0.0 && (l as usize) < lanes).then_some(l as u16)
+    }
+}
+
+/// Canvas height (CSS px) for a lane count: about 56 px per lane, within 120..=340.
+pub fn canvas_height(lanes: usize) -> f64 {
+    (TOP + 8.0 + 56.0 * lanes.max(1) as f64).clamp(120.0, 340.0)
+}
+
+/// Lane height for a canvas height and lane count.
+pub fn lane_height(h: f64, lanes: usize) -> f64 {
+    ((h - TOP - 4.0) / lanes.max(1) as f64).clamp(16.0, 72.0)
+}
+
+fn nice_step(raw: f64) -> f64 {
+    let raw = raw.max(1.0);
+    let p = 10f64.powf(raw.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if m * p >= raw {
+            return m * p;
+        }
+    }
+    10.0 * p
+}
+
+fn arrow_head(ctx: &Ctx, x: f64, y: f64, dx: f64, dy: f64, size: f64) {
+    let len = (dx * dx + dy * dy).sqrt().max(1e-6);
+    let (ux, uy) = (dx / len, dy / len);
+    ctx.begin_path();
+    ctx.move_to(x, y);
+    ctx.line_to(
+        x - ux * size - uy * size * 0.6,
+        y - uy * size + ux * size * 0.6,
+    );
+    ctx.line_to(
+        x - ux * size + uy * size * 0.6,
+        y - uy * size - ux * size * 0.6,
+    );
+    ctx.close_path();
+    ctx.fill();
+}
+
+/// Draw one frame.
+pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) {
+    let cursor = current.unwrap_or(u32::MAX);
+    let p = palette(theme);
+    let n = m.len() as u32;
+    ctx.set_fill_style_str(p.bg);
+    ctx.fill_rect(0.0, 0.0, f.w, f.h);
+    let plot_h = f.lane_h * m.lanes.len() as f64;
+    // Lane bands and labels.
+    ctx.set_font("12px system-ui, sans-serif");
+    ctx.set_text_baseline("middle");
+    for (li, lane) in m.lanes.iter().enumerate() {
+        let y0 = TOP + li as f64 * f.lane_h;
+        if li % 2 == 0 {
+            ctx.set_fill_style_str(p.band);
+            ctx.fill_rect(0.0, y0, f.w, f.lane_h);
+        }
+        ctx.set_fill_style_str(p.text);
+        let mut label = lane.title();
+        if label.chars().count() > 18 {
+            label = format!("{}…", label.chars().take(17).collect::<String>());
+        }
+        let _ = ctx.fill_text(&label, 8.0, y0 + f.lane_h / 2.0);
+    }
+    ctx.set_stroke_style_str(p.grid);
+    ctx.set_line_width(1.0);
+    ctx.begin_path();
+    ctx.move_to(GUTTER - 0.5, TOP);
+    ctx.line_to(GUTTER - 0.5, TOP + plot_h);
+    ctx.stroke();
+
+    // Overview strip: the whole trace, violations, and the viewport window.
+    if n > 0 {
+        let ow = f.plot_w();
+        ctx.set_fill_style_str(p.band);
+        ctx.fill_rect(GUTTER, 2.0, ow, 8.0);
+        ctx.set_fill_style_str(p.violation);
+        let mut last_px = -1.0;
+        for v in m
+            .violations
+            .iter()
+            .filter(|v| v.rule != crate::model::CONSUMER_LOSS)
+        {
+            let x = (GUTTER + f64::from(v.event) / f64::from(n) * ow).floor();
+            if x != last_px {
+                ctx.fill_rect(x, 2.0, 1.5, 8.0);
+                last_px = x;
+            }
+        }
+        let a = GUTTER + (f.vp.start.max(0.0) / f64::from(n)) * ow;
+        let b = GUTTER + ((f.vp.start + ow * f.vp.per_px).min(f64::from(n)) / f64::from(n)) * ow;
+        ctx.set_stroke_style_str(p.muted);
+        ctx.stroke_rect(a.min(GUTTER + ow - 2.0), 1.5, (b - a).max(2.0), 9.0);
+        if let Some(c) = current {
+            ctx.set_fill_style_str(p.cursor);
+            ctx.fill_rect(GUTTER + f64::from(c) / f64::from(n) * ow, 0.0, 2.0, 12.0);
+        }
+    }
+
+    let Some((lo, hi)) = f.range(n) else { return };
+    ctx.save();
+    ctx.begin_path();
+    ctx.rect(GUTTER, 12.0, f.plot_w(), f.h - 12.0);
+    ctx.clip();
+
+    // Axis ticks (event index).
+    let step = nice_step(90.0 * f.vp.per_px);
+    ctx.set_fill_style_str(p.muted);
+    ctx.set_font("11px system-ui, sans-serif");
+    ctx.set_stroke_style_str(p.grid);
+    let mut t = (f64::from(lo) / step).floor() * step;
+    while t <= f64::from(hi) {
+        let x = f.x(t as u32);
+        ctx.begin_path();
+        ctx.move_to(x.floor() + 0.5, TOP - 4.0);
+        ctx.line_to(x.floor() + 0.5, TOP + plot_h);
+        ctx.stroke();
+        let _ = ctx.fill_text(&format!("#{}", t as u64), x + 3.0, 20.0);
+        t += step;
+    }
+
+    let mark_w = (0.72 / f.vp.per_px).clamp(1.0, 18.0);
+    let mark_h = (f.lane_h * 0.56).clamp(6.0, 26.0);
+    if f.vp.per_px <= 0.5 {
+        // Batch separators when there is room.
+        if f.vp.per_px <= 0.1 {
+            ctx.set_stroke_style_str(p.grid);
+            let mut prev = None;
+            for i in lo..=hi {
+                let b = m.events.get(i as usize).map(|r| r.batch);
+                if prev.is_some() && b != prev {
+                    let x = f.x(i) - 0.5 / f.vp.per_px;
+                    ctx.begin_path();
+                    ctx.move_to(x.floor() + 0.5, TOP);
+                    ctx.line_to(x.floor() + 0.5, TOP + plot_h);
+                    ctx.stroke();
+                }
+                prev = b;
+            }
+        }
+        // One mark per event.
+        for i in lo..=hi {
+            let (Some(&l), Some(&k)) = (m.lane_of.get(i as usize), m.kinds.get(i as usize)) else {
+                continue;
+            };
+            let x = f.x(i);
+            let y = f.y(l);
+            let viol = m.is_violation(i);
+            match k {
+                EventKind::Stored => {
+                    ctx.set_fill_style_str(if viol { p.violation } else { p.stored });
+                    ctx.fill_rect(x - mark_w / 2.0, y - mark_h / 2.0, mark_w, mark_h);
+                }
+                EventKind::Removed => {
+                    ctx.set_stroke_style_str(p.removed);
+                    ctx.set_line_width(2.0);
+                    ctx.stroke_rect(
+                        x - mark_w / 2.0 + 1.0,
+                        y - mark_h / 2.0 + 1.0,
+                        (mark_w - 2.0).max(1.0),
+                        mark_h - 2.0,
+                    );
+                    ctx.set_line_width(1.0);
+                }
+                EventKind::Cleared => {
+                    ctx.set_fill_style_str(p.cleared);
+                    ctx.fill_rect(x - 1.5, TOP, 3.0, plot_h);
+                }
+            }
+        }
+    } else {
+        // Binned: one column per pixel and lane; colour priority violation > removed > stored.
+        let cols = f.plot_w().ceil() as usize + 1;
+        let lanes = m.lanes.len();
+        let mut bins = vec![0u8; cols * lanes];
+        for i in lo..=hi {
+            let (Some(&l), Some(&k)) = (m.lane_of.get(i as usize), m.kinds.get(i as usize)) else {
+                continue;
+            };
+            let c = ((f64::from(i) - f.vp.start) / f.vp.per_px).floor();
+            if c < 0.0 {
+                continue;
+            }
+            let bit = match k {
+                EventKind::Stored => 1,
+                EventKind::Removed => 2,
+                EventKind::Cleared => 4,
+            };
+            if let Some(slot) = bins.get_mut(l as usize * cols + c as usize) {
+                *slot |= bit;
+            }
+        }
+        for (bit, colour) in [(1u8, p.stored), (2, p.removed), (4, p.cleared)] {
+            ctx.set_fill_style_str(colour);
+            ctx.begin_path();
+            for l in 0..lanes {
+                let y = f.y(l as u16);
+                let row = bins.get(l * cols..(l + 1) * cols).unwrap_or_default();
+                let mut c = 0;
+                while c < row.len() {
+                    if row[c] & bit != 0 {
+                        let s = c;
+                        while c < row.len() && row[c] & bit != 0 {
+                            c += 1;
+                        }
+                        let hgt = if bit == 1 { mark_h } else { mark_h * 0.5 };
+                        ctx.rect(GUTTER + s as f64, y - hgt / 2.0, (c - s) as f64, hgt);
+                    } else {
+                        c += 1;
+                    }
+                }
+            }
+            ctx.fill();
+        }
+        // Violations on top, always visible.
+        let a = m.violations.partition_point(|v| v.event < lo);
+        let b = m.violations.partition_point(|v| v.event <= hi);
+        ctx.set_fill_style_str(p.violation);
+        for v in m
+            .violations
+            .get(a..b)
+            .unwrap_or_default()
+            .iter()
+            .filter(|v| v.rule != crate::model::CONSUMER_LOSS)
+        {
+            let l = m.lane_of.get(v.event as usize).copied().unwrap_or(0);
+            ctx.fill_rect(
+                f.x(v.event).floor() - 1.0,
+                f.y(l) - mark_h / 2.0 - 2.0,
+                3.0,
+                mark_h + 4.0,
+            );
+        }
+    }
+
+    // Edges.
+    let visible = f64::from(hi - lo + 1);
+    let edges: Vec<_> = if visible <= EDGE_LIMIT {
+        m.edges_with_child_in(lo, hi).to_vec()
+    } else {
+        let a = m.violations.partition_point(|v| v.event < lo);
+        let b = m.violations.partition_point(|v| v.event <= hi);
+        m.violations
+            .get(a..b)
+            .unwrap_or_default()
+            .iter()
+            .take(400)
+            .flat_map(|v| m.parents_of(v.event).iter().copied())
+            .filter(|e| e.kind == EdgeKind::ChildFirst)
+            .collect()
+    };
+    for e in &edges {
+        let (Some(&lp), Some(&lc)) = (
+            m.lane_of.get(e.parent as usize),
+            m.lane_of.get(e.child as usize),
+        ) else {
+            continue;
+        };
+        let (xp, yp, xc, yc) = (f.x(e.parent), f.y(lp), f.x(e.child), f.y(lc));
+        let touches = e.parent == cursor || e.child == cursor;
+        let (colour, width, bow) = match e.kind {
+            EdgeKind::Forward => (
+                if touches { p.cursor } else { p.edge },
+                if touches { 2.0 } else { 1.0 },
+                -1.0,
+            ),
+            EdgeKind::ChildFirst => (p.violation, if touches { 3.0 } else { 2.0 }, 1.0),
+            EdgeKind::CrossLane => (
+                if touches { p.cursor } else { p.edge },
+                if touches { 1.5 } else { 0.8 },
+                -1.0,
+            ),
+        };
+        ctx.set_stroke_style_str(colour);
+        ctx.set_fill_style_str(colour);
+        ctx.set_line_width(width);
+        if e.kind == EdgeKind::CrossLane {
+            let _ = ctx.set_line_dash(&js_sys::Array::of2(&4.0.into(), &4.0.into()));
+        }
+        let dx = (xc - xp).abs();
+        let lift = (dx * 0.35).clamp(8.0, f.lane_h * 0.45) * bow;
+        let (sy, ey) = if lp == lc {
+            (yp + bow * mark_h / 2.0, yc + bow * mark_h / 2.0)
+        } else {
+            (yp, yc)
+        };
+        let cx = (xp + xc) / 2.0;
+        let cy = (sy + ey) / 2.0 + if lp == lc { lift } else { 0.0 };
+        ctx.begin_path();
+        ctx.move_to(xp, sy);
+        ctx.quadratic_curve_to(cx, cy, xc, ey);
+        ctx.stroke();
+        if e.kind == EdgeKind::CrossLane {
+            let _ = ctx.set_line_dash(&js_sys::Array::new());
+        }
+        if e.kind != EdgeKind::CrossLane || touches {
+            arrow_head(
+                ctx,
+                xc,
+                ey,
+                xc - cx,
+                ey - cy,
+                if e.kind == EdgeKind::ChildFirst {
+                    8.0
+                } else {
+                    5.0
+                },
+            );
+        }
+    }
+    ctx.set_line_width(1.0);
+
+    // Cursor: the current event (nothing before the first step).
+    if let Some(c) = current {
+        let cursor_x = f.x(c);
+        ctx.set_fill_style_str(p.cursor_fill);
+        let cw = (1.0 / f.vp.per_px).max(3.0);
+        ctx.fill_rect(cursor_x - cw / 2.0, TOP, cw, plot_h);
+        ctx.set_stroke_style_str(p.cursor);
+        ctx.set_line_width(2.0);
+        ctx.begin_path();
+        ctx.move_to(cursor_x, TOP - 6.0);
+        ctx.line_to(cursor_x, TOP + plot_h);
+        ctx.stroke();
+        if let Some(&l) = m.lane_of.get(c as usize) {
+            ctx.stroke_rect(
+                cursor_x - mark_w / 2.0 - 3.0,
+                f.y(l) - mark_h / 2.0 - 3.0,
+                mark_w + 6.0,
+                mark_h + 6.0,
+            );
+        }
+    }
+    ctx.set_line_width(1.0);
+    ctx.restore();
+}
+
+/// Pick the event nearest to a click at (x, y): in the lane under y when possible.
+pub fn pick(m: &Model, f: Frame, x: f64, y: f64) -> Option<u32> {
+    let n = m.len() as u32;
+    if n == 0 || x < GUTTER {
+        return None;
+    }
+    let at = f.vp.start + (x - GUTTER) * f.vp.per_px - 0.5;
+    let radius = (8.0 * f.vp.per_px).max(1.0).min(50_000.0);
+    let lo = (at - radius).floor().max(0.0) as u32;
+    let hi = ((at + radius).ceil().max(0.0) as u32).min(n - 1);
+    let lane = f.lane_at(y, m.lanes.len());
+    let dist = |i: u32| (f64::from(i) - at).abs();
+    let best_in_lane = (lo..=hi)
+        .filter(|&i| lane.is_none_or(|l| m.lane_of.get(i as usize) == Some(&l)))
+        .min_by(|a, b| dist(*a).total_cmp(&dist(*b)));
+    best_in_lane.or_else(|| {
+        (at.round().max(0.0) as u32 <= n - 1).then(|| (at.round().max(0.0) as u32).min(n - 1))
+    })
+}
+
+/// The timeline component.
+#[component]
+pub fn Timeline() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    let canvas = NodeRef::<Canvas>::new();
+    let size = RwSignal::new((1000.0f64, 240.0f64));
+    let measure = move || {
+        if let Some(c) = canvas.get_untracked() {
+            let el: &web_sys::Element = c.as_ref();
+            let r = el.get_bounding_client_rect();
+            if r.width() > 0.0 {
+                size.set((r.width(), r.height()));
+                st.plot_width.set((r.width() - GUTTER).max(1.0));
+            }
+        }
+    };
+    let resize = window_event_listener(ev::resize, move |_| measure());
+    on_cleanup(move || resize.remove());
+    // Measure once mounted, and when the lane count changes (height follows lanes).
+    Effect::new(move |_| {
+        st.model.track();
+        request_animation_frame(measure);
+    });
+    let frame = move || {
+        let (w, h) = size.get();
+        let lanes = st
+            .model
+            .with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1));
+        Frame {
+            w,
+            h,
+            lane_h: lane_height(h, lanes),
+            vp: st.viewport.get(),
+        }
+    };
+    Effect::new(move |_| {
+        let f = frame();
+        let cursor = st.current();
+        let theme = st.theme.get();
+        let Some(c) = canvas.get() else { return };
+        let dpr = window().device_pixel_ratio().max(1.0);
+        let (pw, ph) = ((f.w * dpr).round() as u32, (f.h * dpr).round() as u32);
+        if c.width() != pw || c.height() != ph {
+            c.set_width(pw);
+            c.set_height(ph);
+        }
+        let Some(ctx) = c
+            .get_context("2d")
+            .ok()
+            .flatten()
+            .and_then(|x| x.dyn_into::<Ctx>().ok())
+        else {
+            return;
+        };
+        let _ = ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0);
+        st.model.with(|m| match m {
+            Some(m) => draw(&ctx, m, cursor, f, theme),
+            None => {
+                let p = palette(theme);
+                ctx.set_fill_style_str(p.bg);
+                ctx.fill_rect(0.0, 0.0, f.w, f.h);
+            }
+        });
+    });
+    let drag: StoredValue<Option<(f64, f64, bool)>> = StoredValue::new(None);
+    let on_down = move |e: ev::MouseEvent| {
+        drag.set_value(Some((
+            f64::from(e.offset_x()),
+            f64::from(e.offset_y()),
+            false,
+        )));
+    };
+    let on_move = move |e: ev::MouseEvent| {
+        if let Some((x0, y0, moved)) = drag.get_value() {
+            if e.buttons() & 1 == 0 {
+                drag.set_value(None);
+                return;
+            }
+            let x = f64::from(e.offset_x());
+            if moved || (x - x0).abs() > 3.0 {
+                st.pan(x0 - x);
+                drag.set_value(Some((x, y0, true)));
+            }
+        }
+    };
+    let on_up = move |e: ev::MouseEvent| {
+        let Some((_, _, moved)) = drag.get_value() else {
+            return;
+        };
+        drag.set_value(None);
+        if moved {
+            return;
+        }
+        let f = frame();
+        let hit = st.model.with_untracked(|m| {
+            m.as_ref()
+                .and_then(|m| pick(m, f, f64::from(e.offset_x()), f64::from(e.offset_y())))
+        });
+        if let Some(i) = hit {
+            st.playing.set(false);
+            st.cursor.set(i + 1);
+        } else if f64::from(e.offset_y()) < 12.0 && f64::from(e.offset_x()) > GUTTER {
+            // Click in the overview strip: jump there.
+            let n = f64::from(st.len());
+            let i = ((f64::from(e.offset_x()) - GUTTER) / f.plot_w() * n)
+                .floor()
+                .max(0.0);
+            st.seek(i as u32);
+        }
+    };
+    let on_wheel = move |e: ev::WheelEvent| {
+        e.prevent_default();
+        let (dx, dy) = (e.delta_x(), e.delta_y());
+        if e.shift_key() || dx.abs() > dy.abs() {
+            st.pan(if dx.abs() > dy.abs() { dx } else { dy });
+        } else {
+            st.zoom((dy * 0.0015).exp(), f64::from(e.offset_x()) - GUTTER);
+        }
+    };
+    let label = move || {
+        st.model.with(|m| match m {
+            Some(m) => format!(
+                "Timeline: {} events in {} lanes; {} events applied",
+                m.len(),
+                m.lanes.len(),
+                st.cursor.get()
+            ),
+            None => "Timeline: no trace".into(),
+        })
+    };
+    view! {
+        <section class="timeline" aria-label="Timeline">
+            <div class="legend">
+                <span class="sw stored" aria-hidden="true"></span>"BlockStored"
+                <span class="sw removed"></span>"BlockRemoved"
+                <span class="sw cleared"></span>"AllBlocksCleared"
+                <span class="sw viol"></span>"violation (red arrow: child delivered before parent)"
+                <span class="hint">"drag to pan · wheel to zoom · click to select · ? for keys"</span>
+                <crate::controls::LanePicker/>
+            </div>
+            <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
+                style:height=move || format!("{}px", canvas_height(st.model.with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1))))
+                on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up on:wheel=on_wheel></canvas>
+        </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_geometry() {
+        let f = Frame {
+            w: 1128.0,
+            h: 200.0,
+            lane_h: 40.0,
+            vp: Viewport {
+                start: 10.0,
+                per_px: 0.1,
+            },
+        };
+        assert_eq!(f.range(1000), Some((10, 110)));
+        assert_eq!(f.range(50), Some((10, 49)));
+        assert_eq!(f.range(5), None);
+        assert!((f.x(10) - (GUTTER + 5.0)).abs() < 1e-9);
+        assert_eq!(f.lane_at(TOP + 45.0, 3), Some(1));
+        assert_eq!(f.lane_at(TOP + 500.0, 3), None);
+        assert_eq!(nice_step(3.0), 5.0);
+        assert_eq!(nice_step(120.0), 200.0);
+    }
+}

@@ -1,0 +1,188 @@
+//! Component tests in headless Chromium (wasm-bindgen-test): mount the app, load traces, step,
+//! and check the DOM. Run with `wasm-pack test --headless --chrome web` or
+//! `cargo test -p kvscope-web --target wasm32-unknown-unknown` (runner in `.cargo/config.toml`).
+#![cfg(target_arch = "wasm32")]
+
+use kvscope_web::{load, permalink::TraceOrigin, App, AppState};
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+async fn sleep(ms: i32) {
+    let p = js_sys::Promise::new(&mut |resolve, _| {
+        let _ = web_sys::window()
+            .unwrap()
+            .set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+    });
+    JsFuture::from(p).await.unwrap();
+}
+
+fn container() -> web_sys::HtmlElement {
+    let doc = document();
+    let div = doc.create_element("div").unwrap();
+    doc.body().unwrap().append_child(&div).unwrap();
+    div.unchecked_into()
+}
+
+fn el(root: &web_sys::HtmlElement, id: &str) -> Option<web_sys::HtmlElement> {
+    root.query_selector(&format!("[data-testid={id}]"))
+        .ok()
+        .flatten()
+        .map(|e| e.unchecked_into())
+}
+
+fn text(root: &web_sys::HtmlElement, id: &str) -> String {
+    el(root, id).map(|e| e.inner_text()).unwrap_or_default()
+}
+
+/// Wait (up to ~3 s) until `id`'s text contains `needle`.
+async fn until(root: &web_sys::HtmlElement, id: &str, needle: &str) -> String {
+    for _ in 0..300 {
+        let t = text(root, id);
+        if t.contains(needle) {
+            return t;
+        }
+        sleep(10).await;
+    }
+    panic!(
+        "[data-testid={id}] never contained {needle:?}; it says {:?}",
+        text(root, id)
+    );
+}
+
+async fn click(root: &web_sys::HtmlElement, id: &str) {
+    el(root, id)
+        .unwrap_or_else(|| panic!("no [data-testid={id}]"))
+        .click();
+    sleep(10).await;
+}
+
+#[wasm_bindgen_test]
+async fn mounts_with_the_demo_and_steps() {
+    let root = container();
+    let _h = leptos::mount::mount_to(root.clone(), App);
+    sleep(10).await;
+    until(&root, "stats", "12 events").await;
+    assert_eq!(text(&root, "counter"), "0 / 12");
+    assert!(text(&root, "details-title").contains("Start of the trace"));
+
+    click(&root, "step-forward").await;
+    assert_eq!(until(&root, "counter", "1 / 12").await, "1 / 12");
+    assert!(
+        text(&root, "details-title").starts_with("#0 BlockStored"),
+        "{}",
+        text(&root, "details-title")
+    );
+    // Demo (legacy order): event 0 is a child delivered before its parent.
+    assert!(text(&root, "violation-detail").contains("child-before-parent-in-job"));
+    assert!(
+        text(&root, "details").contains("dropped_orphan"),
+        "llm-d's verdict is shown"
+    );
+
+    click(&root, "next-violation").await;
+    until(&root, "counter", "10 / 12").await;
+    assert!(text(&root, "details-title").starts_with("#9 "));
+    click(&root, "step-back").await;
+    until(&root, "counter", "9 / 12").await;
+    click(&root, "prev-violation").await;
+    until(&root, "counter", "1 / 12").await;
+    assert!(text(&root, "consumer-llmd").contains("dropped_orphan"));
+}
+
+#[wasm_bindgen_test]
+async fn loads_a_multi_tier_trace_and_reports_bad_input_with_its_line() {
+    let root = container();
+    let st = AppState::new();
+    let _h = {
+        let st = st;
+        leptos::mount::mount_to(root.clone(), move || {
+            provide_context(st);
+            view! {
+                <kvscope_web::panels::StatusBanner/>
+                <kvscope_web::controls::StepBar/>
+                <kvscope_web::panels::Details/>
+                <kvscope_web::panels::Violations/>
+            }
+        })
+    };
+    load::load_bytes(
+        st,
+        "tiers.jsonl".into(),
+        include_bytes!("../fixtures/tiers.jsonl").to_vec(),
+        TraceOrigin::Local,
+        None,
+    );
+    until(&root, "status", "Loaded tiers.jsonl: 12 events").await;
+    let lanes: Vec<String> = st.model.with_untracked(|m| {
+        m.as_ref()
+            .unwrap()
+            .lanes
+            .iter()
+            .map(|l| l.title())
+            .collect()
+    });
+    assert_eq!(lanes, ["GPU", "CPU", "STORAGE:fs0"]);
+    assert!(text(&root, "violations").contains("child-before-parent-in-job"));
+
+    // Bytes hashes and exact u64 decimals survive into the details panel.
+    st.seek(0);
+    sleep(10).await;
+    let d = text(&root, "details");
+    assert!(
+        d.contains("11001") && d.contains("0x0000000000002af9"),
+        "{d}"
+    );
+
+    load::load_bytes(
+        st,
+        "bad.jsonl".into(),
+        b"{\"kvscope\": 1}\n{\"source\": \"x\", \"seq\": 0, \"ts\": 1.0, \"events\": 5}\n".to_vec(),
+        TraceOrigin::Local,
+        None,
+    );
+    let err = until(&root, "load-error", "line 2").await;
+    assert!(err.contains("bad.jsonl"), "{err}");
+    // The previous trace stays loaded.
+    assert_eq!(st.len(), 12);
+}
+
+#[wasm_bindgen_test]
+async fn search_and_rule_filter() {
+    let root = container();
+    let st = AppState::new();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! { <kvscope_web::controls::StepBar/><kvscope_web::panels::Details/> }
+    });
+    load::load_bytes(
+        st,
+        "tiers.jsonl".into(),
+        include_bytes!("../fixtures/tiers.jsonl").to_vec(),
+        TraceOrigin::Local,
+        None,
+    );
+    for _ in 0..300 {
+        if st.len() > 0 {
+            break;
+        }
+        sleep(10).await;
+    }
+    st.query.set("tier=STORAGE:fs0".into());
+    assert!(st.search_next());
+    sleep(10).await;
+    assert!(
+        text(&root, "details-title").contains("STORAGE:fs0"),
+        "{}",
+        text(&root, "details-title")
+    );
+    st.query.set("hash=999999".into());
+    assert!(!st.search_next());
+    sleep(10).await;
+    assert_eq!(text(&root, "search-note"), "no match");
+    st.rule.set(Some("seq-gap".into()));
+    assert!(!st.next_violation(), "no seq-gap in this trace");
+}
