@@ -21,6 +21,8 @@ command -v chromium >/dev/null || need_apt+=(chromium)
 command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 dpkg -s libzmq3-dev >/dev/null 2>&1 || need_apt+=(libzmq3-dev)
 dpkg -s pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+command -v node >/dev/null || need_apt+=(nodejs)
+command -v npm >/dev/null || need_apt+=(npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -44,6 +46,13 @@ fi
 if ! command -v wasm-pack >/dev/null; then
   log "cargo install wasm-pack"
   cargo install wasm-pack --locked
+fi
+
+# wasm-opt for the npm package: npm binaryen 132 in tests/node (never Debian's binaryen, whose
+# wasm-opt 108 breaks wasm-bindgen output). scripts/test.sh puts it first on PATH.
+if [ "$(tests/node/node_modules/.bin/wasm-opt --version 2>/dev/null)" != "wasm-opt version 132 (version_132)" ]; then
+  log "npm ci in tests/node (binaryen 132)"
+  npm ci --prefix tests/node --no-audit --no-fund
 fi
 
 # npm packages of the browser tests and the build (tests/e2e): playwright-core and binaryen 132

@@ -30,7 +30,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.consumer
         ))
     })?;
-    let config = config(&[args.consumer.clone()], &[], &args.models)?;
+    let config = config(std::slice::from_ref(&args.consumer), &[], &args.models)?;
     let trace = load_trace(&args.trace)?;
     let mut lines: Vec<EventVerdict> = Vec::new();
     let mut resolved_by: Vec<Option<usize>> = Vec::new();

@@ -19,7 +19,10 @@
 pub mod compare;
 pub mod rules;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+type HashSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
 
 use serde::{Deserialize, Serialize};
 
@@ -119,9 +122,9 @@ impl EventIndex {
     /// Build the index (interning sources, tiers and jobs).
     pub fn build(trace: &Trace) -> EventIndex {
         let mut idx = EventIndex::default();
-        let mut sources: HashMap<String, u32> = HashMap::new();
-        let mut tiers: HashMap<Tier, u32> = HashMap::new();
-        let mut jobs: HashMap<JobKey, u32> = HashMap::new();
+        let mut sources: HashMap<String, u32> = HashMap::default();
+        let mut tiers: HashMap<Tier, u32> = HashMap::default();
+        let mut jobs: HashMap<JobKey, u32> = HashMap::default();
         for (ri, rec) in trace.records.iter().enumerate() {
             let TraceRecord::Batch(b) = rec else { continue };
             let sid = *sources.entry(b.source.clone()).or_insert_with(|| {
@@ -347,6 +350,9 @@ impl Analysis {
     }
 }
 
+/// A callback receiving `(event index, consumer, verdict at delivery, resolutions)`.
+pub type VerdictSink<'a> = dyn FnMut(usize, ConsumerKind, &EventVerdict, &[Resolution]) + 'a;
+
 /// Analyse a trace.
 pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Analysis {
     run_inner(trace, config, None, None)
@@ -358,7 +364,7 @@ pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Analysis {
 pub fn analyze_with(
     trace: &Trace,
     config: &AnalysisConfig,
-    sink: &mut dyn FnMut(usize, ConsumerKind, &EventVerdict, &[Resolution]),
+    sink: &mut VerdictSink<'_>,
 ) -> Analysis {
     run_inner(trace, config, Some(sink), None)
 }
@@ -461,7 +467,7 @@ struct LossTrack {
 pub(crate) fn run_inner(
     trace: &Trace,
     config: &AnalysisConfig,
-    mut sink: Option<&mut dyn FnMut(usize, ConsumerKind, &EventVerdict, &[Resolution])>,
+    mut sink: Option<&mut VerdictSink<'_>>,
     mut recorder: Option<&mut dyn Recorder>,
 ) -> Analysis {
     let index = EventIndex::build(trace);
@@ -475,10 +481,10 @@ pub(crate) fn run_inner(
     let mut lost_blocks: Vec<Vec<(usize, u64)>> = vec![Vec::new(); consumers.len()];
     let mut tracks: Vec<LossTrack> = (0..consumers.len()).map(|_| LossTrack::default()).collect();
     let mut presence = Presence::default();
-    let mut waiting: HashMap<u64, Vec<Waiter>> = HashMap::new();
+    let mut waiting: HashMap<u64, Vec<Waiter>> = HashMap::default();
     let mut raw: Vec<Finding> = Vec::new();
     let mut resolved = Vec::new();
-    let mut last_seq: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut last_seq: HashMap<(u32, u32), u64> = HashMap::default();
     let mut gap_records: Vec<(usize, &crate::trace::SeqGap)> = Vec::new();
 
     // Gap records and sequence numbers (per record, before its events).
@@ -564,11 +570,11 @@ pub(crate) fn run_inner(
             Some(TraceRecord::Batch(b)) => b.origin,
             _ => 0,
         };
-        let source_name = index
+        let source_name: &str = index
             .sources
             .get(loc.source as usize)
-            .cloned()
-            .unwrap_or_default();
+            .map(String::as_str)
+            .unwrap_or("");
         // Consumers.
         for (c, consumer) in consumers.iter_mut().enumerate() {
             resolved.clear();
@@ -650,7 +656,7 @@ pub(crate) fn run_inner(
                         i,
                         origin,
                         &loc,
-                        &source_name,
+                        source_name,
                         doubles,
                         None,
                         None,
@@ -744,7 +750,7 @@ pub(crate) fn run_inner(
                         i,
                         origin,
                         &loc,
-                        &source_name,
+                        source_name,
                         unknown,
                         None,
                         None,

@@ -611,3 +611,70 @@ fn rule_levels_and_double_store_remove_unknown() {
     assert!(config.rules.apply_override("nope=deny").is_err());
     assert!(config.rules.apply_override("seq-gap=loud").is_err());
 }
+
+/// Children announced before their parent within the same provenance job (an independent
+/// count from the trace alone).
+fn expected_in_job(t: &Trace) -> usize {
+    let mut count = 0;
+    for b in t.batches() {
+        let Some(prov) = &b.provenance else { continue };
+        for (i, (e, p)) in b.events.iter().zip(prov).enumerate() {
+            let (KvEvent::BlockStored(s), Some(job)) = (e, p.job_id) else {
+                continue;
+            };
+            let Some(parent) = &s.parent_block_hash else {
+                continue;
+            };
+            let later = b.events.iter().zip(prov).skip(i + 1).any(|(e2, p2)| {
+                p2.job_id == Some(job)
+                    && p2.tier == p.tier
+                    && matches!(e2, KvEvent::BlockStored(s2) if s2.block_hashes.contains(parent))
+            });
+            if later {
+                count += 1;
+            }
+        }
+    }
+    count
+}
+
+#[test]
+fn builtin_scenarios_fixed_has_no_in_job_violations_and_legacy_the_expected_ones() {
+    use crate::order::OrderMode;
+    use crate::scenario::{builtin::BUILTINS, Scenario};
+    let mut legacy_total = 0;
+    for b in BUILTINS {
+        let mut s = Scenario::from_json(b.json).unwrap();
+        s.order = OrderMode::Fixed;
+        let fixed = crate::sim::simulate(&s).unwrap();
+        let a = run(&fixed);
+        assert_eq!(a.count(Rule::ChildBeforeParentInJob), 0, "{}", b.name);
+        assert_eq!(expected_in_job(&fixed), 0, "{}", b.name);
+        assert!(
+            !a.has_deny(),
+            "{}: {:#?}",
+            b.name,
+            a.findings
+                .iter()
+                .filter(|f| f.level == Level::Deny)
+                .collect::<Vec<_>>()
+        );
+        s.order = OrderMode::CPython {
+            python_hash_seed: 0,
+        };
+        let legacy = crate::sim::simulate(&s).unwrap();
+        let a = run(&legacy);
+        let want = expected_in_job(&legacy);
+        assert_eq!(a.count(Rule::ChildBeforeParentInJob), want, "{}", b.name);
+        assert!(a
+            .findings
+            .iter()
+            .filter(|f| f.rule == Rule::ChildBeforeParentInJob)
+            .all(|f| !f.inferred));
+        legacy_total += want;
+    }
+    assert!(
+        legacy_total > 0,
+        "some built-in scenario must reorder under the legacy order"
+    );
+}

@@ -24,11 +24,9 @@
 
 use std::sync::Arc;
 
-use imbl::{HashMap, Vector};
-
 use super::{
-    bump, content_hash, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Resolution,
-    VerdictKind,
+    bump, content_hash, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map,
+    Resolution, Set, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -69,11 +67,11 @@ impl StorageTier {
 /// One compressed edge of a worker's device tree (`RadixBlock` + `NodeState`).
 #[derive(Clone, Debug)]
 struct Node {
-    edge: Vector<(u64, u64)>,
-    edge_index: HashMap<u64, usize>,
+    edge: Vec<(u64, u64)>,
+    edge_index: Map<u64, usize>,
     /// The worker covers `edge[..cutoff]` (`full_edge_workers` ⇔ `cutoff == edge.len()`).
     cutoff: usize,
-    children: HashMap<u64, NodeId>,
+    children: Map<u64, NodeId>,
     parent: Option<NodeId>,
     internal: bool,
 }
@@ -94,21 +92,24 @@ struct EdgeOwners {
     owners: Arc<[Worker]>,
 }
 
+/// A lower-tier owner's blocks: `hash → ((parent, local hash), kvscope tier id)`.
+type OwnerBlocks = Map<u64, ((Option<u64>, u64), u32)>;
+
 /// The Dynamo model.
 #[derive(Clone, Debug)]
 pub struct Dynamo {
     kv_block_size: u32,
     clear_all_ranks: bool,
     next_node: NodeId,
-    nodes: HashMap<NodeId, Node>,
+    nodes: Map<NodeId, Node>,
     /// Root children per worker (`root.children`, split per worker).
-    roots: HashMap<(Worker, u64), NodeId>,
+    roots: Map<(Worker, u64), NodeId>,
     /// `lookup[(worker, dp_rank)]: engine hash → node`.
-    lookup: HashMap<Worker, HashMap<u64, (NodeId, u32)>>,
+    lookup: Map<Worker, Map<u64, (NodeId, u32)>>,
     /// Lower tiers: `edges[(tier, parent, local)]`.
-    edges: HashMap<(StorageTier, Option<u64>, u64), EdgeOwners>,
+    edges: Map<(StorageTier, Option<u64>, u64), EdgeOwners>,
     /// Lower tiers: `worker_blocks[(tier, worker)][hash] = (parent, local)`.
-    worker_blocks: HashMap<(StorageTier, Worker), HashMap<u64, ((Option<u64>, u64), u32)>>,
+    worker_blocks: Map<(StorageTier, Worker), OwnerBlocks>,
     lanes: Lanes,
 }
 
@@ -119,11 +120,11 @@ impl Dynamo {
             kv_block_size,
             clear_all_ranks,
             next_node: 0,
-            nodes: HashMap::new(),
-            roots: HashMap::new(),
-            lookup: HashMap::new(),
-            edges: HashMap::new(),
-            worker_blocks: HashMap::new(),
+            nodes: Map::default(),
+            roots: Map::default(),
+            lookup: Map::default(),
+            edges: Map::default(),
+            worker_blocks: Map::default(),
             lanes: Lanes::new(),
         }
     }
@@ -187,7 +188,7 @@ impl Dynamo {
     fn new_node(&mut self, blocks: &[(u64, u64)], parent: Option<NodeId>) -> NodeId {
         let id = self.next_node;
         self.next_node += 1;
-        let edge: Vector<(u64, u64)> = blocks.iter().copied().collect();
+        let edge: Vec<(u64, u64)> = blocks.to_vec();
         let edge_index = blocks.iter().enumerate().map(|(i, b)| (b.1, i)).collect();
         self.nodes.insert(
             id,
@@ -195,7 +196,7 @@ impl Dynamo {
                 cutoff: edge.len(),
                 edge,
                 edge_index,
-                children: HashMap::new(),
+                children: Map::default(),
                 parent,
                 internal: false,
             },
@@ -229,7 +230,7 @@ impl Dynamo {
         node.cutoff = node_cut;
         let suffix_id = self.next_node;
         self.next_node += 1;
-        let first_local = suffix_edge.front().map(|b| b.0).unwrap_or_default();
+        let first_local = suffix_edge.first().map(|b| b.0).unwrap_or_default();
         let suffix = Node {
             edge_index: suffix_edge
                 .iter()
@@ -267,7 +268,7 @@ impl Dynamo {
         if node.cutoff > 0 {
             return;
         }
-        let first = node.edge.front().map(|b| b.0);
+        let first = node.edge.first().map(|b| b.0);
         let parent = node.parent;
         if let Some(key) = first {
             match parent {
@@ -315,7 +316,7 @@ impl Dynamo {
         if let Some(n) = self.nodes.get_mut(&id) {
             let old = n.edge.len();
             for (i, b) in blocks.iter().enumerate() {
-                n.edge.push_back(*b);
+                n.edge.push(*b);
                 n.edge_index.insert(b.1, old + i);
             }
             n.cutoff = n.edge.len();
@@ -379,7 +380,7 @@ impl Dynamo {
                     self.update_lookup(w, blocks, id, lane);
                     return Ok(());
                 }
-                if node.edge.back().map(|b| b.1) != Some(p) {
+                if node.edge.last().map(|b| b.1) != Some(p) {
                     self.split(w, id, pos + 1, lane);
                 }
                 Some(id)
@@ -444,7 +445,7 @@ impl Dynamo {
     /// `RadixTree::apply_removed`: per-hash outcomes plus hashes dropped with their edge.
     fn device_remove(&mut self, w: Worker, hashes: &[u64], lane: LaneKey) -> Vec<BlockVerdict> {
         let mut out = Vec::with_capacity(hashes.len());
-        let mut eagerly: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        let mut eagerly: Set<u64> = Set::default();
         let mut i = 0;
         while let Some(&h) = hashes.get(i) {
             i += 1;
@@ -464,10 +465,11 @@ impl Dynamo {
                 }
                 continue;
             };
-            let Some(node) = self.nodes.get(&id).cloned() else {
-                continue;
+            let first_pos = match self.nodes.get(&id) {
+                Some(n) => n.edge_index.get(&h).copied(),
+                None => continue,
             };
-            let Some(first_pos) = node.edge_index.get(&h).copied() else {
+            let Some(first_pos) = first_pos else {
                 self.lookup_insert(w, h, id, lane);
                 out.push(BlockVerdict {
                     hash: h,
@@ -481,6 +483,9 @@ impl Dynamo {
                 verdict: VerdictKind::Removed,
                 reason: None,
             });
+            let Some(node) = self.nodes.get(&id) else {
+                continue;
+            };
             let mut min_pos = first_pos;
             let mut min_hash = h;
             if node.covers(first_pos) {
@@ -560,7 +565,7 @@ impl Dynamo {
                 self.roots.remove(&r);
             }
             if self.clear_all_ranks {
-                self.lookup.insert(wk, HashMap::new());
+                self.lookup.insert(wk, Map::default());
             }
         }
     }
@@ -575,11 +580,7 @@ impl Dynamo {
     ) -> usize {
         let mut parent = parent_hash;
         let mut stored = 0;
-        let mut map = self
-            .worker_blocks
-            .get(&(tier, w))
-            .cloned()
-            .unwrap_or_default();
+        let mut map = self.worker_blocks.remove(&(tier, w)).unwrap_or_default();
         for b in blocks {
             let key = (parent, b.0);
             if map.get(&b.1).is_some_and(|k| k.0 != key) {
@@ -646,11 +647,7 @@ impl Dynamo {
         hashes: &[u64],
         lane: LaneKey,
     ) -> Vec<BlockVerdict> {
-        let mut map = self
-            .worker_blocks
-            .get(&(tier, w))
-            .cloned()
-            .unwrap_or_default();
+        let mut map = self.worker_blocks.remove(&(tier, w)).unwrap_or_default();
         let mut out = Vec::with_capacity(hashes.len());
         for &h in hashes {
             match map.remove(&h) {

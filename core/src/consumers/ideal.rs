@@ -8,10 +8,9 @@
 
 use std::sync::Arc;
 
-use imbl::{HashMap, HashSet};
-
 use super::{
-    bump, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Resolution, VerdictKind,
+    bump, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map, Resolution, Set,
+    VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -26,9 +25,9 @@ struct PendingEvent {
 #[derive(Clone, Debug)]
 pub struct Ideal {
     pending_limit: usize,
-    known: HashMap<u64, u32>,
-    present: HashSet<(u64, LaneKey)>,
-    pending: HashMap<u64, Arc<[PendingEvent]>>,
+    known: Map<u64, u32>,
+    present: Set<(u64, LaneKey)>,
+    pending: Map<u64, Arc<[PendingEvent]>>,
     pending_events: usize,
     lanes: Lanes,
 }
@@ -38,9 +37,9 @@ impl Ideal {
     pub fn new(pending_limit: usize) -> Self {
         Ideal {
             pending_limit,
-            known: HashMap::new(),
-            present: HashSet::new(),
-            pending: HashMap::new(),
+            known: Map::default(),
+            present: Set::default(),
+            pending: Map::default(),
             pending_events: 0,
             lanes: Lanes::new(),
         }
@@ -52,7 +51,7 @@ impl Ideal {
     }
 
     fn hold(&mut self, h: u64, lane: LaneKey) {
-        if self.present.insert((h, lane)).is_none() {
+        if self.present.insert((h, lane)) {
             bump(&mut self.lanes, lane, |c| c.indexed += 1);
             let n = self.known.get(&h).copied().unwrap_or(0);
             self.known.insert(h, n + 1);
@@ -60,7 +59,7 @@ impl Ideal {
     }
 
     fn release(&mut self, h: u64, lane: LaneKey) -> bool {
-        if self.present.remove(&(h, lane)).is_none() {
+        if !self.present.remove(&(h, lane)) {
             return false;
         }
         bump(&mut self.lanes, lane, |c| c.indexed -= 1);

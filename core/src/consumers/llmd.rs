@@ -17,13 +17,9 @@
 //! engine mappings (#626). Request keys are a stand-in chain hash (the real FNV-64a-over-CBOR
 //! keys are an independent hash space that never needs to match vLLM's).
 
-use std::sync::Arc;
-
-use imbl::{HashMap, HashSet};
-
 use super::{
-    bump, content_hash, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Resolution,
-    VerdictKind,
+    bump, content_hash, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map,
+    Resolution, Set, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -45,11 +41,11 @@ const SUPPORTED_KINDS: [&str; 3] = ["full_attention", "mla_attention", "sink_ful
 #[derive(Clone, Debug)]
 pub struct Llmd {
     canonical_block_size: u32,
-    engine_to_req: HashMap<u64, Arc<[u64]>>,
-    req_to_pods: HashMap<u64, Arc<[PodEntry]>>,
-    dedup: HashMap<(u32, u32, i64, u64), u32>,
-    groups: HashMap<(u32, u32), bool>,
-    held: HashSet<(u64, LaneKey)>,
+    engine_to_req: Map<u64, Vec<u64>>,
+    req_to_pods: Map<u64, Vec<PodEntry>>,
+    dedup: Map<(u32, u32, i64, u64), u32>,
+    groups: Map<(u32, u32), bool>,
+    held: Set<(u64, LaneKey)>,
     lanes: Lanes,
 }
 
@@ -58,11 +54,11 @@ impl Llmd {
     pub fn new(canonical_block_size: u32) -> Self {
         Llmd {
             canonical_block_size: canonical_block_size.max(1),
-            engine_to_req: HashMap::new(),
-            req_to_pods: HashMap::new(),
-            dedup: HashMap::new(),
-            groups: HashMap::new(),
-            held: HashSet::new(),
+            engine_to_req: Map::default(),
+            req_to_pods: Map::default(),
+            dedup: Map::default(),
+            groups: Map::default(),
+            held: Set::default(),
             lanes: Lanes::new(),
         }
     }
@@ -80,25 +76,20 @@ impl Llmd {
     }
 
     fn add_entry(&mut self, rk: u64, entry: PodEntry) {
-        let mut pods: Vec<PodEntry> = self
-            .req_to_pods
-            .get(&rk)
-            .map(|p| p.to_vec())
-            .unwrap_or_default();
+        let pods = self.req_to_pods.entry(rk).or_default();
         if !pods.contains(&entry) {
             pods.push(entry);
-            self.req_to_pods.insert(rk, pods.into());
         }
     }
 
     fn hold(&mut self, hash: u64, lane: LaneKey) {
-        if self.held.insert((hash, lane)).is_none() {
+        if self.held.insert((hash, lane)) {
             bump(&mut self.lanes, lane, |c| c.indexed += 1);
         }
     }
 
     fn release(&mut self, hash: u64, lane: LaneKey) {
-        if self.held.remove(&(hash, lane)).is_some() {
+        if self.held.remove(&(hash, lane)) {
             bump(&mut self.lanes, lane, |c| c.indexed -= 1);
         }
     }
@@ -128,7 +119,7 @@ impl Llmd {
             let bs = e.block_size as usize;
             if !e.token_ids.is_empty()
                 && (bs == 0
-                    || e.token_ids.len() % bs != 0
+                    || !e.token_ids.len().is_multiple_of(bs)
                     || e.token_ids.len() / bs != hashes.len())
             {
                 self.dropped(lane, hashes.len());
@@ -223,7 +214,7 @@ impl Llmd {
         }
         for (h, keys) in hashes.iter().zip(per_engine) {
             if !keys.is_empty() {
-                self.engine_to_req.insert(*h, keys.into());
+                self.engine_to_req.insert(*h, keys);
             }
             self.hold(*h, lane);
             self.track_store(entry, *h);
@@ -311,7 +302,7 @@ impl Llmd {
                 } else {
                     all_gone = false;
                     if left.len() != pods.len() {
-                        self.req_to_pods.insert(*rk, left.into());
+                        self.req_to_pods.insert(*rk, left);
                     }
                 }
             }
@@ -330,7 +321,7 @@ impl Llmd {
     fn cleared(&mut self, ctx: &EventCtx<'_>) -> EventVerdict {
         let pod = ctx.source;
         // Index.Clear(pod): O(N) over every key; engine mappings are kept.
-        let affected: Vec<(u64, Arc<[PodEntry]>)> = self
+        let affected: Vec<(u64, Vec<PodEntry>)> = self
             .req_to_pods
             .iter()
             .filter(|(_, pods)| pods.iter().any(|p| p.pod == pod))
@@ -341,7 +332,7 @@ impl Llmd {
             if left.is_empty() {
                 self.req_to_pods.remove(&rk);
             } else {
-                self.req_to_pods.insert(rk, left.into());
+                self.req_to_pods.insert(rk, left);
             }
         }
         let held: Vec<(u64, LaneKey)> = self

@@ -11,8 +11,8 @@
 //!
 //! Every model consumes events in delivery order through the [`Consumer`] trait and returns an
 //! [`EventVerdict`] per event, with per-block outcomes where the real consumer works per
-//! block. State lives in persistent maps (`imbl`), so cloning a model is O(1) and the replay
-//! engine's checkpoints share structure.
+//! block. State lives in plain hash maps (`rustc-hash`'s Fx hasher); the replay engine records
+//! what it needs as it goes instead of copying states.
 
 pub mod dynamo;
 pub mod ideal;
@@ -206,7 +206,12 @@ pub struct LaneCounts {
 }
 
 /// Per-lane counters kept incrementally by every model (cheap snapshots).
-pub type Lanes = imbl::OrdMap<LaneKey, LaneCounts>;
+pub type Lanes = std::collections::BTreeMap<LaneKey, LaneCounts>;
+
+/// The hash map used by the models.
+pub(crate) type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+/// The hash set used by the models.
+pub(crate) type Set<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
 
 /// Adjust one lane's counters.
 pub(crate) fn bump(lanes: &mut Lanes, key: LaneKey, f: impl FnOnce(&mut LaneCounts)) {

@@ -12,10 +12,9 @@
 
 use std::sync::Arc;
 
-use imbl::HashMap;
-
 use super::{
-    bump, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Resolution, VerdictKind,
+    bump, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map, Resolution,
+    VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -38,9 +37,9 @@ struct SNode {
 #[derive(Clone, Debug, Default)]
 pub struct Sglang {
     next: NodeId,
-    nodes: HashMap<NodeId, SNode>,
-    children: HashMap<(NodeId, u64), NodeId>,
-    by_hash: HashMap<u64, Arc<[NodeId]>>,
+    nodes: Map<NodeId, SNode>,
+    children: Map<(NodeId, u64), NodeId>,
+    by_hash: Map<u64, Arc<[NodeId]>>,
     lanes: Lanes,
 }
 
@@ -183,10 +182,7 @@ impl Sglang {
         }
         let mut cur = id;
         let mut owners: Arc<[(Worker, u32)]> = left.into();
-        loop {
-            let Some(mut node) = self.nodes.get(&cur).cloned() else {
-                break;
-            };
+        while let Some(mut node) = self.nodes.get(&cur).cloned() {
             node.owners = owners.clone();
             if !node.owners.is_empty() || node.children > 0 || cur == ROOT {
                 self.nodes.insert(cur, node);

@@ -199,7 +199,7 @@ impl Recorder for Recording {
     }
 
     fn lanes(&mut self, event: usize, consumer: usize, before: &Lanes, after: &Lanes) {
-        if before.ptr_eq(after) {
+        if before == after {
             return;
         }
         let mut changed: Vec<(LaneKey, LaneCounts)> = Vec::new();
@@ -233,7 +233,8 @@ impl Recorder for Recording {
 /// Filter for [`Replay::next_violation`] / [`Replay::prev_violation`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ViolationFilter {
-    /// Only findings of this rule (any level, including allowed ones).
+    /// Only findings of this rule (reorder rules at any level, including `allow`; other rules
+    /// at `warn` or `deny`).
     #[serde(default)]
     pub rule: Option<Rule>,
     /// Only events this consumer loses (dropped, misrooted, truncated, pending or skipped
@@ -394,6 +395,10 @@ pub struct Replay {
     children: HashMap<u64, Vec<u64>>,
     touches: HashMap<u64, Vec<u32>>,
     job_events: Vec<Vec<u32>>,
+    /// Per job: events of its within-job violations, sorted.
+    job_violations: Vec<Vec<u32>>,
+    /// Longest job span in events (bounds the active-job scan).
+    max_job_span: usize,
     finding_events: Vec<(usize, usize)>,
     cursor: usize,
     lanes_now: Vec<BTreeMap<u16, [i32; 4]>>,
@@ -455,6 +460,31 @@ impl Replay {
             .collect();
         finding_events.sort_unstable();
         let consumers = analysis.config.consumers.len();
+        let mut job_violations: Vec<Vec<u32>> = vec![Vec::new(); analysis.index.jobs.len()];
+        for f in analysis
+            .violations
+            .iter()
+            .filter(|f| f.rule == Rule::ChildBeforeParentInJob)
+        {
+            let job = analysis
+                .index
+                .events
+                .get(f.event)
+                .map_or(u32::MAX, |l| l.job);
+            if let Some(list) = job_violations.get_mut(job as usize) {
+                list.push(f.event as u32);
+            }
+        }
+        for list in &mut job_violations {
+            list.sort_unstable();
+        }
+        let max_job_span = analysis
+            .index
+            .jobs
+            .iter()
+            .map(|j| j.last_event - j.first_event + 1)
+            .max()
+            .unwrap_or(0);
         Replay {
             trace,
             analysis,
@@ -465,6 +495,8 @@ impl Replay {
             children,
             touches,
             job_events,
+            job_violations,
+            max_job_span,
             finding_events,
             cursor: 0,
             lanes_now: vec![BTreeMap::new(); consumers],
@@ -840,12 +872,27 @@ impl Replay {
             .and_then(|e| self.analysis.index.events.get(e))
             .map(|l| l.job)
             .filter(|j| *j != u32::MAX);
-        let active_jobs = self
-            .analysis
-            .index
-            .jobs
+        // Jobs are interned in order of their first event: only jobs starting within the
+        // longest job span before the cursor can still be active.
+        let jobs = &self.analysis.index.jobs;
+        let end = jobs.partition_point(|j| j.first_event < c);
+        let lo = c.saturating_sub(self.max_job_span);
+        let start = jobs
+            .get(..end)
+            .map_or(0, |js| js.partition_point(|j| j.first_event < lo));
+        let mut active: Vec<&Job> = jobs
+            .get(start..end)
+            .unwrap_or(&[])
             .iter()
-            .filter(|j| (j.first_event < c && j.last_event >= c) || Some(j.id) == current_job)
+            .filter(|j| j.last_event >= c)
+            .collect();
+        if let Some(j) = current_job.and_then(|j| jobs.get(j as usize)) {
+            if !active.iter().any(|a| a.id == j.id) {
+                active.push(j);
+            }
+        }
+        let active_jobs = active
+            .into_iter()
             .take(256)
             .map(|j| JobProgress {
                 job: j.clone(),
@@ -854,15 +901,9 @@ impl Replay {
                     .get(j.id as usize)
                     .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
                 violations: self
-                    .analysis
-                    .violations
-                    .iter()
-                    .filter(|f| {
-                        f.rule == Rule::ChildBeforeParentInJob
-                            && f.event < c
-                            && self.analysis.index.events.get(f.event).map(|l| l.job) == Some(j.id)
-                    })
-                    .count(),
+                    .job_violations
+                    .get(j.id as usize)
+                    .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
             })
             .collect();
         Snapshot {

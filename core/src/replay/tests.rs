@@ -219,4 +219,22 @@ fn walk_forward_then_back_to_zero() {
         (Some(2), Some(2), vec![4])
     );
     assert_eq!(r.snapshot().blocks_seen, 4);
+    // Job progress: the inferred CPU job (events 1 and 2) is half delivered at cursor 2, with
+    // its within-job violation counted.
+    r.seek(2);
+    let jobs = r.snapshot().active_jobs;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(
+        (jobs[0].delivered, jobs[0].violations, jobs[0].job.events),
+        (1, 1, 2)
+    );
+    assert!(jobs[0].job.inferred);
+    r.seek(3);
+    assert_eq!(
+        r.snapshot().active_jobs[0].delivered,
+        2,
+        "current event's job is shown"
+    );
+    r.seek(4);
+    assert!(r.snapshot().active_jobs.is_empty());
 }

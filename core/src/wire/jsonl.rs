@@ -8,6 +8,8 @@
 //!   payload). Events are vLLM's map form with vLLM's field names (`type` first, defaulted
 //!   `None` fields omitted, non-defaulted `None` fields written as `null`); integer hashes are
 //!   JSON integers (parsed as `u64`, never through `f64`), bytes hashes lowercase hex strings.
+//! * raw-only batch line (has `raw`, no `events`, no `kind`): events, `ts` and `dp_rank` are
+//!   decoded from the payload.
 //! * `{"kind": "header", ...}` → [`TraceRecord::Header`], `{"kind": "gap", ...}` →
 //!   [`TraceRecord::Gap`]; any other line without `events` → [`TraceRecord::Other`], kept as is.
 //!
@@ -573,9 +575,14 @@ impl<'de> Deserialize<'de> for LineRepr {
 
 impl LineRepr {
     fn into_record(mut self, line_no: u64) -> Result<TraceRecord, String> {
-        let Some(events) = self.events else {
+        // A line with `raw` but no `events` (and no `kind`) is a raw-capture batch line: the
+        // events, `ts` and `dp_rank` come from decoding the payload.
+        let raw_only = self.events.is_none()
+            && self.rest.contains_key("raw")
+            && !self.rest.contains_key("kind");
+        if self.events.is_none() && !raw_only {
             return Ok(self.other_record());
-        };
+        }
         let rest = &mut self.rest;
         let source = match rest.remove("source") {
             Some(Value::String(s)) => s,
@@ -600,10 +607,34 @@ impl LineRepr {
             None => return Err("batch line: missing field seq".into()),
         };
         let ts = match rest.remove("ts") {
-            Some(v) => v
-                .as_f64()
-                .ok_or_else(|| format!("batch line: field ts: expected a number, found {v}"))?,
+            Some(v) => Some(
+                v.as_f64()
+                    .ok_or_else(|| format!("batch line: field ts: expected a number, found {v}"))?,
+            ),
+            None if raw_only => None,
             None => return Err("batch line: missing field ts".into()),
+        };
+        let raw = match rest.remove("raw") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(s.as_bytes())
+                    .map_err(|e| format!("batch line: field raw: invalid base64: {e}"))?,
+            ),
+            Some(v) => {
+                return Err(format!(
+                    "batch line: field raw: expected a base64 string, found {v}"
+                ))
+            }
+        };
+        let (events, ts, dp_rank) = match (self.events, &raw, ts) {
+            (Some(events), _, Some(ts)) => (events, ts, dp_rank),
+            (None, Some(payload), _) => {
+                let b = super::msgpack::decode_batch(payload)
+                    .map_err(|e| format!("batch line: field raw: payload {e}"))?;
+                (b.events, b.ts, b.data_parallel_rank.or(dp_rank))
+            }
+            _ => return Err("batch line: missing field events".into()),
         };
         let provenance = match rest.remove("provenance") {
             None | Some(Value::Null) => None,
@@ -618,19 +649,6 @@ impl LineRepr {
                     ));
                 }
                 Some(p)
-            }
-        };
-        let raw = match rest.remove("raw") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(
-                base64::engine::general_purpose::STANDARD
-                    .decode(s.as_bytes())
-                    .map_err(|e| format!("batch line: field raw: invalid base64: {e}"))?,
-            ),
-            Some(v) => {
-                return Err(format!(
-                    "batch line: field raw: expected a base64 string, found {v}"
-                ))
             }
         };
         Ok(TraceRecord::Batch(TraceBatch {
@@ -822,6 +840,34 @@ mod tests {
         assert!(
             err.message
                 .contains("provenance has 1 entries but events has 0"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn raw_only_lines_are_decoded_from_the_payload() {
+        use crate::event::KvEventBatch;
+        use crate::wire::{msgpack, EventEncoding};
+        let batch = KvEventBatch {
+            ts: 1700000000.25,
+            events: vec![KvEvent::AllBlocksCleared],
+            data_parallel_rank: Some(2),
+        };
+        let payload = msgpack::encode_batch(&batch, EventEncoding::Map);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&payload);
+        let line = format!("{{\"source\": \"cap\", \"seq\": 9, \"raw\": \"{b64}\"}}");
+        let t = read_trace(line.as_bytes()).unwrap();
+        let b = t.batches().next().unwrap();
+        assert_eq!((b.seq, b.dp_rank, b.ts), (9, Some(2), 1700000000.25));
+        assert_eq!(b.events, batch.events);
+        assert_eq!(b.raw.as_deref(), Some(&payload[..]));
+        // A bad payload is an error naming its byte offset, not a skipped line.
+        let bad = base64::engine::general_purpose::STANDARD.encode(&payload[..payload.len() - 1]);
+        let line = format!("{{\"source\": \"cap\", \"seq\": 9, \"raw\": \"{bad}\"}}");
+        let err = read_trace(line.as_bytes()).unwrap_err();
+        assert!(
+            err.message
+                .starts_with("batch line: field raw: payload byte offset"),
             "{err}"
         );
     }

@@ -599,6 +599,13 @@ impl<'a> Reader<'a> {
     }
 
     fn hash(&mut self) -> Res<BlockHash> {
+        // Fast path: uint64, vLLM's usual wire hash.
+        if let Some([0xcf, a, b, c, d, e, f, g, h, ..]) = self.buf.get(self.pos..) {
+            self.pos += 9;
+            return Ok(BlockHash::Int(u64::from_be_bytes([
+                *a, *b, *c, *d, *e, *f, *g, *h,
+            ])));
+        }
         let (m, at) = self.marker()?;
         if let Some(i) = self.int_body(m)? {
             return Ok(BlockHash::Int(match i {
@@ -628,13 +635,24 @@ impl<'a> Reader<'a> {
         let (n, _) = self.array_len("array")?;
         let mut v = Vec::with_capacity(n.min(self.remaining()));
         for i in 0..n {
-            // Fast path: positive fixint.
-            if let Some(&b) = self.buf.get(self.pos) {
-                if b < 0x80 {
+            // Fast paths: positive fixint, uint8, uint16 (token ids are almost always these).
+            match self.buf.get(self.pos..) {
+                Some([b, ..]) if *b < 0x80 => {
                     self.pos += 1;
-                    v.push(TokenId::from(b));
+                    v.push(TokenId::from(*b));
                     continue;
                 }
+                Some([0xcc, b, ..]) => {
+                    self.pos += 2;
+                    v.push(TokenId::from(*b));
+                    continue;
+                }
+                Some([0xcd, hi, lo, ..]) => {
+                    self.pos += 3;
+                    v.push(TokenId::from(u16::from_be_bytes([*hi, *lo])));
+                    continue;
+                }
+                _ => {}
             }
             v.push(ctx(self.u32_val("token id (u32)"), || format!("item {i}"))?);
         }

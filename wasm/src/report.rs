@@ -1,0 +1,256 @@
+//! Analysis results as JS objects: findings, loss summaries, jobs. Hashes are decimal strings
+//! (kvscope's analysis keys blocks by the router-normalised u64, `BlockHash::as_u64`).
+
+use std::collections::BTreeMap;
+
+use kvscope_core::analysis::{self as ka, Rule};
+use serde::Serialize;
+use tsify::Tsify;
+
+/// A u64-normalised block hash as its exact decimal string.
+pub fn hash_str(h: u64) -> String {
+    h.to_string()
+}
+
+/// A list of normalised hashes as decimal strings.
+pub fn hash_strs(hs: &[u64]) -> Vec<String> {
+    hs.iter().map(|h| hash_str(*h)).collect()
+}
+
+/// A count or index as a JS number (exact: counts stay far below 2^53).
+pub fn num(v: usize) -> f64 {
+    v as f64
+}
+
+/// One reported finding.
+#[derive(Debug, Serialize, Tsify)]
+#[tsify(large_number_types_as_bigints, missing_as_null)]
+pub struct Finding {
+    /// The rule.
+    #[tsify(type = "RuleName")]
+    pub rule: &'static str,
+    /// Its level in this run.
+    #[tsify(type = "Level")]
+    pub level: &'static str,
+    /// Global index of the offending event.
+    pub event: f64,
+    /// 1-based JSONL line / msgpack batch number of that event (0 when not tied to one).
+    pub line: f64,
+    /// 0-based index of the event in its batch.
+    pub index: f64,
+    /// Source name.
+    pub source: String,
+    /// The hashes concerned (decimal strings).
+    #[tsify(type = "BlockHashString[]")]
+    pub hashes: Vec<String>,
+    /// The parent concerned (reorders, unknown parents).
+    #[tsify(type = "BlockHashString | null")]
+    pub parent: Option<String>,
+    /// Global index of the related event (the later parent store for reorders).
+    pub related_event: Option<f64>,
+    /// Whether the job classification was inferred (no provenance).
+    pub inferred: bool,
+    /// Human-readable detail.
+    pub message: String,
+    /// Per consumer: the event's final verdict.
+    #[tsify(type = "Partial<Record<ConsumerName, VerdictKind>>")]
+    pub verdicts: BTreeMap<String, &'static str>,
+    /// Per consumer: how many later events were lost because this one was dropped.
+    #[tsify(type = "Partial<Record<ConsumerName, number>>")]
+    pub cascade: BTreeMap<String, f64>,
+}
+
+impl From<&ka::Finding> for Finding {
+    fn from(f: &ka::Finding) -> Self {
+        Finding {
+            rule: f.rule.name(),
+            level: level_str(f.level),
+            event: num(f.event),
+            line: f.line as f64,
+            index: num(f.index),
+            source: f.source.clone(),
+            hashes: hash_strs(&f.hashes),
+            parent: f.parent.map(hash_str),
+            related_event: f.related_event.map(num),
+            inferred: f.inferred,
+            message: f.message.clone(),
+            verdicts: f
+                .verdicts
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str()))
+                .collect(),
+            cascade: f
+                .cascade
+                .iter()
+                .map(|(k, v)| (k.clone(), num(*v)))
+                .collect(),
+        }
+    }
+}
+
+/// A level's name.
+pub fn level_str(l: kvscope_core::analysis::Level) -> &'static str {
+    use kvscope_core::analysis::Level;
+    match l {
+        Level::Allow => "allow",
+        Level::Warn => "warn",
+        Level::Deny => "deny",
+    }
+}
+
+/// A prefix a consumer can no longer route to.
+#[derive(Debug, Serialize, Tsify)]
+#[tsify(large_number_types_as_bigints, missing_as_null)]
+pub struct UnreachablePrefix {
+    /// Global index of the root lost event.
+    pub event: f64,
+    /// The parent it could not attach to.
+    #[tsify(type = "BlockHashString | null")]
+    pub missing_parent: Option<String>,
+    /// Its first block.
+    #[tsify(type = "BlockHashString | null")]
+    pub first_block: Option<String>,
+    /// Events lost in total (itself plus its cascade).
+    pub events: f64,
+    /// Blocks lost in total.
+    pub blocks: f64,
+}
+
+impl From<&ka::UnreachablePrefix> for UnreachablePrefix {
+    fn from(u: &ka::UnreachablePrefix) -> Self {
+        UnreachablePrefix {
+            event: num(u.event),
+            missing_parent: u.missing_parent.map(hash_str),
+            first_block: u.first_block.map(hash_str),
+            events: num(u.events),
+            blocks: num(u.blocks),
+        }
+    }
+}
+
+/// What one consumer model lost over the whole trace.
+#[derive(Debug, Serialize, Tsify)]
+#[tsify(large_number_types_as_bigints, missing_as_null)]
+pub struct LossSummary {
+    /// The model.
+    #[tsify(type = "ConsumerName")]
+    pub consumer: String,
+    /// Stored blocks not indexed or not reachable at the end.
+    pub blocks_lost: f64,
+    /// `BlockStored` events with at least one lost block.
+    pub events_lost: f64,
+    /// Final verdict counts over all events.
+    #[tsify(type = "Partial<Record<VerdictKind, number>>")]
+    pub verdicts: BTreeMap<&'static str, f64>,
+    /// Events still pending at the end (ideal).
+    pub pending_at_end: f64,
+    /// Unreachable prefixes (root losses with their cascade), in delivery order.
+    pub unreachable_prefixes: Vec<UnreachablePrefix>,
+}
+
+impl From<&ka::LossSummary> for LossSummary {
+    fn from(l: &ka::LossSummary) -> Self {
+        LossSummary {
+            consumer: l.consumer.clone(),
+            blocks_lost: num(l.blocks_lost),
+            events_lost: num(l.events_lost),
+            verdicts: l
+                .verdicts
+                .iter()
+                .map(|(k, v)| (k.as_str(), num(*v)))
+                .collect(),
+            pending_at_end: num(l.pending_at_end),
+            unreachable_prefixes: l
+                .unreachable_prefixes
+                .iter()
+                .map(UnreachablePrefix::from)
+                .collect(),
+        }
+    }
+}
+
+/// A transfer job: explicit (provenance `job_id`) or inferred from batch structure.
+#[derive(Debug, Serialize, Tsify)]
+#[tsify(large_number_types_as_bigints, missing_as_null)]
+pub struct Job {
+    /// kvscope's id for the job (index into the analysis' job table).
+    pub id: u32,
+    /// The provenance job id, when explicit.
+    pub job_id: Option<u64>,
+    /// True when inferred from batch structure (no provenance).
+    pub inferred: bool,
+    /// Source name.
+    pub source: String,
+    /// Tier label.
+    pub tier: String,
+    /// Provenance kind of its first event, when known.
+    #[tsify(type = "ProvenanceKind | null")]
+    pub kind: Option<kvscope_core::trace::ProvenanceKind>,
+    /// Global index of its first event.
+    pub first_event: f64,
+    /// Global index of its last event.
+    pub last_event: f64,
+    /// Number of events.
+    pub events: f64,
+}
+
+impl From<&ka::Job> for Job {
+    fn from(j: &ka::Job) -> Self {
+        Job {
+            id: j.id,
+            job_id: j.job_id,
+            inferred: j.inferred,
+            source: j.source.clone(),
+            tier: j.tier.clone(),
+            kind: j.kind,
+            first_event: num(j.first_event),
+            last_event: num(j.last_event),
+            events: num(j.events),
+        }
+    }
+}
+
+/// The result of analysing a trace.
+#[derive(Debug, Serialize, Tsify)]
+#[tsify(large_number_types_as_bigints, missing_as_null)]
+pub struct Analysis {
+    /// The consumer models that ran, in report order.
+    #[tsify(type = "ConsumerName[]")]
+    pub consumers: Vec<&'static str>,
+    /// Number of delivered events.
+    pub event_count: f64,
+    /// Whether any deny-level finding exists (what makes `kvscope check` exit 1).
+    pub has_deny: bool,
+    /// Findings at warn or deny level, in event order.
+    pub findings: Vec<Finding>,
+    /// Every child-before-parent violation regardless of level, sorted by event.
+    pub violations: Vec<Finding>,
+    /// Reported findings per rule (rules with none are absent).
+    #[tsify(type = "Partial<Record<RuleName, number>>")]
+    pub counts: BTreeMap<&'static str, f64>,
+    /// Per consumer: what it lost.
+    pub losses: Vec<LossSummary>,
+    /// The transfer jobs (explicit or inferred), by id.
+    pub jobs: Vec<Job>,
+}
+
+impl From<&ka::Analysis> for Analysis {
+    fn from(a: &ka::Analysis) -> Self {
+        let counts = Rule::ALL
+            .into_iter()
+            .map(|r| (r.name(), a.count(r)))
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| (r, num(n)))
+            .collect();
+        Analysis {
+            consumers: a.config.consumers.iter().map(|c| c.as_str()).collect(),
+            event_count: num(a.event_count()),
+            has_deny: a.has_deny(),
+            findings: a.findings.iter().map(Finding::from).collect(),
+            violations: a.violations.iter().map(Finding::from).collect(),
+            counts,
+            losses: a.losses.iter().map(LossSummary::from).collect(),
+            jobs: a.index.jobs.iter().map(Job::from).collect(),
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The `Trace` class: load a trace from JSON Lines or msgpack, inspect its batches and events
+//! as plain objects, export it again.
+
+use kvscope_core::trace::{SeqGap, TraceBatch, TraceRecord};
+use kvscope_core::wire::{self, EventEncoding, WireError};
+use serde::Serialize;
+use tsify::Tsify;
+use wasm_bindgen::prelude::*;
+
+use crate::dto::{saturating_u32, Batch, Event, Provenance};
+use crate::js::{js_error, to_js, wire_error};
+
+/// Source name given to a bare msgpack stream when the caller names none.
+pub const DEFAULT_SOURCE: &str = "trace";
+
+/// A loaded trace (records in delivery order). Owns wasm memory: call `.free()` when done.
+#[wasm_bindgen]
+#[derive(Clone, Debug)]
+pub struct Trace {
+    inner: kvscope_core::Trace,
+    /// Global index of each batch's first event, in batch order.
+    starts: Vec<usize>,
+}
+
+/// One event addressed by its global index (the replay cursor's numbering).
+#[derive(Debug, Serialize, Tsify)]
+#[tsify(large_number_types_as_bigints, missing_as_null)]
+pub struct EventRef {
+    /// Global 0-based event index.
+    pub index: u32,
+    /// 0-based batch index.
+    pub batch_index: u32,
+    /// 0-based position inside the batch.
+    pub position: u32,
+    /// The publishing engine.
+    pub source: String,
+    /// Its DP rank.
+    pub dp_rank: Option<u32>,
+    /// The batch's sequence number.
+    pub seq: u64,
+    /// The batch's `ts`.
+    pub ts: f64,
+    /// The event.
+    pub event: Event,
+    /// Its provenance, when the trace has it.
+    pub provenance: Option<Provenance>,
+}
+
+/// A hole in a publisher's sequence numbers (a trace's gap marker).
+#[derive(Debug, Serialize, Tsify)]
+#[tsify(large_number_types_as_bigints, missing_as_null)]
+pub struct Gap {
+    /// The publisher.
+    pub source: String,
+    /// Its DP rank.
+    pub dp_rank: Option<u32>,
+    /// The sequence number expected next.
+    pub expected_seq: u64,
+    /// The sequence number that arrived instead.
+    pub received_seq: u64,
+    /// Whether the missing batches were recovered.
+    pub recovered: bool,
+}
+
+impl From<&SeqGap> for Gap {
+    fn from(g: &SeqGap) -> Self {
+        Gap {
+            source: g.source.clone(),
+            dp_rank: g.dp_rank,
+            expected_seq: g.expected_seq,
+            received_seq: g.received_seq,
+            recovered: g.recovered,
+        }
+    }
+}
+
+/// Parse an event encoding name (`"map"`, the default, or `"array"`).
+pub fn parse_encoding(name: Option<&str>) -> Result<EventEncoding, String> {
+    match name {
+        None | Some("map") => Ok(EventEncoding::Map),
+        Some("array") => Ok(EventEncoding::Array),
+        Some(other) => Err(format!(
+            "unknown msgpack event encoding {other:?} (expected \"map\" or \"array\")"
+        )),
+    }
+}
+
+/// Pure-Rust side of [`Trace`], usable (and tested) without a JS host.
+impl Trace {
+    /// Wrap a core trace.
+    pub fn from_core(inner: kvscope_core::Trace) -> Self {
+        let mut starts = Vec::new();
+        let mut next = 0usize;
+        for b in inner.batches() {
+            starts.push(next);
+            next += b.events.len();
+        }
+        Trace { inner, starts }
+    }
+
+    /// The core trace.
+    pub fn core(&self) -> &kvscope_core::Trace {
+        &self.inner
+    }
+
+    /// Read JSON Lines or msgpack, detected from the first non-blank byte.
+    pub fn parse(bytes: &[u8], source: &str) -> Result<Self, WireError> {
+        wire::read_trace(bytes, source).map(Trace::from_core)
+    }
+
+    /// The trace as concatenated msgpack `KVEventBatch` payloads. A batch captured raw is
+    /// written as its exact captured bytes.
+    pub fn msgpack_bytes(&self, encoding: EventEncoding) -> Vec<u8> {
+        let mut out = Vec::new();
+        for b in self.inner.batches() {
+            match &b.raw {
+                Some(raw) => out.extend_from_slice(raw),
+                None => out.extend(wire::msgpack::encode_batch(&b.to_wire(), encoding)),
+            }
+        }
+        out
+    }
+
+    /// The `index`-th batch with its first global event index.
+    fn batch_at(&self, index: usize) -> Option<(&TraceBatch, usize)> {
+        let batch = self.inner.batches().nth(index)?;
+        Some((batch, *self.starts.get(index)?))
+    }
+
+    /// Locate global event `index`: (batch index, batch, position in batch).
+    pub fn locate(&self, index: usize) -> Option<(usize, &TraceBatch, usize)> {
+        let batch_index = self
+            .starts
+            .partition_point(|&s| s <= index)
+            .checked_sub(1)?;
+        let (batch, start) = self.batch_at(batch_index)?;
+        let position = index - start;
+        (position < batch.events.len()).then_some((batch_index, batch, position))
+    }
+
+    /// The event at global `index` as its JS shape.
+    pub fn event_ref(&self, index: usize) -> Option<EventRef> {
+        let (batch_index, batch, position) = self.locate(index)?;
+        Some(EventRef {
+            index: saturating_u32(index),
+            batch_index: saturating_u32(batch_index),
+            position: saturating_u32(position),
+            source: batch.source.clone(),
+            dp_rank: batch.dp_rank,
+            seq: batch.seq,
+            ts: batch.ts,
+            event: Event::from(batch.events.get(position)?),
+            provenance: batch
+                .provenance
+                .as_ref()
+                .and_then(|ps| ps.get(position))
+                .map(Provenance::from),
+        })
+    }
+}
+
+/// Load a trace from JSON Lines text (a `string`) or bytes (a `Uint8Array` holding JSON Lines
+/// or a msgpack stream, detected from the first non-blank byte). `source` names the publisher
+/// of a bare msgpack stream (default `"trace"`). Throws an `Error` naming the line or byte
+/// offset of the first problem.
+#[wasm_bindgen(js_name = loadTrace)]
+pub fn load_trace(
+    #[wasm_bindgen(unchecked_param_type = "string | Uint8Array")] input: &JsValue,
+    source: Option<String>,
+) -> Result<Trace, JsValue> {
+    if let Some(text) = input.as_string() {
+        return Trace::from_jsonl(&text);
+    }
+    if input.is_instance_of::<js_sys::Uint8Array>() {
+        let bytes = js_sys::Uint8Array::new(input).to_vec();
+        let source = source.as_deref().unwrap_or(DEFAULT_SOURCE);
+        return Trace::parse(&bytes, source).map_err(|e| wire_error(&e));
+    }
+    Err(js_error(
+        "loadTrace expects a string (JSON Lines) or a Uint8Array (JSON Lines or msgpack)",
+    ))
+}
+
+#[wasm_bindgen]
+impl Trace {
+    /// Parse JSON Lines text. Throws an `Error` naming the line of the first problem.
+    #[wasm_bindgen(js_name = fromJsonl)]
+    pub fn from_jsonl(text: &str) -> Result<Trace, JsValue> {
+        wire::jsonl::read_trace(text.as_bytes())
+            .map(Trace::from_core)
+            .map_err(|e| wire_error(&e))
+    }
+
+    /// Decode a stream of concatenated msgpack `KVEventBatch` payloads; batches get
+    /// `source` (default `"trace"`) and `seq` = their position. Throws an `Error` naming the
+    /// byte offset of the first problem.
+    #[wasm_bindgen(js_name = fromMsgpack)]
+    pub fn from_msgpack(bytes: &[u8], source: Option<String>) -> Result<Trace, JsValue> {
+        wire::msgpack::decode_stream(bytes, source.as_deref().unwrap_or(DEFAULT_SOURCE))
+            .map(Trace::from_core)
+            .map_err(|e| wire_error(&e))
+    }
+
+    /// Number of batches.
+    #[wasm_bindgen(getter, js_name = batchCount)]
+    pub fn batch_count(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Number of events over all batches.
+    #[wasm_bindgen(getter, js_name = eventCount)]
+    pub fn event_count(&self) -> usize {
+        self.inner.event_count()
+    }
+
+    /// Number of records (batches, header, gap markers, other lines).
+    #[wasm_bindgen(getter, js_name = recordCount)]
+    pub fn record_count(&self) -> usize {
+        self.inner.records.len()
+    }
+
+    /// The `index`-th batch (0-based). Throws a `RangeError` past the end.
+    #[wasm_bindgen(unchecked_return_type = "Batch")]
+    pub fn batch(&self, index: usize) -> Result<JsValue, JsValue> {
+        let (batch, start) = self.batch_at(index).ok_or_else(|| {
+            range_error(&format!(
+                "batch {index} out of range (trace has {} batches)",
+                self.batch_count()
+            ))
+        })?;
+        to_js(&Batch::new(batch, index, start))
+    }
+
+    /// All batches, in delivery order.
+    #[wasm_bindgen(unchecked_return_type = "Batch[]")]
+    pub fn batches(&self) -> Result<JsValue, JsValue> {
+        let all: Vec<Batch> = self
+            .inner
+            .batches()
+            .zip(&self.starts)
+            .enumerate()
+            .map(|(i, (b, &start))| Batch::new(b, i, start))
+            .collect();
+        to_js(&all)
+    }
+
+    /// The event at global index `index` (events numbered across batches, from 0) with its
+    /// batch's source, seq and ts. Throws a `RangeError` past the end.
+    #[wasm_bindgen(unchecked_return_type = "EventRef")]
+    pub fn event(&self, index: usize) -> Result<JsValue, JsValue> {
+        let ev = self.event_ref(index).ok_or_else(|| {
+            range_error(&format!(
+                "event {index} out of range (trace has {} events)",
+                self.event_count()
+            ))
+        })?;
+        to_js(&ev)
+    }
+
+    /// The trace's sequence-gap markers.
+    #[wasm_bindgen(unchecked_return_type = "Gap[]")]
+    pub fn gaps(&self) -> Result<JsValue, JsValue> {
+        to_js(&self.inner.gaps().map(Gap::from).collect::<Vec<_>>())
+    }
+
+    /// The header's scenario description, if the trace has a header naming one.
+    #[wasm_bindgen(getter)]
+    pub fn scenario(&self) -> Option<String> {
+        self.inner.records.iter().find_map(|r| match r {
+            TraceRecord::Header(h) => h.scenario.clone(),
+            _ => None,
+        })
+    }
+
+    /// The trace as kvscope JSON Lines (one record per line, `\n`-terminated).
+    #[wasm_bindgen(js_name = toJsonl)]
+    pub fn to_jsonl(&self) -> String {
+        wire::jsonl::write_trace(&self.inner)
+    }
+
+    /// The trace as concatenated msgpack `KVEventBatch` payloads, events encoded as maps
+    /// (`"map"`, current vLLM, default) or positional arrays (`"array"`, legacy vLLM).
+    /// Only the wire batches travel: source, seq and provenance are trace-only.
+    #[wasm_bindgen(js_name = toMsgpack)]
+    pub fn to_msgpack(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "\"map\" | \"array\"")] encoding: Option<String>,
+    ) -> Result<Vec<u8>, JsValue> {
+        let encoding = parse_encoding(encoding.as_deref()).map_err(|m| js_error(&m))?;
+        Ok(self.msgpack_bytes(encoding))
+    }
+}
+
+/// A JS `RangeError`.
+pub(crate) fn range_error(message: &str) -> JsValue {
+    js_sys::RangeError::new(message).into()
+}

@@ -1,0 +1,165 @@
+//! `Trace.analyze` and `ReplaySession`: options, results, navigation, memory.
+
+use kvscope_wasm::alloc::live_bytes;
+use kvscope_wasm::{ReplaySession, Trace};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_test::wasm_bindgen_test;
+
+use super::support::*;
+
+fn trace() -> Trace {
+    Trace::from_jsonl(&readme_jsonl()).unwrap()
+}
+
+#[wasm_bindgen_test]
+fn analyze_reports_the_in_job_violation_and_llmd_loss() {
+    let a = trace()
+        .analyze(json(r#"{"consumers": ["llmd", "dynamo", "ideal"]}"#))
+        .unwrap();
+    assert_eq!(get(&a, "has_deny"), JsValue::TRUE);
+    assert_eq!(len(&get(&a, "consumers")), 3);
+    assert_eq!(number(&path(&a, "counts.child-before-parent-in-job")), 1.0);
+    let v = path(&a, "violations.0");
+    assert_eq!(string(&get(&v, "rule")), "child-before-parent-in-job");
+    assert_eq!(number(&get(&v, "event")), 1.0);
+    assert_eq!(string(&path(&v, "hashes.0")), "9007199254740993");
+    assert_eq!(string(&get(&v, "parent")), "9007199254740992");
+    assert_eq!(string(&path(&v, "verdicts.llmd")), "dropped_orphan");
+    assert_eq!(string(&path(&v, "verdicts.ideal")), "replayed");
+    assert_eq!(string(&path(&a, "losses.0.consumer")), "llmd");
+    assert_eq!(number(&path(&a, "losses.0.blocks_lost")), 1.0);
+    assert_eq!(
+        string(&path(&a, "losses.0.unreachable_prefixes.0.missing_parent")),
+        "9007199254740992"
+    );
+    assert_eq!(number(&path(&a, "losses.1.blocks_lost")), 0.0);
+}
+
+#[wasm_bindgen_test]
+fn analyze_rules_and_levels_are_applied() {
+    let t = trace();
+    let a = t.analyze(json(r#"{"rules": ["seq-gap"]}"#)).unwrap();
+    assert_eq!(len(&get(&a, "findings")), 0);
+    assert_eq!(get(&a, "has_deny"), JsValue::FALSE);
+    // Violations are listed regardless of level.
+    assert_eq!(len(&get(&a, "violations")), 1);
+    let a = t
+        .analyze(json(
+            r#"{"levels": {"child-before-parent-in-job": "warn"}}"#,
+        ))
+        .unwrap();
+    assert_eq!(get(&a, "has_deny"), JsValue::FALSE);
+    assert_eq!(string(&path(&a, "findings.0.level")), "warn");
+    let (_, msg) = thrown(t.analyze(json(r#"{"consumers": ["nginx"]}"#)));
+    assert!(msg.contains("unknown consumer \"nginx\""), "{msg}");
+    let (_, msg) = thrown(t.analyze(json(r#"{"rule": []}"#)));
+    assert!(msg.contains("unknown field `rule`"), "{msg}");
+    // undefined and null mean defaults (all four consumers).
+    assert_eq!(
+        len(&get(&t.analyze(JsValue::UNDEFINED).unwrap(), "consumers")),
+        4
+    );
+    assert_eq!(
+        len(&get(&t.analyze(JsValue::NULL).unwrap(), "consumers")),
+        4
+    );
+}
+
+#[wasm_bindgen_test]
+fn replay_session_navigation() {
+    let t = trace();
+    let mut s = ReplaySession::new(&t, json(r#"{"consumers": ["llmd", "ideal"]}"#)).unwrap();
+    assert_eq!((s.length(), s.cursor()), (3, 0));
+    assert!(s.last_step().unwrap().is_null());
+    assert!(s.step_back().unwrap().is_null());
+
+    // Next violation from the start: event 1, applied.
+    let at = s
+        .next_violation(json(r#"{"rule": "child-before-parent-in-job"}"#))
+        .unwrap();
+    assert_eq!(number(&at), 1.0);
+    assert_eq!(s.cursor(), 2);
+    let step = s.last_step().unwrap();
+    assert_eq!(number(&path(&step, "event.index")), 1.0);
+    assert_eq!(string(&path(&step, "verdicts.0.consumer")), "llmd");
+    assert_eq!(
+        string(&path(&step, "verdicts.0.verdict.verdict")),
+        "dropped_orphan"
+    );
+    assert_eq!(
+        string(&path(&step, "verdicts.0.verdict.missing_parent")),
+        "9007199254740992"
+    );
+    assert_eq!(string(&path(&step, "verdicts.1.final_verdict")), "replayed");
+    assert_eq!(bigint(&path(&step, "event.seq")), 1);
+    // State at the cursor.
+    let st = s.state().unwrap();
+    assert_eq!(number(&get(&st, "cursor")), 2.0);
+    assert_eq!(number(&path(&st, "consumers.0.total.dropped")), 1.0);
+    assert_eq!(number(&path(&st, "consumers.1.total.pending")), 1.0);
+    // No further violation; the cursor stays.
+    assert!(s
+        .next_violation(json(r#"{"rule": "child-before-parent-in-job"}"#))
+        .unwrap()
+        .is_null());
+    assert_eq!(s.cursor(), 2);
+
+    // Step forward applies the parent: the ideal consumer replays the orphan.
+    let step = s.step_forward().unwrap();
+    assert_eq!(number(&path(&step, "event.index")), 2.0);
+    assert_eq!(number(&path(&step, "verdicts.1.resolved.0.event")), 1.0);
+    assert_eq!(
+        string(&path(&step, "verdicts.1.resolved.0.hashes.0")),
+        "9007199254740993"
+    );
+    assert!(s.step_forward().unwrap().is_null());
+    assert_eq!(s.cursor(), 3);
+    // Step back undoes event 2.
+    let back = s.step_back().unwrap();
+    assert_eq!(number(&path(&back, "event.index")), 2.0);
+    assert_eq!(s.cursor(), 2);
+    // Previous violation from past the end finds event 1 again.
+    s.seek(3.0).unwrap();
+    assert_eq!(
+        number(&s.previous_violation(JsValue::UNDEFINED).unwrap()),
+        1.0
+    );
+    assert_eq!(s.cursor(), 2);
+    // Seek clamps; bad positions are RangeErrors.
+    assert_eq!(s.seek(99.0).unwrap(), 3);
+    assert_eq!(s.seek(0.0).unwrap(), 0);
+    for bad in [-1.0, 0.5, f64::NAN] {
+        let err = s.seek(bad).expect_err("bad cursor");
+        assert!(err.is_instance_of::<js_sys::RangeError>());
+    }
+    // Blocks by string or bigint.
+    s.seek(3.0).unwrap();
+    let b = s.block(JsValue::from_str("9007199254740992")).unwrap();
+    assert_eq!(string(&get(&b, "parent")), "18446744073709551615");
+    assert_eq!(string(&path(&b, "children.0")), "9007199254740993");
+    let b = s
+        .block(JsValue::from(js_sys::BigInt::from(u64::MAX)))
+        .unwrap();
+    assert_eq!(string(&get(&b, "hash")), "18446744073709551615");
+    let (_, msg) = thrown(s.block(JsValue::from_f64(1.0)));
+    assert!(msg.contains("never a number"), "{msg}");
+    let e = s.event(1.0).unwrap();
+    assert_eq!(string(&path(&e, "hashes.0")), "9007199254740993");
+    assert!(s.event(3.0).is_err());
+    assert_eq!(number(&get(&s.analysis().unwrap(), "event_count")), 3.0);
+}
+
+#[wasm_bindgen_test]
+fn dropping_a_session_returns_its_heap() {
+    let t = trace();
+    // Warm up (one-time allocations), then every create/drop cycle must return to baseline.
+    drop(ReplaySession::new(&t, JsValue::UNDEFINED).unwrap());
+    let baseline = live_bytes();
+    for _ in 0..3 {
+        let mut s = ReplaySession::new(&t, JsValue::UNDEFINED).unwrap();
+        s.seek(2.0).unwrap();
+        assert!(live_bytes() > baseline, "a session holds heap memory");
+        drop(s);
+        assert_eq!(live_bytes(), baseline);
+    }
+}

@@ -1,0 +1,9 @@
+//! Binding tests shared by the Node (`node.rs`) and browser (`browser.rs`) suites. They call the
+//! exported functions the way JavaScript does and inspect the returned JS values.
+
+mod analysis;
+mod load;
+#[cfg(feature = "sim")]
+mod scenario;
+mod support;
+mod trace;

@@ -1,0 +1,4 @@
+//! The binding tests, run in Node: `wasm-pack test --node wasm`.
+#![cfg(target_arch = "wasm32")]
+
+mod cases;
