@@ -288,7 +288,7 @@ pub fn Header() -> impl IntoView {
             m.as_ref()
                 .map(|m| {
                     let losses = m
-                        .violations
+                        .violations()
                         .iter()
                         .filter(|v| v.rule == crate::model::CONSUMER_LOSS)
                         .count();
@@ -297,7 +297,7 @@ pub fn Header() -> impl IntoView {
                         m.len(),
                         m.batch_count,
                         m.lanes.len(),
-                        m.violations.len() - losses,
+                        m.violations().len() - losses,
                         losses
                     )
                 })

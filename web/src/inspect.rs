@@ -66,17 +66,33 @@ pub fn block_state(v: Option<VerdictKind>) -> &'static str {
 }
 
 /// Snapshot and step diff at a cursor (seeks the replay engine).
-pub fn at_cursor(m: &Model, cursor: u32) -> (Snapshot, Option<Step>) {
-    let mut r = m.replay();
+/// `None` while the analysis has not run.
+pub fn at_cursor(m: &Model, cursor: u32) -> Option<(Snapshot, Option<Step>)> {
+    let mut r = m.replay()?;
     r.seek(cursor as usize);
     let snap = r.snapshot();
     let step = (cursor as usize).checked_sub(1).and_then(|e| r.step_at(e));
-    (snap, step)
+    Some((snap, step))
+}
+
+/// What the consumer views show while the core's analysis runs.
+pub fn analysing_view(m: &Model) -> AnyView {
+    view! {
+        <p class="muted analysing" data-testid="analysing" role="status">
+            <span class="spinner" aria-hidden="true"></span>
+            {format!("Analysing {} events with the consumer models… the timeline is ready; verdicts, snapshots and the full violation list follow.", m.len())}
+        </p>
+    }
+    .into_any()
 }
 
 fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>) -> AnyView {
-    let (snap, step) = at_cursor(m, cursor);
-    let r = m.replay();
+    let Some((snap, step)) = at_cursor(m, cursor) else {
+        return analysing_view(m);
+    };
+    let Some(r) = m.replay() else {
+        return analysing_view(m);
+    };
     let cards = kinds
         .into_iter()
         .map(|k| {
@@ -158,7 +174,9 @@ fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> An
         return view! { <p class="muted">"Nothing stored yet: step forward to grow the tree."</p> }
             .into_any();
     };
-    let mut r = m.replay();
+    let Some(mut r) = m.replay() else {
+        return analysing_view(m);
+    };
     r.seek(cursor as usize);
     let Some(info) = r.event_info(cur as usize) else {
         return view! { <p class="muted">"No event."</p> }.into_any();
@@ -287,7 +305,9 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
     let Some(cur) = cursor.checked_sub(1) else {
         return view! { <p class="muted">"Step to an event of a transfer job to see its order."</p> }.into_any();
     };
-    let r = m.replay();
+    let Some(r) = m.replay() else {
+        return analysing_view(m);
+    };
     let a = r.analysis();
     let Some(job_id) = a
         .index

@@ -89,6 +89,24 @@ pub enum LoadStatus {
     },
 }
 
+/// Where the core's analysis (consumer models, violation index) of the loaded trace stands.
+/// The timeline is drawn before it runs; consumer panels and the full violation list wait.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnalysisStatus {
+    /// Nothing loaded.
+    Idle,
+    /// The timeline is shown; the analysis of `events` events is queued or running.
+    Running {
+        /// Events being analysed.
+        events: usize,
+    },
+    /// Done, in `ms` milliseconds.
+    Done {
+        /// Analysis time, ms.
+        ms: f64,
+    },
+}
+
 /// The viewport of the timeline.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Viewport {
@@ -147,6 +165,8 @@ pub struct AppState {
     pub dragging: RwSignal<bool>,
     /// Compare dialog open.
     pub compare: RwSignal<bool>,
+    /// The analysis of the loaded trace.
+    pub analysis: RwSignal<AnalysisStatus>,
 }
 
 impl AppState {
@@ -171,6 +191,7 @@ impl AppState {
             consumer: RwSignal::new(None),
             dragging: RwSignal::new(false),
             compare: RwSignal::new(false),
+            analysis: RwSignal::new(AnalysisStatus::Idle),
         }
     }
 

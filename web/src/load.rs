@@ -16,7 +16,7 @@ use wasm_bindgen_futures::JsFuture;
 
 use crate::model::Model;
 use crate::permalink::{LinkState, TraceOrigin};
-use crate::{AppState, LoadStatus, Viewport, DEMO_TRACE};
+use crate::{AnalysisStatus, AppState, LoadStatus, Viewport, DEMO_TRACE};
 
 /// JSON Lines are parsed in chunks of about this many bytes (whole lines).
 const CHUNK: usize = 4 << 20;
@@ -27,6 +27,15 @@ pub fn now_ms() -> f64 {
         .performance()
         .map(|p| p.now())
         .unwrap_or_else(js_sys::Date::now)
+}
+
+/// Wait for the next animation frame, then yield once more: the frame in between is painted.
+pub async fn after_paint() {
+    let p = js_sys::Promise::new(&mut |resolve, _| {
+        let _ = window().request_animation_frame(&resolve);
+    });
+    let _ = JsFuture::from(p).await;
+    yield_now().await;
 }
 
 /// Yield to the browser so it can paint (a zero-delay timeout).
@@ -160,18 +169,20 @@ pub fn load_bytes(
             }
             o => o,
         };
+        let model = Arc::new(model);
+        st.analysis.set(AnalysisStatus::Running { events: n });
         st.origin.set(Some(origin));
-        st.model.set(Some(Arc::new(model)));
+        st.model.set(Some(model.clone()));
         let breakdown = phases
             .iter()
             .map(|(p, t)| format!("{p} {t:.0}"))
             .collect::<Vec<_>>()
             .join(" · ");
         st.status.set(LoadStatus::Loaded {
-            name,
+            name: name.clone(),
             events: n,
             ms,
-            breakdown,
+            breakdown: breakdown.clone(),
         });
         let link = link.unwrap_or_default();
         st.rule.set(link.rule.clone());
@@ -184,6 +195,27 @@ pub fn load_bytes(
             None => st.fit(),
         }
         st.cursor.set(link.cursor.unwrap_or(0).min(n as u32));
+
+        // The timeline is up: let the browser paint it, then run the core's analysis (one
+        // synchronous call: the core has no incremental API) and re-render what depends on it.
+        after_paint().await;
+        let ta = now_ms();
+        model.analyse();
+        let analysis_ms = now_ms() - ta;
+        let current = st
+            .model
+            .with_untracked(|m| m.as_ref().is_some_and(|m| Arc::ptr_eq(m, &model)));
+        if !current {
+            return; // another trace was loaded meanwhile
+        }
+        st.analysis.set(AnalysisStatus::Done { ms: analysis_ms });
+        st.model.update(|_| {}); // violations and consumer models changed
+        st.status.set(LoadStatus::Loaded {
+            name,
+            events: n,
+            ms,
+            breakdown: format!("{breakdown} · analysis {analysis_ms:.0}"),
+        });
     });
 }
 

@@ -7,7 +7,7 @@
 //! `ts`, and delivery order is what consumers see.
 
 use rustc_hash::FxHashMap as HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use kvscope_core::analysis::{AnalysisConfig, Level};
 use kvscope_core::event::{KvEvent, Tier};
@@ -110,9 +110,16 @@ pub struct Model {
     pub name: String,
     /// The header record, if any.
     pub header: Option<TraceHeader>,
-    /// The core's replay engine; it owns the trace. Locked briefly to read the trace or to
-    /// seek and snapshot (single-threaded in the browser, so never contended).
-    replay: Mutex<Replay>,
+    /// The trace while the analysis has not run yet ([`Model::analyse`] moves it into the
+    /// replay engine).
+    pending: Mutex<Option<Trace>>,
+    /// The core's replay engine, once analysed; it then owns the trace. Locked briefly to read
+    /// the trace or to seek and snapshot (single-threaded in the browser, so never contended).
+    replay: OnceLock<Mutex<Replay>>,
+    /// Violations known before the analysis: child-first edges from the layout.
+    quick: Vec<Violation>,
+    /// The analysis' findings, once analysed.
+    analysed: OnceLock<Vec<Violation>>,
     /// Number of batches.
     pub batch_count: usize,
     /// Number of gap records.
@@ -127,9 +134,10 @@ pub struct Model {
     pub lane_of: Vec<u16>,
     /// Parent→child edges, sorted by child.
     pub edges: Vec<Edge>,
-    /// Ordering violations, sorted by event.
-    pub violations: Vec<Violation>,
 }
+
+/// Rule of the preliminary child-first findings shown before the analysis has run.
+pub const CHILD_FIRST: &str = "child-before-parent";
 
 /// The rule of per-model loss findings, left out of the default violation navigation.
 pub const CONSUMER_LOSS: &str = "consumer-loss";
@@ -164,11 +172,14 @@ impl std::fmt::Display for ModelError {
 impl Model {
     /// Flatten a trace, run the core's analysis (all consumer models) and index it for drawing.
     pub fn from_trace(name: &str, trace: Trace, mode: LaneMode) -> Result<Model, ModelError> {
-        Self::from_trace_timed(name, trace, mode, &mut |_| {})
+        let m = Self::from_trace_timed(name, trace, mode, &mut |_| {})?;
+        m.analyse();
+        Ok(m)
     }
 
-    /// [`Model::from_trace`], calling `mark(phase)` after each phase (`flatten`, `analysis`,
-    /// `layout`) so the caller can time them.
+    /// Flatten a trace and lay it out for drawing (lanes, edges, child-first findings), without
+    /// the core's analysis: call [`Model::analyse`] later. Calls `mark(phase)` after each phase
+    /// (`flatten`, `layout`) so the caller can time them.
     pub fn from_trace_timed(
         name: &str,
         trace: Trace,
@@ -204,8 +215,41 @@ impl Model {
             }
         }
         mark("flatten");
+        let mut model = Model {
+            name: name.to_owned(),
+            header,
+            pending: Mutex::new(Some(trace)),
+            replay: OnceLock::new(),
+            quick: Vec::new(),
+            analysed: OnceLock::new(),
+            batch_count,
+            gaps,
+            events,
+            lanes: Vec::new(),
+            kinds,
+            lane_of: Vec::new(),
+            edges: Vec::new(),
+        };
+        model.layout(mode);
+        mark("layout");
+        Ok(model)
+    }
+
+    /// Run the core's analysis (all consumer models and the violation index; see
+    /// `kvscope_core::replay::Replay::new`) if it has not run yet. Synchronous.
+    pub fn analyse(&self) {
+        if self.replay.get().is_some() {
+            return;
+        }
+        let Some(trace) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return;
+        };
         let replay = Replay::new(trace, &AnalysisConfig::default());
-        mark("analysis");
         let a = replay.analysis();
         let mut violations: Vec<Violation> = a
             .violations
@@ -224,32 +268,38 @@ impl Model {
             })
             .collect();
         violations.sort_by_key(|v| v.event);
-        let mut model = Model {
-            name: name.to_owned(),
-            header,
-            replay: Mutex::new(replay),
-            batch_count,
-            gaps,
-            events,
-            lanes: Vec::new(),
-            kinds,
-            lane_of: Vec::new(),
-            edges: Vec::new(),
-            violations,
-        };
-        model.layout(mode);
-        mark("layout");
-        Ok(model)
+        let _ = self.analysed.set(violations);
+        let _ = self.replay.set(Mutex::new(replay));
     }
 
-    /// The replay engine (locked).
-    pub fn replay(&self) -> MutexGuard<'_, Replay> {
-        self.replay.lock().unwrap_or_else(|e| e.into_inner())
+    /// Whether [`Model::analyse`] has run.
+    pub fn is_analysed(&self) -> bool {
+        self.analysed.get().is_some()
+    }
+
+    /// Ordering violations, sorted by event: the analysis' findings once analysed, before that
+    /// the child-first edges of the layout (rule [`CHILD_FIRST`]).
+    pub fn violations(&self) -> &[Violation] {
+        self.analysed.get().map_or(&self.quick[..], |v| &v[..])
+    }
+
+    /// The replay engine (locked), once analysed.
+    pub fn replay(&self) -> Option<MutexGuard<'_, Replay>> {
+        self.replay
+            .get()
+            .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Run `f` with the trace.
     pub fn with_trace<R>(&self, f: impl FnOnce(&Trace) -> R) -> R {
-        f(self.replay().trace())
+        if let Some(r) = self.replay() {
+            return f(r.trace());
+        }
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        match pending.as_ref() {
+            Some(t) => f(t),
+            None => f(&Trace::default()),
+        }
     }
 
     /// Recompute lanes and edges for a lane mode. Lanes are interned by borrowed wire strings
@@ -341,8 +391,26 @@ impl Model {
     /// Single pass: for each stored child, link to the latest earlier store of its parent in
     /// the same lane; a parent stored only later gives a child-first edge (and a violation).
     fn index_edges(&mut self) {
-        let guard = self.replay.lock().unwrap_or_else(|e| e.into_inner());
-        let t = guard.trace();
+        let edges = self.with_trace(|t| self.edges_of(t));
+        self.quick = edges
+            .iter()
+            .filter(|e| e.kind == EdgeKind::ChildFirst)
+            .map(|e| Violation {
+                event: e.child,
+                rule: CHILD_FIRST.to_owned(),
+                level: "warn",
+                message: format!(
+                    "child delivered before its parent (stored by event {}) in the same lane",
+                    e.parent
+                ),
+                related: Some(e.parent),
+            })
+            .collect();
+        self.quick.sort_by_key(|v| (v.event, v.related));
+        self.edges = edges;
+    }
+
+    fn edges_of(&self, t: &Trace) -> Vec<Edge> {
         let mut edges: Vec<Edge> = Vec::new();
         // (lane, hash) -> latest event storing that block.
         let mut stored: HashMap<(u16, u64), u32> = HashMap::default();
@@ -397,8 +465,7 @@ impl Model {
             }
         }
         edges.sort_by_key(|e| (e.child, e.parent));
-        drop(guard);
-        self.edges = edges;
+        edges
     }
 
     /// Number of events.
@@ -441,15 +508,15 @@ impl Model {
 
     /// Violations at event `i`.
     pub fn violations_at(&self, i: u32) -> impl Iterator<Item = &Violation> {
-        let start = self.violations.partition_point(|v| v.event < i);
-        self.violations[start..]
+        let start = self.violations().partition_point(|v| v.event < i);
+        self.violations()[start..]
             .iter()
             .take_while(move |v| v.event == i)
     }
 
     /// Rule names present, sorted.
     pub fn rules(&self) -> Vec<String> {
-        let mut r: Vec<String> = self.violations.iter().map(|v| v.rule.clone()).collect();
+        let mut r: Vec<String> = self.violations().iter().map(|v| v.rule.clone()).collect();
         r.sort();
         r.dedup();
         r
@@ -460,10 +527,10 @@ impl Model {
     /// choosing that rule explicitly).
     pub fn next_violation(&self, cursor: Option<u32>, rule: Option<&str>) -> Option<u32> {
         let start = match cursor {
-            Some(c) => self.violations.partition_point(|v| v.event <= c),
+            Some(c) => self.violations().partition_point(|v| v.event <= c),
             None => 0,
         };
-        self.violations[start..]
+        self.violations()[start..]
             .iter()
             .find(|v| rule_matches(v, rule))
             .map(|v| v.event)
@@ -471,8 +538,8 @@ impl Model {
 
     /// The last violation strictly before `cursor` (same filter as [`Model::next_violation`]).
     pub fn prev_violation(&self, cursor: u32, rule: Option<&str>) -> Option<u32> {
-        let end = self.violations.partition_point(|v| v.event < cursor);
-        self.violations[..end]
+        let end = self.violations().partition_point(|v| v.event < cursor);
+        self.violations()[..end]
             .iter()
             .rev()
             .find(|v| rule_matches(v, rule))
@@ -685,6 +752,54 @@ mod tests {
         Model::from_trace("t", trace, LaneMode::Tier).unwrap()
     }
 
+    /// Before the analysis the layout is complete and the child-first edge is already listed
+    /// (preliminary rule); the consumer models are not available yet. After it, the core's
+    /// classified finding replaces it.
+    #[test]
+    fn layout_before_analysis() {
+        let m = model_unanalysed();
+        assert!(!m.is_analysed());
+        assert!(m.replay().is_none());
+        assert_eq!(m.len(), 5);
+        assert_eq!(m.lanes.len(), 2);
+        assert_eq!(m.edges.len(), 3);
+        assert_eq!(m.with_trace(|t| t.event_count()), 5);
+        let v = m.violations();
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!((v[0].event, v[0].rule.as_str()), (2, CHILD_FIRST));
+        assert_eq!(v[0].related, Some(3));
+        assert_eq!(m.next_violation(None, None), Some(2));
+        m.analyse();
+        assert!(m.is_analysed());
+        assert!(m.replay().is_some());
+        assert_eq!(m.with_trace(|t| t.event_count()), 5);
+        assert!(m.violations().iter().all(|v| v.rule != CHILD_FIRST));
+        assert!(m
+            .violations()
+            .iter()
+            .any(|v| v.rule == "child-before-parent-in-job" && v.event == 2));
+        // Idempotent.
+        m.analyse();
+        assert!(m.is_analysed());
+    }
+
+    fn model_unanalysed() -> Model {
+        let trace = Trace {
+            records: vec![
+                batch(0, vec![stored(1, None, "GPU"), stored(2, Some(1), "GPU")]),
+                batch(
+                    1,
+                    vec![
+                        stored(2, Some(1), "CPU"),
+                        stored(1, None, "CPU"),
+                        stored(3, Some(2), "CPU"),
+                    ],
+                ),
+            ],
+        };
+        Model::from_trace_timed("t", trace, LaneMode::Tier, &mut |_| {}).unwrap()
+    }
+
     #[test]
     fn lanes_edges_and_violations() {
         let m = model();
@@ -715,11 +830,11 @@ mod tests {
             ]
         );
         let reorders: Vec<_> = m
-            .violations
+            .violations()
             .iter()
             .filter(|v| v.rule.starts_with("child-before-parent"))
             .collect();
-        assert_eq!(reorders.len(), 1, "{:?}", m.violations);
+        assert_eq!(reorders.len(), 1, "{:?}", m.violations());
         assert_eq!(reorders[0].event, 2);
         assert_eq!(reorders[0].rule, "child-before-parent-in-job");
         assert_eq!(reorders[0].related, Some(3));

@@ -8,7 +8,7 @@ use leptos::prelude::*;
 
 use crate::controls::SHORTCUTS;
 use crate::model::{EdgeKind, Model};
-use crate::{load, AppState, LoadStatus};
+use crate::{load, AnalysisStatus, AppState, LoadStatus};
 
 /// At most this many violation rows are in the DOM (a window around the cursor).
 const VIOLATION_ROWS: usize = 200;
@@ -114,7 +114,10 @@ fn jump(st: AppState, i: u32, label: String) -> impl IntoView {
 
 fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
     // The step diff first: `with_event` holds the replay lock.
-    let step = m.replay().step_at(i as usize);
+    let step = m.replay().and_then(|r| r.step_at(i as usize));
+    let analysing = (!m.is_analysed()).then(|| {
+        view! { <p class="muted small" data-testid="details-analysing">"Consumer verdicts: analysing…"</p> }
+    });
     let verdicts = step.map(|s| {
         view! {
             <h3>"Consumer verdicts"</h3>
@@ -131,6 +134,7 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
             </table>
         }
     });
+    let verdicts = Some((verdicts, analysing));
     m.with_event(i, |b, ev, prov| event_view(st, m, i, b, ev, prov, verdicts))
         .unwrap_or_else(|| view! { <p class="muted">"No event."</p> }.into_any())
 }
@@ -305,7 +309,7 @@ pub fn Violations() -> impl IntoView {
         st.model.with(|m| {
             let Some(m) = m else { return (Vec::new(), 0) };
             let list: Vec<_> = m
-                .violations
+                .violations()
                 .iter()
                 .filter(|v| crate::model::rule_matches(v, rule.as_deref()))
                 .collect();
@@ -330,9 +334,16 @@ pub fn Violations() -> impl IntoView {
                 let (rows, total) = rows();
                 let shown = rows.len();
                 let cursor = st.current();
+                let analysing = matches!(st.analysis.get(), AnalysisStatus::Running { .. });
                 view! {
-                    <h2>{format!("Violations ({total})")}{(shown < total).then(|| format!(" · showing {shown} near the cursor"))}</h2>
-                    {(total == 0).then(|| view! { <p class="muted">"No ordering violations in this trace."</p> })}
+                    <h2>{format!("Violations ({total}{})", if analysing { " so far" } else { "" })}{(shown < total).then(|| format!(" · showing {shown} near the cursor"))}</h2>
+                    {analysing.then(|| view! {
+                        <p class="muted small analysing" data-testid="violations-analysing" role="status">
+                            <span class="spinner" aria-hidden="true"></span>
+                            "Analysing… child-first deliveries are listed; the consumer models' findings follow."
+                        </p>
+                    })}
+                    {(total == 0 && !analysing).then(|| view! { <p class="muted">"No ordering violations in this trace."</p> })}
                     <ol class="vlist">
                         {rows.into_iter().map(|(ev, rule, msg)| view! {
                             <li class:current=move || cursor == Some(ev)>

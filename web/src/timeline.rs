@@ -192,7 +192,7 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
         ctx.set_fill_style_str(p.violation);
         let mut last_px = -1.0;
         for v in m
-            .violations
+            .violations()
             .iter()
             .filter(|v| v.rule != crate::model::CONSUMER_LOSS)
         {
@@ -328,11 +328,11 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
             ctx.fill();
         }
         // Violations on top, always visible.
-        let a = m.violations.partition_point(|v| v.event < lo);
-        let b = m.violations.partition_point(|v| v.event <= hi);
+        let a = m.violations().partition_point(|v| v.event < lo);
+        let b = m.violations().partition_point(|v| v.event <= hi);
         ctx.set_fill_style_str(p.violation);
         for v in m
-            .violations
+            .violations()
             .get(a..b)
             .unwrap_or_default()
             .iter()
@@ -353,9 +353,9 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
     let edges: Vec<_> = if visible <= EDGE_LIMIT {
         m.edges_with_child_in(lo, hi).to_vec()
     } else {
-        let a = m.violations.partition_point(|v| v.event < lo);
-        let b = m.violations.partition_point(|v| v.event <= hi);
-        m.violations
+        let a = m.violations().partition_point(|v| v.event < lo);
+        let b = m.violations().partition_point(|v| v.event <= hi);
+        m.violations()
             .get(a..b)
             .unwrap_or_default()
             .iter()
