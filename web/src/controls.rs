@@ -292,14 +292,24 @@ pub fn Header() -> impl IntoView {
                         .iter()
                         .filter(|v| v.rule == crate::model::CONSUMER_LOSS)
                         .count();
-                    format!(
-                        "{} events · {} batches · {} lanes · {} violations · {} loss findings",
-                        m.len(),
-                        m.batch_count,
-                        m.lanes.len(),
-                        m.violations().len() - losses,
-                        losses
-                    )
+                    if m.is_analysed() {
+                        format!(
+                            "{} events · {} batches · {} lanes · {} violations · {} loss findings",
+                            m.len(),
+                            m.batch_count,
+                            m.lanes.len(),
+                            m.violations().len() - losses,
+                            losses
+                        )
+                    } else {
+                        format!(
+                            "{} events · {} batches · {} lanes · {} child-first · analysing…",
+                            m.len(),
+                            m.batch_count,
+                            m.lanes.len(),
+                            m.violations().len(),
+                        )
+                    }
                 })
                 .unwrap_or_default()
         })

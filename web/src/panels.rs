@@ -48,6 +48,18 @@ pub fn StatusBanner() -> impl IntoView {
                     <div class="status ok" data-testid="status" role="status">
                         {format!("Loaded {name}: {events} events in {ms:.0} ms ({rate:.0} events/s)")}
                         <span class="muted small" title="milliseconds per phase">{format!("({breakdown} ms)")}</span>
+                        {move || match st.analysis.get() {
+                            AnalysisStatus::Running { events } => Some(view! {
+                                <span class="analysing" data-testid="analysis-state">
+                                    <span class="spinner" aria-hidden="true"></span>
+                                    {format!("analysing {events} events (consumer models, violation index)…")}
+                                </span>
+                            }.into_any()),
+                            AnalysisStatus::Done { ms } => Some(view! {
+                                <span class="muted small" data-testid="analysis-state">{format!("analysed in {ms:.0} ms")}</span>
+                            }.into_any()),
+                            AnalysisStatus::Idle => None,
+                        }}
                     </div>
                 }.into_any()
             }

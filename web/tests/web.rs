@@ -3,7 +3,7 @@
 //! `cargo test -p kvscope-web --target wasm32-unknown-unknown` (runner in `.cargo/config.toml`).
 #![cfg(target_arch = "wasm32")]
 
-use kvscope_web::{load, permalink::TraceOrigin, App, AppState};
+use kvscope_web::{load, permalink::TraceOrigin, AnalysisStatus, App, AppState};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -66,6 +66,8 @@ async fn mounts_with_the_demo_and_steps() {
     let _h = leptos::mount::mount_to(root.clone(), App);
     sleep(10).await;
     until(&root, "stats", "12 events").await;
+    // The analysis runs after the timeline's first paint.
+    until(&root, "stats", "violations").await;
     assert_eq!(text(&root, "counter"), "0 / 12");
     assert!(text(&root, "details-title").contains("Start of the trace"));
 
@@ -123,7 +125,7 @@ async fn loads_a_multi_tier_trace_and_reports_bad_input_with_its_line() {
             .collect()
     });
     assert_eq!(lanes, ["GPU", "CPU", "STORAGE:fs0"]);
-    assert!(text(&root, "violations").contains("child-before-parent-in-job"));
+    until(&root, "violations", "child-before-parent-in-job").await;
 
     // Bytes hashes and exact u64 decimals survive into the details panel.
     st.seek(0);
@@ -182,4 +184,99 @@ async fn search_and_rule_filter() {
     assert_eq!(text(&root, "search-note"), "no match");
     st.rule.set(Some("seq-gap".into()));
     assert!(!st.next_violation(), "no seq-gap in this trace");
+}
+
+/// What the page shows in the frame painted right after the model is set (before the
+/// analysis, which runs in a later task), captured from an animation-frame callback.
+#[derive(Clone, Debug, Default)]
+struct FirstFrame {
+    analysed: bool,
+    running: bool,
+    timeline: bool,
+    violations: String,
+    analysing_note: bool,
+    status: String,
+    inspector: String,
+}
+
+#[wasm_bindgen_test]
+async fn timeline_first_then_analysis() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let root = container();
+    let st = AppState::new();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! {
+            <kvscope_web::panels::StatusBanner/>
+            <kvscope_web::controls::StepBar/>
+            <kvscope_web::timeline::Timeline/>
+            <kvscope_web::inspect::Inspector/>
+            <kvscope_web::panels::Violations/>
+        }
+    });
+    sleep(10).await;
+    let first: Rc<RefCell<Option<FirstFrame>>> = Rc::default();
+    let seen = first.clone();
+    let r = root.clone();
+    Effect::new(move |_| {
+        let Some(m) = st.model.get() else { return };
+        if seen.borrow().is_some() {
+            return;
+        }
+        let analysed = m.is_analysed();
+        let running = matches!(st.analysis.get_untracked(), AnalysisStatus::Running { .. });
+        *seen.borrow_mut() = Some(FirstFrame::default());
+        let (seen, r) = (seen.clone(), r.clone());
+        request_animation_frame(move || {
+            *seen.borrow_mut() = Some(FirstFrame {
+                analysed,
+                running,
+                timeline: el(&r, "timeline").is_some(),
+                violations: text(&r, "violations"),
+                analysing_note: el(&r, "violations-analysing").is_some(),
+                status: text(&r, "status"),
+                inspector: text(&r, "inspector"),
+            });
+        });
+    });
+    load::load_bytes(
+        st,
+        "tiers.jsonl".into(),
+        include_bytes!("../fixtures/tiers.jsonl").to_vec(),
+        TraceOrigin::Local,
+        None,
+    );
+    until(&root, "violations", "child-before-parent-in-job").await;
+    let f = first.borrow().clone().expect("the model was set");
+    assert!(!f.analysed && f.running, "{f:?}");
+    assert!(f.timeline, "the timeline is mounted before the analysis");
+    assert!(f.analysing_note, "{f:?}");
+    // The preliminary child-first finding is listed before the analysis classifies it.
+    assert!(f.violations.contains("child-before-parent"), "{f:?}");
+    assert!(
+        !f.violations.contains("child-before-parent-in-job"),
+        "{f:?}"
+    );
+    assert!(f.status.contains("analysing 12 events"), "{f:?}");
+    assert!(f.inspector.contains("Analysing 12 events"), "{f:?}");
+
+    // After the analysis: the classified findings, no analysing note, consumer models shown.
+    assert!(matches!(
+        st.analysis.get_untracked(),
+        AnalysisStatus::Done { .. }
+    ));
+    sleep(10).await;
+    assert!(el(&root, "violations-analysing").is_none());
+    assert!(until(&root, "status", "analysed in")
+        .await
+        .contains("analysis"));
+    assert!(!text(&root, "inspector").contains("Analysing"));
+    st.seek(0);
+    sleep(10).await;
+    assert!(
+        el(&root, "consumer-llmd").is_some(),
+        "{}",
+        text(&root, "inspector")
+    );
 }
