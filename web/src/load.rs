@@ -29,6 +29,14 @@ pub fn now_ms() -> f64 {
         .unwrap_or_else(js_sys::Date::now)
 }
 
+/// A `performance.mark` (for benchmarks: `kvscope:bytes`, `kvscope:first-timeline`,
+/// `kvscope:analysed`).
+pub fn mark(name: &str) {
+    if let Some(p) = window().performance() {
+        let _ = p.mark(name);
+    }
+}
+
 /// Wait for the next animation frame, then yield once more: the frame in between is painted.
 pub async fn after_paint() {
     let p = js_sys::Promise::new(&mut |resolve, _| {
@@ -129,6 +137,7 @@ pub fn load_bytes(
     leptos::task::spawn_local(async move {
         yield_now().await;
         let t0 = now_ms();
+        mark("kvscope:bytes");
         let trace = match parse(st, &name, &bytes, t0).await {
             Ok(t) => t,
             Err(e) => {
@@ -142,12 +151,12 @@ pub fn load_bytes(
         let mode = st.lane_mode.get_untracked();
         let mut phases = vec![("parse", now_ms() - t0)];
         let mut last = now_ms();
-        let mut mark = |p: &'static str| {
+        let mut phase = |p: &'static str| {
             let t = now_ms();
             phases.push((p, t - last));
             last = t;
         };
-        let model = match Model::from_trace_timed(&name, trace, mode, &mut mark) {
+        let model = match Model::from_trace_timed(&name, trace, mode, &mut phase) {
             Ok(m) => m,
             Err(e) => {
                 st.status.set(LoadStatus::Error {
@@ -199,9 +208,11 @@ pub fn load_bytes(
         // The timeline is up: let the browser paint it, then run the core's analysis (one
         // synchronous call: the core has no incremental API) and re-render what depends on it.
         after_paint().await;
+        mark("kvscope:first-timeline");
         let ta = now_ms();
         model.analyse();
         let analysis_ms = now_ms() - ta;
+        mark("kvscope:analysed");
         let current = st
             .model
             .with_untracked(|m| m.as_ref().is_some_and(|m| Arc::ptr_eq(m, &model)));
