@@ -83,9 +83,36 @@ fn dec(s: &str) -> String {
 }
 
 /// Compress trace bytes for inlining; `None` when the result exceeds [`INLINE_LIMIT`].
+/// Stops compressing as soon as the output outgrows the limit, so a large trace costs only the
+/// first few hundred KB of deflate work (not a level-9 pass over the whole file).
 pub fn inline_trace(bytes: &[u8]) -> Option<String> {
-    let packed = miniz_oxide::deflate::compress_to_vec(bytes, 9);
-    let s = URL_SAFE_NO_PAD.encode(packed);
+    use miniz_oxide::deflate::core::{
+        compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
+    };
+    // Same stream as `miniz_oxide::deflate::compress_to_vec(bytes, 9)` (raw deflate).
+    let mut c = CompressorOxide::new(create_comp_flags_from_zip_params(9, 0, 0));
+    // The base64url text must fit INLINE_LIMIT * 4 / 3 + 4 characters.
+    let max_packed = (INLINE_LIMIT * 4 / 3 + 4) * 3 / 4;
+    let mut out = vec![0u8; max_packed + 1];
+    let mut input = bytes;
+    let mut pos = 0;
+    loop {
+        let (status, used, written) = compress(
+            &mut c,
+            input,
+            out.get_mut(pos..).unwrap_or_default(),
+            TDEFLFlush::Finish,
+        );
+        pos += written;
+        input = input.get(used..).unwrap_or_default();
+        match status {
+            TDEFLStatus::Done => break,
+            TDEFLStatus::Okay if pos < out.len() && (used > 0 || written > 0) => continue,
+            _ => return None, // output full (too large) or a compressor error
+        }
+    }
+    out.truncate(pos);
+    let s = URL_SAFE_NO_PAD.encode(out);
     (s.len() <= INLINE_LIMIT * 4 / 3 + 4).then_some(s)
 }
 
@@ -209,5 +236,35 @@ mod tests {
             .collect();
         assert!(inline_trace(&big).is_none());
         assert!(inline_trace(b"small").is_some());
+    }
+}
+
+#[cfg(test)]
+mod inline_tests {
+    use super::*;
+
+    /// The bounded compressor gives exactly what a full `compress_to_vec` gives, and decides
+    /// near the limit the same way.
+    #[test]
+    fn same_stream_as_compress_to_vec() {
+        let demo = crate::DEMO_TRACE.as_bytes();
+        let full = URL_SAFE_NO_PAD.encode(miniz_oxide::deflate::compress_to_vec(demo, 9));
+        assert_eq!(inline_trace(demo).as_deref(), Some(full.as_str()));
+        assert_eq!(uninline_trace(&full).unwrap(), demo);
+        // Around the limit: pseudo-random bytes barely compress.
+        let mut x = 1u64;
+        for n in [INLINE_LIMIT - 64, INLINE_LIMIT, INLINE_LIMIT + 64] {
+            let bytes: Vec<u8> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let s = URL_SAFE_NO_PAD.encode(miniz_oxide::deflate::compress_to_vec(&bytes, 9));
+            let expect = (s.len() <= INLINE_LIMIT * 4 / 3 + 4).then_some(s);
+            assert_eq!(inline_trace(&bytes), expect, "n = {n}");
+        }
     }
 }
