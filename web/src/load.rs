@@ -1,7 +1,9 @@
 //! Loading traces: files (picker, drop), pasted text, same-origin URLs, permalinks and the demo.
 //!
 //! JSON Lines input is parsed in chunks of whole lines so the page can show progress (bytes,
-//! events, events/s) between chunks; a msgpack stream is decoded in one go. Every failure ends in
+//! events, events/s) between chunks; a msgpack stream is decoded in one go. The timeline is laid
+//! out and painted before the core's analysis runs ([`crate::model::Model::analyse`], after the
+//! first paint; [`crate::AnalysisStatus`] tracks it). Every failure ends in
 //! [`LoadStatus::Error`] with the core's located message (line or byte offset), never a blank
 //! page.
 
