@@ -27,6 +27,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# Python deps of the ZMQ capture tests' publisher peer (tests/zmq/publisher.py): pyzmq, msgspec.
+PYTHON=${KVSCOPE_PYTHON:-python3}
+if ! "$PYTHON" -c 'import zmq, msgspec' >/dev/null 2>&1; then
+  log "pip install pyzmq msgspec"
+  "$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore pyzmq msgspec
+fi
+
 # wasm-bindgen CLI pinned to the lockfile's wasm-bindgen version.
 if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$WASM_BINDGEN_VERSION" ]; then
   log "cargo install wasm-bindgen-cli $WASM_BINDGEN_VERSION"

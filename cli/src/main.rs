@@ -25,6 +25,8 @@ enum Command {
     Verdicts(cmd::verdicts::Args),
     /// Compare two traces of the same scenario (e.g. legacy vs fixed order).
     Diff(cmd::diff::Args),
+    /// Record a trace from running vLLM engines' ZMQ KV-event publishers.
+    Capture(cmd::capture::Args),
 }
 
 fn main() {
@@ -35,6 +37,7 @@ fn main() {
         Command::Check(args) => cmd::check::run(args),
         Command::Verdicts(args) => cmd::verdicts::run(args),
         Command::Diff(args) => cmd::diff::run(args),
+        Command::Capture(args) => cmd::capture::run(args),
     };
     std::process::exit(exit::report(result));
 }

@@ -66,7 +66,10 @@ fn check_legacy_fails_and_fixed_passes() {
         "{s}"
     );
     assert!(s.contains("job inferred"), "{s}");
-    assert!(s.contains("block 3 delivered before its parent 2, which arrives at event 3"), "{s}");
+    assert!(
+        s.contains("block 3 delivered before its parent 2, which arrives at event 3"),
+        "{s}"
+    );
     assert!(s.contains("llmd: dropped_orphan"), "{s}");
     assert!(s.contains("2 error(s)"), "{s}");
     let o = kvscope(&["check", &fixed]);

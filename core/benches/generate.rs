@@ -17,7 +17,8 @@ fn scenario(capacity: u64, order: OrderMode) -> Scenario {
             "id": format!("r{i}"), "prompt_len": 512, "arrival_step": i / 20,
         });
         if i % 8 != 0 {
-            r["shared_prefix"] = serde_json::json!({"request": format!("r{}", i - i % 8), "len": 128});
+            r["shared_prefix"] =
+                serde_json::json!({"request": format!("r{}", i - i % 8), "len": 128});
         }
         reqs.push(r);
     }
@@ -37,7 +38,13 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     for (name, cap, order) in [
         ("lru_fixed", 8000, OrderMode::Fixed),
-        ("lru_cpython", 8000, OrderMode::CPython { python_hash_seed: 0 }),
+        (
+            "lru_cpython",
+            8000,
+            OrderMode::CPython {
+                python_hash_seed: 0,
+            },
+        ),
         ("no_evictions_fixed", 1 << 30, OrderMode::Fixed),
     ] {
         let s = scenario(cap, order);

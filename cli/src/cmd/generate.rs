@@ -183,8 +183,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     match &args.output {
-        Some(path) => std::fs::write(path, &bytes)
-            .with_context(|| format!("writing {}", path.display()))?,
+        Some(path) => {
+            std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?
+        }
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(&bytes)?;

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod capture;
 pub mod check;
 pub mod convert;
 pub mod diff;

@@ -27,14 +27,38 @@ macro_rules! builtin {
 
 /// All built-ins, in listing order.
 pub const BUILTINS: &[Builtin] = &[
-    builtin!("single-request", "one 32-token request, 8 one-block CPU chunks in one store job"),
-    builtin!("chunked", "blocks_per_chunk 2, chunked prefill over several steps"),
-    builtin!("shared-prefix", "requests sharing a prefix, with LoRA and cache salt"),
-    builtin!("lru-eviction", "small LRU CPU tier: removals precede the stores reusing slots"),
-    builtin!("two-tiers-async", "CPU + two STORAGE tiers with seeded async completion"),
-    builtin!("multi-worker-reorder", "two workers: store jobs of one step completing reversed"),
-    builtin!("two-pods-dp", "two pods, one with two DP ranks, interleaved"),
-    builtin!("legacy-vs-fixed", "demo: the same requests in cpython (bug) order; use --order to flip"),
+    builtin!(
+        "single-request",
+        "one 32-token request, 8 one-block CPU chunks in one store job"
+    ),
+    builtin!(
+        "chunked",
+        "blocks_per_chunk 2, chunked prefill over several steps"
+    ),
+    builtin!(
+        "shared-prefix",
+        "requests sharing a prefix, with LoRA and cache salt"
+    ),
+    builtin!(
+        "lru-eviction",
+        "small LRU CPU tier: removals precede the stores reusing slots"
+    ),
+    builtin!(
+        "two-tiers-async",
+        "CPU + two STORAGE tiers with seeded async completion"
+    ),
+    builtin!(
+        "multi-worker-reorder",
+        "two workers: store jobs of one step completing reversed"
+    ),
+    builtin!(
+        "two-pods-dp",
+        "two pods, one with two DP ranks, interleaved"
+    ),
+    builtin!(
+        "legacy-vs-fixed",
+        "demo: the same requests in cpython (bug) order; use --order to flip"
+    ),
 ];
 
 /// Look a built-in up by name.
@@ -70,7 +94,8 @@ mod tests {
             }
             let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
             let text = std::fs::read_to_string(&path).unwrap();
-            let b = find(&stem).unwrap_or_else(|| panic!("scenarios/{stem}.json is not a built-in"));
+            let b =
+                find(&stem).unwrap_or_else(|| panic!("scenarios/{stem}.json is not a built-in"));
             assert_eq!(
                 Scenario::from_json(&text).unwrap(),
                 Scenario::from_json(b.json).unwrap(),
@@ -79,7 +104,11 @@ mod tests {
             stems.push(stem);
         }
         for b in BUILTINS {
-            assert!(stems.iter().any(|s| s == b.name), "built-in {} has no file", b.name);
+            assert!(
+                stems.iter().any(|s| s == b.name),
+                "built-in {} has no file",
+                b.name
+            );
         }
     }
 }

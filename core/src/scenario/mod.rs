@@ -171,9 +171,11 @@ pub struct CpuConfig {
     /// Whether the tier emits events at all.
     #[serde(default = "yes")]
     pub events: bool,
-    /// Pop tracker metadata on CPU removal (vLLM after #52068). Default `false`: the
-    /// ~2026-08-03 revision never pops (latent `Medium` vs `"CPU"` comparison bug).
-    #[serde(default)]
+    /// Pop tracker metadata on CPU removal. Default `true`: vLLM 0.28.0 pops unconditionally
+    /// and 0.29.0 pops when the last residency goes (`tests/fixtures/vllm/README.md`, finding
+    /// 2). `false` models the ~2026-08-03 source whose `event.medium == MEDIUM_CPU` test never
+    /// matched (reference §3.6).
+    #[serde(default = "yes")]
     pub pop_metadata_on_removal: bool,
 }
 
@@ -182,7 +184,7 @@ impl Default for CpuConfig {
         CpuConfig {
             capacity_chunks: default_cpu_capacity(),
             events: true,
-            pop_metadata_on_removal: false,
+            pop_metadata_on_removal: true,
         }
     }
 }
@@ -425,6 +427,11 @@ impl Scenario {
         if self.blocks_per_chunk == 0 {
             return bad("blocks_per_chunk must be positive".into());
         }
+        if u64::from(self.block_size) * u64::from(self.blocks_per_chunk) > MAX_TOKENS_PER_CHUNK {
+            return bad(format!(
+                "block_size * blocks_per_chunk must be at most {MAX_TOKENS_PER_CHUNK}"
+            ));
+        }
         if self.groups.is_empty() {
             return bad("groups must not be empty".into());
         }
@@ -443,7 +450,9 @@ impl Scenario {
             }
         }
         if self.scheduler.max_num_batched_tokens == 0 || self.scheduler.max_num_seqs == 0 {
-            return bad("scheduler.max_num_batched_tokens and max_num_seqs must be positive".into());
+            return bad(
+                "scheduler.max_num_batched_tokens and max_num_seqs must be positive".into(),
+            );
         }
         if self.scheduler.vocab_size == 0 {
             return bad("scheduler.vocab_size must be positive".into());
@@ -486,6 +495,19 @@ impl Scenario {
                         ));
                     }
                 }
+                let explicit_len = r.token_ids.as_ref().map_or(0, Vec::len) as u64;
+                let outputs = r
+                    .output_token_ids
+                    .as_ref()
+                    .map_or(u64::from(r.max_tokens), |o| o.len() as u64);
+                if u64::from(r.prompt_len.unwrap_or(0)).max(explicit_len) > MAX_REQUEST_TOKENS
+                    || outputs > MAX_REQUEST_TOKENS
+                {
+                    return bad(format!(
+                        "request {:?}: prompts and outputs are limited to {MAX_REQUEST_TOKENS} tokens",
+                        r.id
+                    ));
+                }
                 if r.token_ids.is_none() && r.prompt_len.is_none() && r.shared_prefix.is_none() {
                     return bad(format!(
                         "request {:?} needs token_ids, prompt_len or shared_prefix",
@@ -507,6 +529,11 @@ impl Scenario {
         Ok(())
     }
 }
+
+/// Largest `block_size * blocks_per_chunk` accepted.
+pub const MAX_TOKENS_PER_CHUNK: u64 = 1 << 20;
+/// Largest prompt (and output) length of one request accepted.
+pub const MAX_REQUEST_TOKENS: u64 = 1 << 24;
 
 fn default_order() -> OrderMode {
     OrderMode::Fixed
@@ -596,6 +623,14 @@ mod tests {
                 "unknown request",
             ),
             (r#"{"completion":{"workers":0}}"#, "workers"),
+            (
+                r#"{"requests":[{"id":"a","prompt_len":4000000000}]}"#,
+                "limited",
+            ),
+            (
+                r#"{"block_size":65536,"blocks_per_chunk":65536}"#,
+                "at most",
+            ),
         ] {
             let e = Scenario::from_json(text).unwrap_err();
             assert!(e.message.contains(needle), "{text}: {e}");

@@ -17,7 +17,9 @@
 //!   unpins (`mark_evictable` on 1 → 0, i.e. moves the key to the MRU end).
 //! * `reset_cache()`: clears everything, no events.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::keys::OffloadKey;
 
@@ -47,11 +49,11 @@ pub struct RawEvent {
 #[derive(Clone, Debug, Default)]
 struct LruPolicy {
     /// key → ref_cnt (−1 = store in flight, 0 = evictable, > 0 = pinned by loads).
-    blocks: HashMap<OffloadKey, i32>,
+    blocks: FxHashMap<OffloadKey, i32>,
     /// Evictable keys in LRU order (oldest tick first).
     evictable: BTreeMap<u64, OffloadKey>,
     /// key → its tick in `evictable`.
-    ticks: HashMap<OffloadKey, u64>,
+    ticks: FxHashMap<OffloadKey, u64>,
     next_tick: u64,
 }
 
@@ -170,7 +172,7 @@ impl CpuManager {
             if n as u64 > self.num_evictable() {
                 return None;
             }
-            let protected: HashSet<&OffloadKey> = keys.iter().collect();
+            let protected: FxHashSet<&OffloadKey> = keys.iter().collect();
             let candidates: Vec<(u64, OffloadKey)> = self
                 .policy
                 .evictable

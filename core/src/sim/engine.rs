@@ -16,7 +16,9 @@
 //!    then `take_events()`: GPU events, then connector events (primary tier first, then each
 //!    secondary tier in config order).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use indexmap::IndexMap;
 use rand::{Rng, SeedableRng};
@@ -80,7 +82,7 @@ struct TierJob {
 #[derive(Clone, Debug)]
 struct Tier {
     cfg: SecondaryTierConfig,
-    stored: HashSet<OffloadKey>,
+    stored: FxHashSet<OffloadKey>,
     jobs: Vec<TierJob>,
     events: Vec<(RawEvent, Ctx)>,
 }
@@ -94,10 +96,11 @@ pub struct Engine<'a> {
     bpc: usize,
     order: OrderMode,
     reqs: Vec<SimRequest>,
+    by_id: FxHashMap<String, usize>,
     running: Vec<usize>,
     waiting: Vec<usize>,
     finished_pending: Vec<usize>,
-    gpu_cache: HashSet<Digest>,
+    gpu_cache: FxHashSet<Digest>,
     cpu: CpuManager,
     tracker: EventsTracker,
     primary_events: Vec<(RawEvent, Ctx)>,
@@ -207,11 +210,16 @@ impl<'a> Engine<'a> {
             bs,
             bpc: sc.blocks_per_chunk as usize,
             order: sc.order,
+            by_id: reqs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.id.clone(), i))
+                .collect(),
             reqs,
             running: Vec::new(),
             waiting,
             finished_pending: Vec::new(),
-            gpu_cache: HashSet::new(),
+            gpu_cache: FxHashSet::default(),
             cpu: CpuManager::new(sc.cpu.capacity_chunks, sc.cpu.events),
             tracker: EventsTracker::new(
                 sc.self_describing_kv_events,
@@ -224,7 +232,7 @@ impl<'a> Engine<'a> {
                 .iter()
                 .map(|cfg| Tier {
                     cfg: cfg.clone(),
-                    stored: HashSet::new(),
+                    stored: FxHashSet::default(),
                     jobs: Vec::new(),
                     events: Vec::new(),
                 })
@@ -266,13 +274,7 @@ impl<'a> Engine<'a> {
             && self.tiers.iter().all(|t| t.jobs.is_empty());
         match &self.spec.steps {
             Some(steps) => quiet && self.local_step as usize >= steps.len(),
-            None => {
-                quiet
-                    && self
-                        .reqs
-                        .iter()
-                        .all(|r| r.state == ReqState::Finished)
-            }
+            None => quiet && self.reqs.iter().all(|r| r.state == ReqState::Finished),
         }
     }
 
@@ -307,9 +309,9 @@ impl<'a> Engine<'a> {
         match grp.kind {
             GroupKind::FullAttention => None,
             GroupKind::Mamba => Some(1),
-            GroupKind::SlidingWindow => Some(
-                (grp.sliding_window.unwrap_or(1) as usize).div_ceil(self.tpc()),
-            ),
+            GroupKind::SlidingWindow => {
+                Some((grp.sliding_window.unwrap_or(1) as usize).div_ceil(self.tpc()))
+            }
         }
     }
 
@@ -334,9 +336,6 @@ impl<'a> Engine<'a> {
         let start = req.gpu_cached_blocks;
         if full <= start {
             return;
-        }
-        for h in &req.block_hashes[start..full] {
-            self.gpu_cache.insert(*h);
         }
         if self.sc.gpu_events {
             for (g, grp) in self.sc.groups.iter().enumerate() {
@@ -382,7 +381,8 @@ impl<'a> Engine<'a> {
         self.reqs[r].gpu_cached_blocks = full;
     }
 
-    /// GPU prefix-cache hit in tokens (full blocks, at most `num_tokens - 1`).
+    /// GPU prefix-cache hit in tokens: leading full blocks computed in an earlier step, at
+    /// most `num_tokens - 1` tokens (`get_computed_blocks`).
     fn gpu_prefix_hit(&self, r: usize) -> usize {
         if !self.sc.gpu_prefix_cache {
             return 0;
@@ -419,7 +419,11 @@ impl<'a> Engine<'a> {
             }
             self.tiers[ti].jobs = keep;
             // thread-pool completion order
-            done.sort_by(|a, b| a.finish_time.total_cmp(&b.finish_time).then(a.id.cmp(&b.id)));
+            done.sort_by(|a, b| {
+                a.finish_time
+                    .total_cmp(&b.finish_time)
+                    .then(a.id.cmp(&b.id))
+            });
             for j in done {
                 if j.is_promotion {
                     // primary.complete_write(keys): CPU stored event in lookup order
@@ -495,7 +499,10 @@ impl<'a> Engine<'a> {
             return match out {
                 None => LookupResult::Miss,
                 Some(_) => {
-                    self.pending_promotions.entry((ti, r)).or_default().push(*key);
+                    self.pending_promotions
+                        .entry((ti, r))
+                        .or_default()
+                        .push(*key);
                     LookupResult::Retry
                 }
             };
@@ -567,8 +574,12 @@ impl<'a> Engine<'a> {
         if has_swa {
             max_hit = max_hit.saturating_sub(1);
         }
-        let mut order: Vec<usize> = (0..ngroups).filter(|&g| self.is_full_attention(g)).collect();
-        let mut swa: Vec<usize> = (0..ngroups).filter(|&g| !self.is_full_attention(g)).collect();
+        let mut order: Vec<usize> = (0..ngroups)
+            .filter(|&g| self.is_full_attention(g))
+            .collect();
+        let mut swa: Vec<usize> = (0..ngroups)
+            .filter(|&g| !self.is_full_attention(g))
+            .collect();
         swa.sort_by_key(|&g| std::cmp::Reverse(self.window_chunks(g)));
         order.extend(swa);
         let mut defer = false;
@@ -763,7 +774,7 @@ impl<'a> Engine<'a> {
             return;
         }
         self.touch(r);
-        let to_store: HashSet<OffloadKey> = out.keys_to_store.iter().copied().collect();
+        let to_store: FxHashSet<OffloadKey> = out.keys_to_store.iter().copied().collect();
         for (g, c, k) in &candidates {
             if to_store.contains(k) && self.is_full_attention(*g as usize) {
                 let meta = self.chunk_meta(r, *g, *c);
@@ -859,13 +870,18 @@ impl<'a> Engine<'a> {
             Some(s) => s
                 .finish
                 .iter()
-                .filter_map(|id| self.reqs.iter().position(|r| &r.id == id))
+                .filter_map(|id| self.by_id.get(id).copied())
                 .collect(),
             None => Vec::new(),
         };
         for (&r, &n) in &scheduled {
             let req = &mut self.reqs[r];
             req.num_computed += n;
+            // the GPU prefix cache serves these blocks from the next step on
+            let full = req.num_computed / self.bs;
+            for h in req.block_hashes.iter().take(full) {
+                self.gpu_cache.insert(*h);
+            }
             if req.num_computed >= req.num_tokens() {
                 req.append_output(&self.none_hash, self.bs);
                 if req.max_tokens.is_some_and(|m| req.num_outputs >= m) {
@@ -933,15 +949,19 @@ impl<'a> Engine<'a> {
     fn schedule_explicit(&mut self, s: &StepSpec) -> IndexMap<usize, usize> {
         let mut out = IndexMap::new();
         for (id, &n) in &s.schedule {
-            let Some(r) = self.reqs.iter().position(|q| &q.id == id) else {
+            let Some(&r) = self.by_id.get(id) else {
                 continue;
             };
             if self.reqs[r].state == ReqState::Finished {
                 continue;
             }
             if !self.reqs[r].tracked && self.reqs[r].num_computed == 0 {
-                // lookups and touch for their side effects; explicit schedules never load
-                let _ = self.get_num_new_matched_tokens(r, 0);
+                // GPU prefix hit from earlier steps, then lookups and touch for their side
+                // effects; explicit schedules never load (0 external tokens)
+                let hit = self.gpu_prefix_hit(r);
+                self.reqs[r].num_computed = hit;
+                self.reqs[r].gpu_cached_blocks = hit / self.bs;
+                let _ = self.get_num_new_matched_tokens(r, hit);
                 self.reqs[r].state = ReqState::Running;
                 self.waiting.retain(|&x| x != r);
                 self.running.push(r);
@@ -988,10 +1008,7 @@ impl<'a> Engine<'a> {
         let _ = step;
         let mut still = Vec::new();
         for r in std::mem::take(&mut self.waiting) {
-            if self.reqs[r].arrival_step > local
-                || budget == 0
-                || self.running.len() >= max_seqs
-            {
+            if self.reqs[r].arrival_step > local || budget == 0 || self.running.len() >= max_seqs {
                 still.push(r);
                 continue;
             }
@@ -1097,8 +1114,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Offload key → (request id, chunk index) for every request (tests).
-    pub fn key_index(&self) -> HashMap<OffloadKey, (String, usize)> {
-        let mut m = HashMap::new();
+    pub fn key_index(&self) -> FxHashMap<OffloadKey, (String, usize)> {
+        let mut m = FxHashMap::default();
         for req in &self.reqs {
             for g in 0..self.sc.groups.len() {
                 for c in 0..req.num_keys(self.bpc) {

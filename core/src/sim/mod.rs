@@ -3,9 +3,9 @@
 //!
 //! Modelled from upstream vLLM (~August 2026; see `docs/scenario-format.md` for the list of
 //! behaviours and simplifications):
-//! * [`cpu`]: `vllm/v1/kv_offload/cpu/manager.py` + `cpu/policies/lru.py`;
-//! * [`tracker`]: `vllm/distributed/kv_transfer/kv_connector/v1/offloading/events.py`;
-//! * [`engine`]: `.../offloading/scheduler.py` (`_build_store_jobs`, `_touch`, `_lookup`,
+//! * [`cpu`] — `vllm/v1/kv_offload/cpu/manager.py` + `cpu/policies/lru.py`;
+//! * [`tracker`] — `vllm/distributed/kv_transfer/kv_connector/v1/offloading/events.py`;
+//! * [`engine`] — `.../offloading/scheduler.py` (`_build_store_jobs`, `_touch`, `_lookup`,
 //!   `update_state_after_alloc`, `update_connector_output`, `reset_cache`),
 //!   `vllm/v1/kv_offload/tiering/manager.py` (cascade, promotions, `take_events` by tier),
 //!   `vllm/v1/core/sched/scheduler.py` (batch order, one batch per step, GPU events first),
@@ -101,7 +101,10 @@ fn header(s: &Scenario) -> TraceHeader {
         serde_json::to_value(s.order).unwrap_or(serde_json::Value::Null),
     );
     meta.insert("seed".into(), s.seed.into());
-    meta.insert("none_hash_seed".into(), s.hashing.none_hash_seed.clone().into());
+    meta.insert(
+        "none_hash_seed".into(),
+        s.hashing.none_hash_seed.clone().into(),
+    );
     meta.insert(
         "hash_format".into(),
         match s.hashing.format {

@@ -12,7 +12,7 @@
 //!   a string); `pop_on_cpu_removal` models the later #52068 behaviour for CPU-only
 //!   residency.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::event::{BlockRemoved, BlockStored, KvEvent, TokenId};
 use crate::hash::BlockHash;
@@ -64,7 +64,7 @@ pub struct EventsTracker {
     enabled: bool,
     pop_on_cpu_removal: bool,
     format: HashFormat,
-    meta: HashMap<OffloadKey, ChunkMeta>,
+    meta: FxHashMap<OffloadKey, ChunkMeta>,
 }
 
 /// Medium and tier attributes of a raw event.
@@ -85,7 +85,7 @@ impl EventsTracker {
             enabled,
             pop_on_cpu_removal,
             format,
-            meta: HashMap::new(),
+            meta: FxHashMap::default(),
         }
     }
 

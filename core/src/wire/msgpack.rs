@@ -48,7 +48,7 @@ pub fn decode_batch(payload: &[u8]) -> Result<KvEventBatch, WireError> {
         buf: payload,
         pos: 0,
     };
-    let batch = r.batch()?;
+    let batch = r.batch().map_err(|e| *e)?;
     if r.pos != payload.len() {
         return Err(WireError {
             location: Location::Byte(r.pos as u64),
@@ -80,7 +80,7 @@ pub fn decode_stream_with_progress(
     while r.pos < bytes.len() {
         let batch = r.batch().map_err(|mut e| {
             e.message = format!("batch {}: {}", seq + 1, e.message);
-            e
+            *e
         })?;
         records.push(TraceRecord::Batch(TraceBatch {
             source: source.to_owned(),
@@ -107,7 +107,7 @@ pub fn split_stream(bytes: &[u8]) -> Result<Vec<std::ops::Range<usize>>, WireErr
         let start = r.pos;
         r.batch().map_err(|mut e| {
             e.message = format!("batch {}: {}", out.len() + 1, e.message);
-            e
+            *e
         })?;
         out.push(start..r.pos);
     }
@@ -397,13 +397,14 @@ fn encode_event_array(out: &mut Vec<u8>, ev: &KvEvent) {
 // Decoding.
 
 /// An error before context (event index, field name) is added.
-type Res<T> = Result<T, WireError>;
+/// Boxed so that the hot path moves small `Result`s.
+type Res<T> = Result<T, Box<WireError>>;
 
-fn err(offset: usize, message: impl Into<String>) -> WireError {
-    WireError {
+fn err(offset: usize, message: impl Into<String>) -> Box<WireError> {
+    Box::new(WireError {
         location: Location::Byte(offset as u64),
         message: message.into(),
-    }
+    })
 }
 
 /// Prefix an error's message with context.
@@ -468,7 +469,13 @@ impl<'a> Reader<'a> {
 
     fn be(&mut self, n: usize, what: &str) -> Res<u64> {
         let s = self.take(n, what)?;
-        Ok(s.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+        Ok(match *s {
+            [a] => u64::from(a),
+            [a, b] => u64::from(u16::from_be_bytes([a, b])),
+            [a, b, c, d] => u64::from(u32::from_be_bytes([a, b, c, d])),
+            [a, b, c, d, e, f, g, h] => u64::from_be_bytes([a, b, c, d, e, f, g, h]),
+            _ => s.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)),
+        })
     }
 
     /// Read a marker; returns it with its offset.
@@ -487,7 +494,7 @@ impl<'a> Reader<'a> {
         self.buf.get(self.pos).map(|b| Marker::from_u8(*b))
     }
 
-    fn type_err(at: usize, expected: &str, m: Marker) -> WireError {
+    fn type_err(at: usize, expected: &str, m: Marker) -> Box<WireError> {
         err(at, format!("expected {expected}, found {}", kind_name(m)))
     }
 
@@ -820,20 +827,34 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A string's raw bytes (no UTF-8 check: used for keys and tags compared to ASCII names).
+    fn str_bytes(&mut self) -> Res<&'a [u8]> {
+        let (m, at) = self.marker()?;
+        let len = match m {
+            Marker::FixStr(n) => usize::from(n),
+            Marker::Str8 | Marker::Str16 | Marker::Str32 => self.len_for(m)?.unwrap_or(0),
+            _ => return Err(Self::type_err(at, "str", m)),
+        };
+        self.take(len, "string")
+    }
+
     fn event_map(&mut self, n: usize, at: usize) -> Res<KvEvent> {
         let mut f = Fields::default();
-        let mut tag: Option<&'a str> = None;
+        let mut tag: Option<&'a [u8]> = None;
         for _ in 0..n {
-            let key = ctx(self.str_val(), || "key".into())?;
-            if key == "type" {
-                tag = Some(ctx(self.str_val(), || "field type".into())?);
+            let key = ctx(self.str_bytes(), || "key".into())?;
+            if key == b"type" {
+                tag = Some(ctx(self.str_bytes(), || "field type".into())?);
                 continue;
             }
-            let Some(idx) = FIELD_NAMES.iter().position(|k| *k == key) else {
-                ctx(self.skip(0), || format!("field {key}"))?;
-                continue;
-            };
-            ctx(f.read(self, idx), || format!("field {key}"))?;
+            match field_index(key) {
+                Some(idx) => ctx(f.read(self, idx), || {
+                    format!("field {}", FIELD_NAMES.get(idx).copied().unwrap_or("?"))
+                })?,
+                None => ctx(self.skip(0), || {
+                    format!("field {}", String::from_utf8_lossy(key))
+                })?,
+            }
         }
         let tag = tag.ok_or_else(|| err(at, "event map has no \"type\" key"))?;
         f.build(tag, at, "key")
@@ -843,10 +864,10 @@ impl<'a> Reader<'a> {
         if n == 0 {
             return Err(err(at, "empty event array (expected [tag, fields...])"));
         }
-        let tag = ctx(self.str_val(), || "tag".into())?;
+        let tag = ctx(self.str_bytes(), || "tag".into())?;
         let order: &[usize] = match tag {
-            "BlockStored" => &STORED_ORDER,
-            "BlockRemoved" => &REMOVED_ORDER,
+            b"BlockStored" => &STORED_ORDER,
+            b"BlockRemoved" => &REMOVED_ORDER,
             _ => &[],
         };
         let mut f = Fields::default();
@@ -871,6 +892,26 @@ fn signed(v: i64) -> Int {
     } else {
         Int::U(v as u64)
     }
+}
+
+/// Index into [`FIELD_NAMES`] of a key.
+fn field_index(key: &[u8]) -> Option<usize> {
+    Some(match key {
+        b"block_hashes" => 0,
+        b"parent_block_hash" => 1,
+        b"token_ids" => 2,
+        b"block_size" => 3,
+        b"lora_id" => 4,
+        b"medium" => 5,
+        b"lora_name" => 6,
+        b"extra_keys" => 7,
+        b"group_idx" => 8,
+        b"kv_cache_spec_kind" => 9,
+        b"kv_cache_spec_sliding_window" => 10,
+        b"locality" => 11,
+        b"ownership" => 12,
+        _ => return None,
+    })
 }
 
 /// Field names, indexed as in [`Fields::read`].
@@ -939,10 +980,11 @@ impl Fields {
         Ok(())
     }
 
-    fn build(self, tag: &str, at: usize, what: &str) -> Res<KvEvent> {
-        let missing = |name: &str| err(at, format!("{tag}: missing required {what} {name}"));
+    fn build(self, tag: &[u8], at: usize, what: &str) -> Res<KvEvent> {
+        let name = String::from_utf8_lossy(tag);
+        let missing = |field: &str| err(at, format!("{name}: missing required {what} {field}"));
         match tag {
-            "BlockStored" => Ok(KvEvent::BlockStored(BlockStored {
+            b"BlockStored" => Ok(KvEvent::BlockStored(BlockStored {
                 block_hashes: self.block_hashes.ok_or_else(|| missing("block_hashes"))?,
                 parent_block_hash: self.parent_block_hash,
                 token_ids: self.token_ids.ok_or_else(|| missing("token_ids"))?,
@@ -957,18 +999,18 @@ impl Fields {
                 locality: self.locality,
                 ownership: self.ownership,
             })),
-            "BlockRemoved" => Ok(KvEvent::BlockRemoved(BlockRemoved {
+            b"BlockRemoved" => Ok(KvEvent::BlockRemoved(BlockRemoved {
                 block_hashes: self.block_hashes.ok_or_else(|| missing("block_hashes"))?,
                 medium: self.medium,
                 group_idx: self.group_idx,
                 locality: self.locality,
                 ownership: self.ownership,
             })),
-            "AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
-            other => Err(err(
+            b"AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
+            _ => Err(err(
                 at,
                 format!(
-                    "unknown event type {other:?} (expected BlockStored, BlockRemoved or AllBlocksCleared)"
+                    "unknown event type {name:?} (expected BlockStored, BlockRemoved or AllBlocksCleared)"
                 ),
             )),
         }

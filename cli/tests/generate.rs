@@ -1,0 +1,72 @@
+//! End-to-end tests of `kvscope generate`.
+
+use std::process::Command;
+
+fn kvscope(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kvscope"))
+        .args(args)
+        .output()
+        .expect("run kvscope")
+}
+
+#[test]
+fn list_prints_names_first() {
+    let out = kvscope(&["generate", "--list"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let names: Vec<&str> = text
+        .lines()
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    for want in [
+        "single-request",
+        "chunked",
+        "shared-prefix",
+        "lru-eviction",
+        "two-tiers-async",
+        "multi-worker-reorder",
+        "two-pods-dp",
+        "legacy-vs-fixed",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+}
+
+#[test]
+fn bad_scenario_exits_2_with_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("kvscope-gen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.json");
+    std::fs::write(&path, "{\n  \"block_size\": 4,\n  \"blok\": 1\n}\n").unwrap();
+    let out = kvscope(&["generate", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("line 3, column"), "{err}");
+    assert!(err.contains("blok"), "{err}");
+    let out = kvscope(&["generate", "no-such-builtin"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn same_scenario_same_bytes_and_order_flag_changes_output() {
+    let a = kvscope(&["generate", "single-request"]);
+    let b = kvscope(&["generate", "single-request"]);
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    assert!(!a.stdout.is_empty());
+    assert_eq!(a.stdout, b.stdout);
+    let c = kvscope(&[
+        "generate",
+        "single-request",
+        "--order",
+        "cpython",
+        "--python-hash-seed",
+        "0",
+    ]);
+    assert!(c.status.success());
+    assert_ne!(a.stdout, c.stdout);
+    let m1 = kvscope(&["generate", "two-tiers-async", "--format", "msgpack"]);
+    let m2 = kvscope(&["generate", "two-tiers-async", "--format", "msgpack"]);
+    assert!(m1.status.success());
+    assert!(!m1.stdout.is_empty());
+    assert_eq!(m1.stdout, m2.stdout);
+}
