@@ -1,9 +1,11 @@
 //! kvscope's `dynamo` consumer model against the real `dynamo-kv-router` 1.6.1, event by event
 //! (issue 3). See `support/` for the driver, the generator and the verdict mapping, and
-//! `MISMATCHES.md` for the known disagreement classes.
+//! `MISMATCHES.md` for the known disagreement classes; `classes/` holds one hand-made
+//! reproduction per class.
 //!
-//! `DYNDIFF_CASES` (default 600) sets the number of random traces per mode.
+//! `DYNDIFF_CASES` (default 2000) sets the number of random traces per mode.
 
+mod classes;
 mod support;
 
 use std::collections::BTreeMap;
@@ -13,14 +15,14 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use support::diff::{report, run};
-use support::gen::{trace, GenTrace};
+use support::gen::{trace, GenTrace, Opts};
 use support::real::Mode;
 
 fn cases() -> usize {
     std::env::var("DYNDIFF_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(600)
+        .unwrap_or(2000)
 }
 
 /// Real outcomes the generator must reach (otherwise the comparison proves little).
@@ -47,10 +49,38 @@ const MUST_COVER: &[&str] = &[
 /// reproduction; assert there are none.
 fn differential(mode: Mode, workers: u32, ranks: u32, seed: u8) {
     let n = cases();
-    // Half the traces without the pre-index wire drops (ownership, bytes hashes), so that
-    // index-level disagreements are not masked by an earlier one.
-    let with_extras = trace(workers, ranks, 20, true);
-    let core = trace(workers, ranks, 20, false);
+    // A third of the traces with the pre-index wire drops (ownership, bytes hashes), a third
+    // without (so index-level disagreements are not masked by an earlier one), a third
+    // device-tier only (dense shared trees across workers).
+    let profiles = [
+        trace(
+            workers,
+            ranks,
+            20,
+            Opts {
+                extras: true,
+                device_only: false,
+            },
+        ),
+        trace(
+            workers,
+            ranks,
+            20,
+            Opts {
+                extras: false,
+                device_only: false,
+            },
+        ),
+        trace(
+            workers,
+            ranks,
+            20,
+            Opts {
+                extras: false,
+                device_only: true,
+            },
+        ),
+    ];
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
         TestRng::from_seed(RngAlgorithm::ChaCha, &[seed; 32]),
@@ -60,13 +90,10 @@ fn differential(mode: Mode, workers: u32, ranks: u32, seed: u8) {
     let mut labels: BTreeMap<String, usize> = BTreeMap::new();
     let mut events = 0usize;
     for i in 0..n {
-        let t = if i % 2 == 0 {
-            with_extras.new_tree(&mut runner)
-        } else {
-            core.new_tree(&mut runner)
-        }
-        .expect("generate trace")
-        .current();
+        let t = profiles[i % profiles.len()]
+            .new_tree(&mut runner)
+            .expect("generate trace")
+            .current();
         let r = run(&t, mode);
         events += r.events;
         for (l, c) in r.real_labels {
@@ -126,7 +153,7 @@ proptest! {
 
     /// One worker, one rank (the two modes coincide): proptest's own shrinking.
     #[test]
-    fn single_publisher_agrees(t in trace(1, 1, 16, true)) {
+    fn single_publisher_agrees(t in trace(1, 1, 16, Opts { extras: true, device_only: false })) {
         let r = run(&t, Mode::WorkerSide);
         prop_assert!(
             r.mismatches.is_empty(),

@@ -31,6 +31,16 @@ pub struct GenBatch {
 /// A trace: batches in delivery order.
 pub type GenTrace = Vec<GenBatch>;
 
+/// Generator profile.
+#[derive(Clone, Copy, Debug)]
+pub struct Opts {
+    /// Add (rarely) the wire features that make Dynamo drop an event or a whole batch before
+    /// any index sees it: an `ownership` field, a bytes block hash.
+    pub extras: bool,
+    /// Only device-tier media (`nil`/`GPU`): denser device trees across workers.
+    pub device_only: bool,
+}
+
 const CHAIN_A: [u64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 const CHAIN_B: [u64; 5] = [1, 2, 9, 10, 11];
 
@@ -57,14 +67,15 @@ fn hash() -> impl Strategy<Value = u64> {
     ]
 }
 
-fn medium() -> impl Strategy<Value = Option<String>> {
+fn medium(opts: Opts) -> impl Strategy<Value = Option<String>> {
+    let lower = u32::from(!opts.device_only);
     prop_oneof![
         4 => Just(None),
         4 => Just(Some("GPU".to_string())),
-        4 => Just(Some("CPU".to_string())),
-        2 => Just(Some("STORAGE".to_string())),
-        1 => Just(Some("CPU_TIER2".to_string())),
-        1 => Just(Some("FS".to_string())),
+        4 * lower => Just(Some("CPU".to_string())),
+        2 * lower => Just(Some("STORAGE".to_string())),
+        lower => Just(Some("CPU_TIER2".to_string())),
+        lower => Just(Some("FS".to_string())),
     ]
 }
 
@@ -76,8 +87,8 @@ fn locality() -> impl Strategy<Value = Option<String>> {
     ]
 }
 
-fn ownership(extras: bool) -> impl Strategy<Value = Option<String>> {
-    let w = u32::from(extras);
+fn ownership(opts: Opts) -> impl Strategy<Value = Option<String>> {
+    let w = u32::from(opts.extras);
     prop_oneof![
         80 => Just(None),
         w => Just(Some("kvcr".to_string())),
@@ -108,17 +119,17 @@ enum TokenShape {
     Long,
 }
 
-fn stored(extras: bool) -> impl Strategy<Value = KvEvent> {
+fn stored(opts: Opts) -> impl Strategy<Value = KvEvent> {
     (
         store_shape(),
         prop_oneof![20 => Just(KV_BLOCK_SIZE), 1 => Just(8u32), 1 => Just(32u32), 1 => Just(0u32)],
         prop_oneof![16 => Just(TokenShape::Exact), 2 => (1usize..24).prop_map(TokenShape::Short), 1 => Just(TokenShape::Long)],
         prop_oneof![12 => Just(false), 1 => Just(true)],
-        medium(),
+        medium(opts),
         locality(),
-        ownership(extras),
+        ownership(opts),
         prop_oneof![12 => Just(None), 1 => Just(Some("lora-a".to_string()))],
-        prop_oneof![150 => Just(None), u32::from(extras) => (0usize..4).prop_map(Some)],
+        prop_oneof![150 => Just(None), u32::from(opts.extras) => (0usize..4).prop_map(Some)],
     )
         .prop_map(
             |((parent, blocks), bs, shape, variant, medium, locality, ownership, lora, bytes_at)| {
@@ -161,7 +172,7 @@ fn stored(extras: bool) -> impl Strategy<Value = KvEvent> {
         )
 }
 
-fn removed(extras: bool) -> impl Strategy<Value = KvEvent> {
+fn removed(opts: Opts) -> impl Strategy<Value = KvEvent> {
     let shape = prop_oneof![
         2 => (any::<bool>(), 0usize..8, 1usize..=3).prop_map(|(a, start, len)| {
             let c: &[u64] = if a { &CHAIN_A } else { &CHAIN_B };
@@ -171,7 +182,7 @@ fn removed(extras: bool) -> impl Strategy<Value = KvEvent> {
         }),
         2 => vec(hash(), 0..=3),
     ];
-    (shape, medium(), locality(), ownership(extras)).prop_map(
+    (shape, medium(opts), locality(), ownership(opts)).prop_map(
         |(hashes, medium, locality, ownership)| {
             KvEvent::BlockRemoved(BlockRemoved {
                 block_hashes: hashes.into_iter().map(BlockHash::Int).collect(),
@@ -184,33 +195,31 @@ fn removed(extras: bool) -> impl Strategy<Value = KvEvent> {
     )
 }
 
-fn event(extras: bool) -> impl Strategy<Value = KvEvent> {
+fn event(opts: Opts) -> impl Strategy<Value = KvEvent> {
     prop_oneof![
-        12 => stored(extras),
-        5 => removed(extras),
+        12 => stored(opts),
+        5 => removed(opts),
         1 => Just(KvEvent::AllBlocksCleared),
     ]
 }
 
 /// A batch from one of `workers` workers with up to `ranks` DP ranks.
-fn batch(workers: u32, ranks: u32, extras: bool) -> impl Strategy<Value = GenBatch> {
-    (0..workers, 0..ranks, vec(event(extras), 1..=3)).prop_map(|(source, rank, events)| GenBatch {
+fn batch(workers: u32, ranks: u32, opts: Opts) -> impl Strategy<Value = GenBatch> {
+    (0..workers, 0..ranks, vec(event(opts), 1..=3)).prop_map(|(source, rank, events)| GenBatch {
         source,
         rank,
         events,
     })
 }
 
-/// Traces of 1..=`max_batches` batches from `workers` workers × `ranks` ranks. `extras` adds
-/// (rarely) the wire features that make Dynamo drop an event or a whole batch before any index
-/// sees it: an `ownership` field, a bytes block hash.
+/// Traces of 1..=`max_batches` batches from `workers` workers × `ranks` ranks.
 pub fn trace(
     workers: u32,
     ranks: u32,
     max_batches: usize,
-    extras: bool,
+    opts: Opts,
 ) -> impl Strategy<Value = GenTrace> {
-    vec(batch(workers, ranks, extras), 1..=max_batches)
+    vec(batch(workers, ranks, opts), 1..=max_batches)
 }
 
 /// A compact one-line rendering of an event (for reports).
