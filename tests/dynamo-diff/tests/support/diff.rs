@@ -464,6 +464,44 @@ fn compare_state(
             }
         }
     }
+    // kvscope's per-(source, tier) lane counters (what the UI shows) against the real state:
+    // lower tiers = blocks owned per worker (all ranks), device (worker-side) = lookup sizes.
+    let mut real_lanes: BTreeMap<(u32, u32), i64> = BTreeMap::new();
+    for (tier, ws) in &lower {
+        for ((src, _), m) in ws {
+            *real_lanes
+                .entry((*src as u32, u32::from(*tier)))
+                .or_insert(0) += m.len() as i64;
+        }
+    }
+    if mode == Mode::WorkerSide {
+        for (k, n) in &sizes {
+            if let Some((src, _)) = k {
+                *real_lanes.entry((*src as u32, 0)).or_insert(0) += *n as i64;
+            }
+        }
+    }
+    for (key, c) in kv.lanes().iter() {
+        if mode == Mode::Shared && key.tier == 0 {
+            continue;
+        }
+        let real_n = real_lanes.remove(&(key.source, key.tier)).unwrap_or(0);
+        if c.indexed != real_n {
+            return Some((
+                "lane_indexed_count",
+                format!(
+                    "source {} tier {}: real holds {real_n} blocks, kvscope lane says {}",
+                    key.source, key.tier, c.indexed
+                ),
+            ));
+        }
+    }
+    if let Some(((src, tier), n)) = real_lanes.into_iter().find(|(_, n)| *n != 0) {
+        return Some((
+            "lane_indexed_count",
+            format!("source {src} tier {tier}: real holds {n} blocks, kvscope has no lane"),
+        ));
+    }
     if edges.len() != kv.lower_tier_edges() {
         return Some((
             "lower_tier_edge_count",
