@@ -135,13 +135,17 @@ impl<'a> Engine<'a> {
         let ngroups = sc.groups.len();
         let mut reqs: Vec<SimRequest> = Vec::with_capacity(spec.requests.len());
         let explicit = spec.steps.is_some();
+        let mut index: FxHashMap<&str, usize> = FxHashMap::default();
         for (i, r) in spec.requests.iter().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(mix(mix(sc.seed, engine_idx), i as u64));
             let mut tokens = Vec::new();
             if let Some(p) = &r.shared_prefix {
-                let other = reqs.iter().find(|o| o.id == p.request).ok_or_else(|| {
-                    SimError(format!("request {:?}: unknown shared_prefix", r.id))
-                })?;
+                let other = index
+                    .get(p.request.as_str())
+                    .map(|&j| &reqs[j])
+                    .ok_or_else(|| {
+                        SimError(format!("request {:?}: unknown shared_prefix", r.id))
+                    })?;
                 let n = (p.len as usize).min(other.num_prompt_tokens);
                 tokens.extend_from_slice(&other.tokens[..n]);
             }
@@ -199,6 +203,7 @@ impl<'a> Engine<'a> {
                 vocab: sc.scheduler.vocab_size,
             };
             req.update_hashes(&nh, bs);
+            index.insert(r.id.as_str(), reqs.len());
             reqs.push(req);
         }
         let mut waiting: Vec<usize> = (0..reqs.len()).collect();
@@ -337,6 +342,11 @@ impl<'a> Engine<'a> {
         if full <= start {
             return;
         }
+        // allocate_slots caches the blocks at allocation: later requests of the same step
+        // already hit them (upstream fixture h_two_requests_one_step)
+        for h in &req.block_hashes[start..full] {
+            self.gpu_cache.insert(*h);
+        }
         if self.sc.gpu_events {
             for (g, grp) in self.sc.groups.iter().enumerate() {
                 let req = &self.reqs[r];
@@ -381,8 +391,8 @@ impl<'a> Engine<'a> {
         self.reqs[r].gpu_cached_blocks = full;
     }
 
-    /// GPU prefix-cache hit in tokens: leading full blocks computed in an earlier step, at
-    /// most `num_tokens - 1` tokens (`get_computed_blocks`).
+    /// GPU prefix-cache hit in tokens: leading full blocks already allocated (cached) by any
+    /// request, this step included, at most `num_tokens - 1` tokens (`get_computed_blocks`).
     fn gpu_prefix_hit(&self, r: usize) -> usize {
         if !self.sc.gpu_prefix_cache {
             return 0;
@@ -877,11 +887,6 @@ impl<'a> Engine<'a> {
         for (&r, &n) in &scheduled {
             let req = &mut self.reqs[r];
             req.num_computed += n;
-            // the GPU prefix cache serves these blocks from the next step on
-            let full = req.num_computed / self.bs;
-            for h in req.block_hashes.iter().take(full) {
-                self.gpu_cache.insert(*h);
-            }
             if req.num_computed >= req.num_tokens() {
                 req.append_output(&self.none_hash, self.bs);
                 if req.max_tokens.is_some_and(|m| req.num_outputs >= m) {
