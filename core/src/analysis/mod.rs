@@ -226,6 +226,7 @@ impl EventIndex {
             dp_rank: loc.dp_rank,
             tier: loc.tier,
             provenance: b.provenance.as_ref().and_then(|p| p.get(loc.pos as usize)),
+            batch: &b.events,
         };
         Some((ctx, ev))
     }

@@ -181,6 +181,9 @@ pub struct EventCtx<'a> {
     pub tier: u32,
     /// Provenance of the event, when the trace has it.
     pub provenance: Option<&'a Provenance>,
+    /// Every event of the batch that delivered this one (in batch order): a consumer that
+    /// decodes whole batches (Dynamo's `decode_event_batch`) loses all of them together.
+    pub batch: &'a [KvEvent],
 }
 
 /// One lane of a consumer's index: blocks of one source in one tier.

@@ -141,13 +141,6 @@ fn agrees_with_real_crate_worker_side() {
     differential(Mode::WorkerSide, 3, 2, 7);
 }
 
-/// One tree and one lower-tier registry shared by all workers and ranks (router-side global
-/// index), which the model's doc says gives the same verdicts.
-#[test]
-fn agrees_with_real_crate_shared_index() {
-    differential(Mode::Shared, 3, 2, 11);
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
 

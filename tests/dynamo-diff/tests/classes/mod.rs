@@ -1,7 +1,9 @@
-//! One tiny hand-made trace per known disagreement class (see `MISMATCHES.md`), each asserting
-//! that kvscope's `dynamo` model agrees with the real crate. They fail while the class is open
-//! and turn green one by one as the model is fixed; the random tests in `differential.rs`
-//! find new classes.
+//! One tiny hand-made trace per disagreement class found so far (see `MISMATCHES.md`). A, B
+//! and C were model bugs, fixed: their traces must agree with the real crate. D and E are
+//! differences between the worker-side index (what the model is, per DECISIONS.md) and a
+//! router-side index shared by all workers: their traces must agree worker-side and are
+//! asserted to DIFFER from the shared instantiation, so a change on either side is noticed.
+//! The random tests in `differential.rs` find new classes.
 
 use kvscope_core::event::{BlockRemoved, BlockStored, KvEvent};
 use kvscope_core::hash::BlockHash;
@@ -81,6 +83,17 @@ fn assert_agrees(t: GenTrace, mode: Mode) {
     );
 }
 
+/// The model is the worker-side index: a trace of the shared-index classes must disagree with
+/// the shared instantiation of the real crate.
+fn assert_differs_from_shared(t: GenTrace) {
+    let r = run(&t, Mode::Shared);
+    assert!(
+        !r.mismatches.is_empty(),
+        "the shared index now agrees with the worker-side model on:\n{}",
+        show_trace(&t)
+    );
+}
+
 /// A1: vLLM's KVCR tier sets `ownership = "kvcr"`; `ZmqEventNormalizer::preprocess_with_reason`
 /// filters it (`unsupported_ownership`) before any index.
 #[test]
@@ -137,20 +150,21 @@ fn c2_lower_tier_edges_are_per_rank() {
 /// same tokens T at the root. The shared node keeps engine hash 12 in its `edge_index`, so
 /// worker 1's child of 3 finds no parent position: `ParentBlockNotFound`.
 #[test]
-fn d_shared_node_keeps_first_engine_hash() {
+fn d_shared_node_keeps_first_engine_hash_not_modelled() {
     let t = vec![
         b(0, 0, vec![store(None, &ints(&[12]), &[3], Some("GPU"))]),
         b(1, 0, vec![store(None, &ints(&[3]), &[3], Some("GPU"))]),
         b(1, 0, vec![store(Some(3), &ints(&[4]), &[4], Some("GPU"))]),
     ];
-    assert_agrees(t, Mode::Shared);
+    assert_agrees(t.clone(), Mode::WorkerSide);
+    assert_differs_from_shared(t);
 }
 
 /// E (shared tree): worker 0's store splits the shared edge, so worker 1's removal of block 1
 /// only uncovers its part of the split node; block 3 (in the child node) stays in worker 1's
 /// lookup and still works as a parent.
 #[test]
-fn e_shared_split_limits_removal_cascade() {
+fn e_shared_split_limits_removal_cascade_not_modelled() {
     let t = vec![
         b(
             0,
@@ -165,5 +179,6 @@ fn e_shared_split_limits_removal_cascade() {
         b(1, 0, vec![removed(&[1], Some("GPU"))]),
         b(1, 0, vec![store(Some(3), &ints(&[4]), &[4], Some("GPU"))]),
     ];
-    assert_agrees(t, Mode::Shared);
+    assert_agrees(t.clone(), Mode::WorkerSide);
+    assert_differs_from_shared(t);
 }

@@ -16,7 +16,8 @@
 //!
 //! After every event the state is compared too: device lookup sizes per instance
 //! (`RadixTree::current_size`) against kvscope's `device_has` over the trace's hash universe,
-//! and the number of distinct lower-tier edges against `lower_tier_edges()`.
+//! and the number of distinct lower-tier edges (per rank publisher in the worker-side mode)
+//! against `lower_tier_edges()`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -378,6 +379,7 @@ pub fn run(trace: &GenTrace, mode: Mode) -> Run {
                 dp_rank: b.rank,
                 tier: ctx_tier(ev),
                 provenance: None,
+                batch: &b.events,
             };
             index += 1;
             let v = kv.apply(&ctx, ev, &mut resolved);
@@ -457,10 +459,16 @@ fn compare_state(
     }
     let lower = real.lower_state();
     let mut edges = BTreeSet::new();
+    // Distinct edges per rank publisher (worker-side, each publisher has its own lower-tier
+    // indexers); in the shared mode the registry is one, so edges are distinct over all.
     for (tier, ws) in &lower {
-        for m in ws.values() {
+        for (w, m) in ws {
+            let owner = match mode {
+                Mode::WorkerSide => Some(*w),
+                Mode::Shared => None,
+            };
             for (p, l) in m.values() {
-                edges.insert((*tier, *p, *l));
+                edges.insert((*tier, owner, *p, *l));
             }
         }
     }
