@@ -86,6 +86,9 @@ pub struct EventIndex {
     pub tiers: Vec<Tier>,
     /// Jobs by id.
     pub jobs: Vec<Job>,
+    /// Engine block size per source id: the `block_size` of the source's first `BlockStored`
+    /// that carries tokens (what `auto` router block sizes resolve to).
+    pub engine_block_sizes: Vec<Option<u32>>,
 }
 
 /// A transfer job: explicit (provenance `job_id`) or inferred (a batch's run of consecutive
@@ -129,11 +132,19 @@ impl EventIndex {
             let TraceRecord::Batch(b) = rec else { continue };
             let sid = *sources.entry(b.source.clone()).or_insert_with(|| {
                 idx.sources.push(b.source.clone());
+                idx.engine_block_sizes.push(None);
                 (idx.sources.len() - 1) as u32
             });
             let mut run = 0u32;
             let mut prev_medium: Option<Option<&str>> = None;
             for (pos, ev) in b.events.iter().enumerate() {
+                if let KvEvent::BlockStored(st) = ev {
+                    if !st.token_ids.is_empty() {
+                        if let Some(slot @ None) = idx.engine_block_sizes.get_mut(sid as usize) {
+                            *slot = Some(st.block_size);
+                        }
+                    }
+                }
                 let prov = b.provenance.as_ref().and_then(|p| p.get(pos));
                 let tier = match ev.tier() {
                     Some(Tier::Storage(None)) => match prov {
@@ -476,7 +487,7 @@ pub(crate) fn run_inner(
     let mut consumers: Vec<AnyConsumer> = config
         .consumers
         .iter()
-        .map(|k| AnyConsumer::new(*k, &config.consumer_config))
+        .map(|k| AnyConsumer::for_engines(*k, &config.consumer_config, &index.engine_block_sizes))
         .collect();
     let mut kinds: Vec<Vec<VerdictKind>> = vec![Vec::with_capacity(n); consumers.len()];
     let mut lost_blocks: Vec<Vec<(usize, u64)>> = vec![Vec::new(); consumers.len()];

@@ -245,7 +245,7 @@ fn scenario7_engine_block_smaller_than_canonical() {
         ],
     )]);
     let mut config = AnalysisConfig::default();
-    config.consumer_config.llmd_canonical_block_size = 64;
+    config.consumer_config.llmd_canonical_block_size = Some(64);
     let all = verdicts(&t, &config);
     let first = verdict_of(&all, 0, Llmd);
     assert_eq!(
@@ -260,7 +260,7 @@ fn scenario7_engine_block_smaller_than_canonical() {
         "Dynamo's block size matches"
     );
     // Dynamo with a different kv_block_size truncates every block.
-    config.consumer_config.dynamo_kv_block_size = 32;
+    config.consumer_config.dynamo_kv_block_size = Some(32);
     let all = verdicts(&t, &config);
     let d = verdict_of(&all, 0, Dynamo);
     assert_eq!(
@@ -676,5 +676,51 @@ fn builtin_scenarios_fixed_has_no_in_job_violations_and_legacy_the_expected_ones
     assert!(
         legacy_total > 0,
         "some built-in scenario must reorder under the legacy order"
+    );
+}
+
+/// Router block sizes default to `auto`: each source's engine block size (first
+/// token-carrying `BlockStored`), so a correct trace with 4-token blocks loses nothing;
+/// explicit settings override it, and sources with different engine sizes each get theirs.
+#[test]
+fn block_sizes_auto_follow_the_engine_per_source() {
+    let t = trace(vec![
+        batch(
+            "a",
+            0,
+            vec![stored(&[1], None, GPU, 4), stored(&[2], Some(1), GPU, 4)],
+        ),
+        batch(
+            "b",
+            0,
+            vec![stored(&[7], None, GPU, 8), stored(&[8], Some(7), GPU, 8)],
+        ),
+    ]);
+    let config = AnalysisConfig::default();
+    let a = analyze(&t, &config);
+    assert_eq!(a.index.engine_block_sizes, vec![Some(4), Some(8)]);
+    let all = verdicts(&t, &config);
+    for i in 0..4 {
+        assert_eq!(verdict_of(&all, i, Llmd).verdict, Applied, "llmd event {i}");
+        assert_eq!(
+            verdict_of(&all, i, Dynamo).verdict,
+            Applied,
+            "dynamo event {i}"
+        );
+    }
+    // Fixed 16 (a router configured for another block size): llm-d ignores the sub-canonical
+    // events and orphans their children, Dynamo truncates.
+    let mut config = AnalysisConfig::default();
+    config.consumer_config.llmd_canonical_block_size = Some(16);
+    config.consumer_config.dynamo_kv_block_size = Some(16);
+    let all = verdicts(&t, &config);
+    assert_eq!(
+        verdict_of(&all, 0, Llmd).reason.as_deref(),
+        Some("sub_canonical")
+    );
+    assert_eq!(verdict_of(&all, 1, Llmd).verdict, DroppedOrphan);
+    assert_eq!(
+        verdict_of(&all, 2, Dynamo).reason.as_deref(),
+        Some("block_size_mismatch")
     );
 }

@@ -31,8 +31,8 @@
 //! cascade: `tests/dynamo-diff/MISMATCHES.md` classes D, E); that view is not modelled.
 
 use super::{
-    bump, content_hash, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map,
-    Resolution, Set, VerdictKind,
+    bump, content_hash, BlockSizes, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes,
+    Map, Resolution, Set, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -97,7 +97,7 @@ type OwnerBlocks = Map<u64, ((Option<u64>, u64), u32)>;
 /// The Dynamo model.
 #[derive(Clone, Debug)]
 pub struct Dynamo {
-    kv_block_size: u32,
+    block_sizes: BlockSizes,
     clear_all_ranks: bool,
     next_node: NodeId,
     nodes: Map<NodeId, Node>,
@@ -120,8 +120,14 @@ pub struct Dynamo {
 impl Dynamo {
     /// A model with the router's `kv_block_size` and the `AllBlocksCleared` scope.
     pub fn new(kv_block_size: u32, clear_all_ranks: bool) -> Self {
+        Self::with_block_sizes(BlockSizes::fixed(kv_block_size), clear_all_ranks)
+    }
+
+    /// A model whose `kv_block_size` may differ per source (`auto`, see [`BlockSizes`]; the
+    /// real normalizer is built per worker with its `kv_block_size`).
+    pub fn with_block_sizes(block_sizes: BlockSizes, clear_all_ranks: bool) -> Self {
         Dynamo {
-            kv_block_size,
+            block_sizes,
             clear_all_ranks,
             next_node: 0,
             nodes: Map::default(),
@@ -737,11 +743,12 @@ impl Dynamo {
             return ignore("duplicate_or_self_referencing_hash").with_status("ok");
         }
         // create_stored_blocks
-        let bs = self.kv_block_size as usize;
+        let kv_block_size = self.block_sizes.for_source(ctx.source);
+        let bs = kv_block_size as usize;
         let mut blocks = Vec::with_capacity(hashes.len());
         let mut trunc_reason = None;
         for (i, h) in hashes.iter().enumerate() {
-            if e.block_size != self.kv_block_size {
+            if e.block_size != kv_block_size {
                 trunc_reason = Some("block_size_mismatch");
                 break;
             }
@@ -910,7 +917,7 @@ impl Consumer for Dynamo {
     }
 
     fn reset(&mut self) {
-        *self = Dynamo::new(self.kv_block_size, self.clear_all_ranks);
+        *self = Dynamo::with_block_sizes(self.block_sizes.clone(), self.clear_all_ranks);
     }
 
     fn lanes(&self) -> &Lanes {

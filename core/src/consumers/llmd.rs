@@ -18,8 +18,8 @@
 //! keys are an independent hash space that never needs to match vLLM's).
 
 use super::{
-    bump, content_hash, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map,
-    Resolution, Set, VerdictKind,
+    bump, content_hash, BlockSizes, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes,
+    Map, Resolution, Set, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -40,7 +40,7 @@ const SUPPORTED_KINDS: [&str; 3] = ["full_attention", "mla_attention", "sink_ful
 /// The llm-d model.
 #[derive(Clone, Debug)]
 pub struct Llmd {
-    canonical_block_size: u32,
+    block_sizes: BlockSizes,
     engine_to_req: Map<u64, Vec<u64>>,
     req_to_pods: Map<u64, Vec<PodEntry>>,
     dedup: Map<(u32, u32, i64, u64), u32>,
@@ -52,8 +52,13 @@ pub struct Llmd {
 impl Llmd {
     /// A model with llm-d's `blockSizeTokens` = `canonical_block_size` (0 is treated as 1).
     pub fn new(canonical_block_size: u32) -> Self {
+        Self::with_block_sizes(BlockSizes::fixed(canonical_block_size))
+    }
+
+    /// A model whose `blockSizeTokens` may differ per source (`auto`, see [`BlockSizes`]).
+    pub fn with_block_sizes(block_sizes: BlockSizes) -> Self {
         Llmd {
-            canonical_block_size: canonical_block_size.max(1),
+            block_sizes,
             engine_to_req: Map::default(),
             req_to_pods: Map::default(),
             dedup: Map::default(),
@@ -141,7 +146,7 @@ impl Llmd {
                 }
             },
         };
-        let cbs = self.canonical_block_size as usize;
+        let cbs = self.block_sizes.for_source(ctx.source).max(1) as usize;
         let mut rks = Vec::with_capacity(e.token_ids.len() / cbs);
         let mut prev = parent_rk;
         for chunk in e.token_ids.chunks_exact(cbs) {
@@ -366,7 +371,7 @@ impl Consumer for Llmd {
     }
 
     fn reset(&mut self) {
-        *self = Llmd::new(self.canonical_block_size);
+        *self = Llmd::with_block_sizes(self.block_sizes.clone());
     }
 
     fn lanes(&self) -> &Lanes {

@@ -83,7 +83,9 @@ fn from_start(r: &Replay, cursor: usize) -> (Vec<Vec<LaneSnapshot>>, Vec<EventVe
         .config
         .consumers
         .iter()
-        .map(|k| AnyConsumer::new(*k, &a.config.consumer_config))
+        .map(|k| {
+            AnyConsumer::for_engines(*k, &a.config.consumer_config, &a.index.engine_block_sizes)
+        })
         .collect();
     let mut last = Vec::new();
     let mut resolved = Vec::new();
