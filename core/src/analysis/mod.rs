@@ -545,7 +545,11 @@ pub(crate) fn run_inner(
                 _ => None,
             });
         raw.push(Finding {
-            rule: Rule::SeqGap,
+            rule: if g.recovered {
+                Rule::SeqGapRecovered
+            } else {
+                Rule::SeqGap
+            },
             level: Level::Warn,
             event: at,
             line: line.unwrap_or(0),
@@ -856,11 +860,12 @@ pub(crate) fn run_inner(
     raw.sort_by_key(|f| (f.event, f.rule));
     for f in &mut raw {
         f.level = config.rules.level(f.rule);
-        if f.line == 0 && f.rule != Rule::SeqGap {
+        let is_gap = matches!(f.rule, Rule::SeqGap | Rule::SeqGapRecovered);
+        if f.line == 0 && !is_gap {
             continue;
         }
         for (c, kind) in config.consumers.iter().enumerate() {
-            if f.rule == Rule::SeqGap {
+            if is_gap {
                 break;
             }
             if let Some(v) = kinds[c].get(f.event) {

@@ -724,3 +724,64 @@ fn block_sizes_auto_follow_the_engine_per_source() {
         Some("block_size_mismatch")
     );
 }
+
+/// A gap that capture recovered over the replay socket (`recovered: true`, the batches follow
+/// the record) is `seq-gap-recovered` (warn), not a deny-level `seq-gap`; an unrecovered gap
+/// record and a restart stay `seq-gap` (deny).
+#[test]
+fn recovered_gap_is_not_deny() {
+    let gap = |expected_seq, received_seq, recovered| {
+        TraceRecord::Gap(SeqGap {
+            source: "a".into(),
+            dp_rank: Some(0),
+            expected_seq,
+            received_seq,
+            recovered,
+        })
+    };
+    // Capture's shape: live seq 0, live seq 3 arrives, batches 1..3 recovered and written
+    // after a `recovered: true` record, then the live batch 3.
+    let recovered = trace(vec![
+        batch("a", 0, vec![stored(&[1], None, GPU, 16)]),
+        gap(1, 3, true),
+        batch("a", 1, vec![stored(&[2], Some(1), GPU, 16)]),
+        batch("a", 2, vec![stored(&[3], Some(2), GPU, 16)]),
+        batch("a", 3, vec![stored(&[4], Some(3), GPU, 16)]),
+    ]);
+    let a = run(&recovered);
+    assert_eq!(a.count(Rule::SeqGap), 0);
+    assert_eq!(a.count(Rule::SeqGapRecovered), 1);
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.rule == Rule::SeqGapRecovered)
+        .unwrap();
+    assert_eq!(f.level, Level::Warn);
+    assert!(f.message.contains("(recovered)"), "{}", f.message);
+    assert!(!a.has_deny());
+    assert_eq!(Rule::SeqGapRecovered.default_level(), Level::Warn);
+    assert_eq!(
+        "seq-gap-recovered".parse::<Rule>(),
+        Ok(Rule::SeqGapRecovered)
+    );
+
+    // The same with the record unrecovered (and the batches really missing): deny.
+    let lost = trace(vec![
+        batch("a", 0, vec![stored(&[1], None, GPU, 16)]),
+        gap(1, 3, false),
+        batch("a", 3, vec![stored(&[4], Some(3), GPU, 16)]),
+    ]);
+    let a = run(&lost);
+    assert_eq!(a.count(Rule::SeqGapRecovered), 0);
+    assert_eq!(a.count(Rule::SeqGap), 2, "the gap record and the seq hole");
+    assert!(a.has_deny());
+
+    // A restart (seq goes back) stays deny.
+    let restart = trace(vec![
+        batch("a", 5, vec![stored(&[1], None, GPU, 16)]),
+        batch("a", 0, vec![stored(&[2], Some(1), GPU, 16)]),
+    ]);
+    let a = run(&restart);
+    assert_eq!(a.count(Rule::SeqGap), 1);
+    assert!(a.has_deny());
+}
