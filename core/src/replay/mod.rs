@@ -14,9 +14,13 @@
 //! * static tables: each block's first store (parent, event), its children, and each job's
 //!   events.
 //!
-//! A seek is a binary search per lane (`O(lanes · log N)`), never a replay, a step is `O(changes
-//! of one event)`, and memory grows linearly with the trace (no state copies at all, so never
-//! as `N²/K`). `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes
+//! * every `K` events a checkpoint of the lane counters (`K` grows with the number of lanes so
+//!   that checkpoints cost at most a few bytes per event).
+//!
+//! A seek restores the checkpoint at or before the cursor and applies the recorded lane changes
+//! of at most `K - 1` events (`O(K)`, independent of the trace length, sequential memory),
+//! never a replay; a step is `O(changes of one event)`; memory grows linearly with the trace
+//! (checkpoints hold lane counters only, not consumer states, so never `N²/K`). `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes
 //! per event of the recording.
 //!
 //! # Example
@@ -402,6 +406,50 @@ pub struct Replay {
     finding_events: Vec<(usize, usize)>,
     cursor: usize,
     lanes_now: Vec<BTreeMap<u16, [i32; 4]>>,
+    /// Events between lane checkpoints (a power of two).
+    checkpoint_every: usize,
+    /// Per checkpoint `k` (cursor `k · checkpoint_every`): start of its lanes in
+    /// `checkpoint_lanes` (plus a final sentinel).
+    checkpoint_start: Vec<u32>,
+    /// Checkpointed lane counters: `(consumer, lane slot, counters)`.
+    checkpoint_lanes: Vec<(u8, u16, [i32; 4])>,
+}
+
+/// Lane checkpoints: every `k` events, where `k` (a power of two, at least 64) keeps their
+/// memory near `lanes · 24 / k` ≤ ~4 bytes per event.
+fn checkpoint_interval(lanes: usize) -> usize {
+    (lanes.saturating_mul(6))
+        .next_power_of_two()
+        .clamp(64, 1 << 16)
+}
+
+/// Build the lane checkpoints from the change log (`change_start` indexes it by event).
+fn build_checkpoints(
+    changes: &[Change],
+    change_start: &[u32],
+    n: usize,
+    every: usize,
+) -> (Vec<u32>, Vec<(u8, u16, [i32; 4])>) {
+    let mut state: BTreeMap<(u8, u16), [i32; 4]> = BTreeMap::new();
+    let mut starts = Vec::with_capacity(n / every + 2);
+    let mut lanes = Vec::new();
+    let mut applied = 0usize;
+    let mut cursor = 0usize;
+    while cursor <= n {
+        let upto = change_start
+            .get(cursor)
+            .copied()
+            .unwrap_or(changes.len() as u32) as usize;
+        for ch in changes.get(applied..upto).unwrap_or(&[]) {
+            state.insert((ch.consumer, ch.lane), ch.counts);
+        }
+        applied = upto.max(applied);
+        starts.push(lanes.len() as u32);
+        lanes.extend(state.iter().map(|((c, l), v)| (*c, *l, *v)));
+        cursor += every;
+    }
+    starts.push(lanes.len() as u32);
+    (starts, lanes)
 }
 
 impl Replay {
@@ -485,10 +533,16 @@ impl Replay {
             .map(|j| j.last_event - j.first_event + 1)
             .max()
             .unwrap_or(0);
+        let checkpoint_every = checkpoint_interval(rec.per_lane.len());
+        let (checkpoint_start, checkpoint_lanes) =
+            build_checkpoints(&rec.changes, &change_start, n, checkpoint_every);
         Replay {
             trace,
             analysis,
             rec,
+            checkpoint_every,
+            checkpoint_start,
+            checkpoint_lanes,
             change_start,
             first_store,
             first_store_events,
@@ -593,26 +647,38 @@ impl Replay {
         self.step_at(e)
     }
 
-    /// Move the cursor to `cursor` (clamped to `0..=len()`): one binary search per lane.
+    /// Move the cursor to `cursor` (clamped to `0..=len()`): restore the lane checkpoint at or
+    /// before it, then apply the recorded changes of the events in between.
     pub fn seek(&mut self, cursor: usize) {
         let cursor = cursor.min(self.len());
-        let limit = self
-            .change_start
-            .get(cursor)
-            .copied()
-            .unwrap_or(self.rec.changes.len() as u32);
         for m in &mut self.lanes_now {
             m.clear();
         }
-        for ((c, lane), list) in &self.rec.per_lane {
-            let pos = list.partition_point(|x| *x < limit);
-            if let Some(idx) = pos.checked_sub(1).and_then(|p| list.get(p)) {
-                if let (Some(m), Some(ch)) = (
-                    self.lanes_now.get_mut(*c as usize),
-                    self.rec.changes.get(*idx as usize),
-                ) {
-                    m.insert(*lane, ch.counts);
-                }
+        let k = cursor / self.checkpoint_every;
+        let a = self.checkpoint_start.get(k).copied().unwrap_or(0) as usize;
+        let b = self
+            .checkpoint_start
+            .get(k + 1)
+            .copied()
+            .unwrap_or(a as u32) as usize;
+        for (c, lane, counts) in self.checkpoint_lanes.get(a..b).unwrap_or(&[]) {
+            if let Some(m) = self.lanes_now.get_mut(*c as usize) {
+                m.insert(*lane, *counts);
+            }
+        }
+        let from = self
+            .change_start
+            .get(k * self.checkpoint_every)
+            .copied()
+            .unwrap_or(0) as usize;
+        let to = self
+            .change_start
+            .get(cursor)
+            .copied()
+            .unwrap_or(self.rec.changes.len() as u32) as usize;
+        for ch in self.rec.changes.get(from..to).unwrap_or(&[]) {
+            if let Some(m) = self.lanes_now.get_mut(ch.consumer as usize) {
+                m.insert(ch.lane, ch.counts);
             }
         }
         self.cursor = cursor;
@@ -999,6 +1065,8 @@ impl Replay {
                 .map(|v| v.capacity() * 4)
                 .sum::<usize>()
             + self.change_start.capacity() * 4
+            + self.checkpoint_start.capacity() * 4
+            + self.checkpoint_lanes.capacity() * std::mem::size_of::<(u8, u16, [i32; 4])>()
             + self.first_store.len() * (per_map_entry + 24)
             + self.first_store_events.capacity() * 4
             + self
