@@ -130,11 +130,16 @@ impl EventIndex {
         let mut jobs: HashMap<JobKey, u32> = HashMap::default();
         for (ri, rec) in trace.records.iter().enumerate() {
             let TraceRecord::Batch(b) = rec else { continue };
-            let sid = *sources.entry(b.source.clone()).or_insert_with(|| {
-                idx.sources.push(b.source.clone());
-                idx.engine_block_sizes.push(None);
-                (idx.sources.len() - 1) as u32
-            });
+            let sid = match sources.get(b.source.as_str()) {
+                Some(id) => *id,
+                None => {
+                    let id = idx.sources.len() as u32;
+                    idx.sources.push(b.source.clone());
+                    idx.engine_block_sizes.push(None);
+                    sources.insert(b.source.clone(), id);
+                    id
+                }
+            };
             let mut run = 0u32;
             let mut prev_medium: Option<Option<&str>> = None;
             for (pos, ev) in b.events.iter().enumerate() {

@@ -735,11 +735,7 @@ impl Dynamo {
             return ignore("unknown_medium");
         };
         let parent = e.parent_block_hash.as_ref().map(|p| p.as_u64());
-        let mut seen = std::collections::HashSet::with_capacity(hashes.len() + 1);
-        if let Some(p) = parent {
-            seen.insert(p);
-        }
-        if hashes.iter().any(|h| !seen.insert(*h)) {
+        if has_duplicate(parent, &hashes) {
             return ignore("duplicate_or_self_referencing_hash").with_status("ok");
         }
         // create_stored_blocks
@@ -880,6 +876,20 @@ impl Dynamo {
             blocks,
         }
     }
+}
+
+/// Whether the store's hashes (with its parent) repeat one (`convert_event`'s
+/// self-reference check); no allocation for the usual short events.
+fn has_duplicate(parent: Option<u64>, hashes: &[u64]) -> bool {
+    if hashes.len() <= 16 {
+        return hashes
+            .iter()
+            .enumerate()
+            .any(|(i, h)| Some(*h) == parent || hashes.get(..i).is_some_and(|s| s.contains(h)));
+    }
+    let mut seen: Set<u64> = Set::default();
+    seen.extend(parent);
+    hashes.iter().any(|h| !seen.insert(*h))
 }
 
 /// `ZmqEventNormalizer::preprocess_with_reason` (`zmq_wire/mod.rs`): the ownership check runs

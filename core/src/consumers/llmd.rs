@@ -37,12 +37,17 @@ pub struct PodEntry {
 /// Cache kinds llm-d indexes (`full_attention`, `mla_attention`, `sink_full_attention`).
 const SUPPORTED_KINDS: [&str; 3] = ["full_attention", "mla_attention", "sink_full_attention"];
 
+/// Request keys of one engine hash (almost always one: inline, no allocation).
+type ReqKeys = smallvec::SmallVec<[u64; 2]>;
+/// Pods holding one request key (usually one or two: inline).
+type Pods = smallvec::SmallVec<[PodEntry; 2]>;
+
 /// The llm-d model.
 #[derive(Clone, Debug)]
 pub struct Llmd {
     block_sizes: BlockSizes,
-    engine_to_req: Map<u64, Vec<u64>>,
-    req_to_pods: Map<u64, Vec<PodEntry>>,
+    engine_to_req: Map<u64, ReqKeys>,
+    req_to_pods: Map<u64, Pods>,
     dedup: Map<(u32, u32, i64, u64), u32>,
     groups: Map<(u32, u32), bool>,
     held: Set<(u64, LaneKey)>,
@@ -208,7 +213,7 @@ impl Llmd {
         // Pair E[i·|E|/n] → R[i·|R|/n], n = max(|E|, |R|).
         let (ne, nr) = (hashes.len(), rks.len());
         let n = ne.max(nr);
-        let mut per_engine: Vec<Vec<u64>> = vec![Vec::new(); ne];
+        let mut per_engine: Vec<ReqKeys> = vec![ReqKeys::new(); ne];
         for i in 0..n {
             if let (Some(slot), Some(rk)) = (per_engine.get_mut(i * ne / n), rks.get(i * nr / n)) {
                 slot.push(*rk);
@@ -301,7 +306,7 @@ impl Llmd {
         let mut all_gone = true;
         for rk in keys.iter() {
             if let Some(pods) = self.req_to_pods.get(rk).cloned() {
-                let left: Vec<PodEntry> = pods.iter().copied().filter(|p| *p != entry).collect();
+                let left: Pods = pods.iter().copied().filter(|p| *p != entry).collect();
                 if left.is_empty() {
                     self.req_to_pods.remove(rk);
                 } else {
@@ -326,14 +331,14 @@ impl Llmd {
     fn cleared(&mut self, ctx: &EventCtx<'_>) -> EventVerdict {
         let pod = ctx.source;
         // Index.Clear(pod): O(N) over every key; engine mappings are kept.
-        let affected: Vec<(u64, Vec<PodEntry>)> = self
+        let affected: Vec<(u64, Pods)> = self
             .req_to_pods
             .iter()
             .filter(|(_, pods)| pods.iter().any(|p| p.pod == pod))
             .map(|(k, v)| (*k, v.clone()))
             .collect();
         for (rk, pods) in affected {
-            let left: Vec<PodEntry> = pods.iter().copied().filter(|p| p.pod != pod).collect();
+            let left: Pods = pods.iter().copied().filter(|p| p.pod != pod).collect();
             if left.is_empty() {
                 self.req_to_pods.remove(&rk);
             } else {

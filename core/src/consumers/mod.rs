@@ -218,9 +218,7 @@ pub(crate) type Set<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>
 
 /// Adjust one lane's counters.
 pub(crate) fn bump(lanes: &mut Lanes, key: LaneKey, f: impl FnOnce(&mut LaneCounts)) {
-    let mut c = lanes.get(&key).copied().unwrap_or_default();
-    f(&mut c);
-    lanes.insert(key, c);
+    f(lanes.entry(key).or_default());
 }
 
 /// The common interface of the consumer models.
