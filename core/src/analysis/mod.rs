@@ -647,7 +647,8 @@ pub(crate) fn run_inner(
         // Violation index.
         match ev {
             KvEvent::BlockStored(e) => {
-                let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+                let hashes: smallvec::SmallVec<[u64; 4]> =
+                    e.block_hashes.iter().map(|h| h.as_u64()).collect();
                 let promotion = ctx
                     .provenance
                     .is_some_and(|p| p.kind == ProvenanceKind::Promotion);
@@ -661,7 +662,7 @@ pub(crate) fn run_inner(
                             job: loc.job,
                             scope,
                             promotion,
-                            hashes: hashes.clone(),
+                            hashes: hashes.to_vec(),
                         });
                     }
                 }
