@@ -49,9 +49,11 @@ if ! command -v wasm-pack >/dev/null; then
 fi
 
 # wasm-opt for the npm package: npm binaryen 132 in tests/node (never Debian's binaryen, whose
-# wasm-opt 108 breaks wasm-bindgen output). scripts/test.sh puts it first on PATH.
-if [ "$(tests/node/node_modules/.bin/wasm-opt --version 2>/dev/null)" != "wasm-opt version 132 (version_132)" ]; then
-  log "npm ci in tests/node (binaryen 132)"
+# wasm-opt 108 breaks wasm-bindgen output), and tsc for its type check; versions pinned in
+# tests/node/package-lock.json. scripts/test.sh puts them first on PATH.
+if [ "$(tests/node/node_modules/.bin/wasm-opt --version 2>/dev/null)" != "wasm-opt version 132 (version_132)" ] ||
+   [ "$(tests/node/node_modules/.bin/tsc --version 2>/dev/null)" != "Version 5.9.3" ]; then
+  log "npm ci in tests/node (binaryen 132, typescript 5.9.3)"
   npm ci --prefix tests/node --no-audit --no-fund
 fi
 

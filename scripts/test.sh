@@ -22,14 +22,17 @@ cargo build -p kvscope-core --target wasm32-unknown-unknown --locked
 
 step "wasm package (kvscope-wasm): wasm-pack test --node"
 export PATH="$PWD/tests/node/node_modules/.bin:$PATH"   # npm binaryen 132's wasm-opt first
-wasm-pack test --node wasm -- --locked
+wasm-pack test --node wasm
 
 step "wasm package: wasm-pack test --headless --chrome"
-wasm-pack test --headless --chrome wasm -- --locked
+wasm-pack test --headless --chrome wasm
 
 step "wasm package: build (nodejs, web; full and lean), README example + checks in Node"
 ./scripts/wasm-pkg.sh
 node tests/node/package-e2e.mjs
+
+step "wasm package: TypeScript declarations type-check (tsc --strict)"
+tsc -p tests/node
 
 step "web: component tests in headless Chromium (wasm-bindgen-test)"
 export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}

@@ -25,6 +25,19 @@ export type VerdictKind = "applied" | "dropped_orphan" | "misrooted" | "pending"
   | "truncated" | "removed" | "remove_unknown" | "ignored" | "cleared";
 "#;
 
+#[wasm_bindgen]
+extern "C" {
+    /// An `AnalyzeOptions` object passed by JavaScript (parsed with [`AnalyzeOptions`]).
+    #[wasm_bindgen(typescript_type = "AnalyzeOptions")]
+    pub type AnalyzeOptionsArg;
+    /// A `ViolationFilterOptions` object passed by JavaScript.
+    #[wasm_bindgen(typescript_type = "ViolationFilterOptions")]
+    pub type ViolationFilterArg;
+    /// A msgpack event encoding name passed by JavaScript.
+    #[wasm_bindgen(typescript_type = "\"map\" | \"array\"")]
+    pub type EncodingArg;
+}
+
 /// Options of `Trace.analyze()` / `Trace.replay()`. Every key is optional.
 #[derive(Clone, Debug, Default, Deserialize, Tsify)]
 #[serde(default, deny_unknown_fields)]

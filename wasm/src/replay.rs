@@ -14,7 +14,9 @@ use wasm_bindgen::JsCast;
 
 use crate::dto::hash_from_js;
 use crate::js::{js_error, to_js};
-use crate::options::{AnalyzeOptions, ViolationFilterOptions};
+use crate::options::{
+    AnalyzeOptions, AnalyzeOptionsArg, ViolationFilterArg, ViolationFilterOptions,
+};
 use crate::report::{hash_str, hash_strs, num, Analysis, Finding, Job};
 use crate::trace::{range_error, Trace};
 
@@ -400,12 +402,12 @@ impl OptionKeys for ViolationFilterOptions {
 /// them (serde-wasm-bindgen only reads the declared fields, so `deny_unknown_fields` alone
 /// would not see them).
 pub(crate) fn parse_opts<T: serde::de::DeserializeOwned + Default + OptionKeys>(
-    value: JsValue,
+    value: Option<JsValue>,
     what: &str,
 ) -> Result<T, JsValue> {
-    if value.is_undefined() || value.is_null() {
+    let Some(value) = value.filter(|v| !v.is_undefined() && !v.is_null()) else {
         return Ok(T::default());
-    }
+    };
     if !value.is_object() || js_sys::Array::is_array(&value) {
         return Err(js_error(&format!("invalid {what}: expected an object")));
     }
@@ -464,8 +466,8 @@ impl ReplaySession {
         }
     }
 
-    fn filter(filter: JsValue) -> Result<kr::ViolationFilter, JsValue> {
-        parse_opts::<ViolationFilterOptions>(filter, "violation filter")?
+    fn filter(filter: Option<ViolationFilterArg>) -> Result<kr::ViolationFilter, JsValue> {
+        parse_opts::<ViolationFilterOptions>(filter.map(JsValue::from), "violation filter")?
             .to_filter()
             .map_err(|m| js_error(&m))
     }
@@ -478,9 +480,9 @@ impl ReplaySession {
     #[wasm_bindgen(constructor)]
     pub fn new(
         trace: &Trace,
-        #[wasm_bindgen(unchecked_param_type = "AnalyzeOptions")] options: JsValue,
+        options: Option<AnalyzeOptionsArg>,
     ) -> Result<ReplaySession, JsValue> {
-        let options: AnalyzeOptions = parse_opts(options, "analyze options")?;
+        let options: AnalyzeOptions = parse_opts(options.map(JsValue::from), "analyze options")?;
         ReplaySession::from_trace(trace, &options).map_err(|m| js_error(&m))
     }
 
@@ -523,7 +525,7 @@ impl ReplaySession {
     #[wasm_bindgen(js_name = nextViolation, unchecked_return_type = "number | null")]
     pub fn next_violation(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "ViolationFilterOptions")] filter: JsValue,
+        filter: Option<ViolationFilterArg>,
     ) -> Result<JsValue, JsValue> {
         let filter = Self::filter(filter)?;
         Ok(match self.inner.next_violation(&filter) {
@@ -540,7 +542,7 @@ impl ReplaySession {
     #[wasm_bindgen(js_name = previousViolation, unchecked_return_type = "number | null")]
     pub fn previous_violation(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "ViolationFilterOptions")] filter: JsValue,
+        filter: Option<ViolationFilterArg>,
     ) -> Result<JsValue, JsValue> {
         let filter = Self::filter(filter)?;
         Ok(match self.inner.prev_violation(&filter) {
@@ -631,11 +633,8 @@ impl Trace {
     /// Analyse the trace: the violation index, lint findings and each consumer model's
     /// losses, for the chosen consumers and rules. Returns a plain object.
     #[wasm_bindgen(unchecked_return_type = "Analysis")]
-    pub fn analyze(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "AnalyzeOptions")] options: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        let options: AnalyzeOptions = parse_opts(options, "analyze options")?;
+    pub fn analyze(&self, options: Option<AnalyzeOptionsArg>) -> Result<JsValue, JsValue> {
+        let options: AnalyzeOptions = parse_opts(options.map(JsValue::from), "analyze options")?;
         let config = options.to_config().map_err(|m| js_error(&m))?;
         to_js(&Analysis::from(&kvscope_core::analysis::analyze(
             self.core(),
@@ -644,10 +643,7 @@ impl Trace {
     }
 
     /// Open a replay session over a copy of this trace (same options as `analyze`).
-    pub fn replay(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "AnalyzeOptions")] options: JsValue,
-    ) -> Result<ReplaySession, JsValue> {
+    pub fn replay(&self, options: Option<AnalyzeOptionsArg>) -> Result<ReplaySession, JsValue> {
         ReplaySession::new(self, options)
     }
 }

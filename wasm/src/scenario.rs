@@ -12,6 +12,13 @@ use crate::js::{js_error, to_js};
 use crate::replay::{parse_opts, OptionKeys};
 use crate::trace::Trace;
 
+#[wasm_bindgen]
+extern "C" {
+    /// A `GenerateOptions` object passed by JavaScript.
+    #[wasm_bindgen(typescript_type = "GenerateOptions")]
+    pub type GenerateOptionsArg;
+}
+
 /// Overrides applied to the scenario before it runs (the `kvscope generate` flags).
 #[derive(Clone, Debug, Default, Deserialize, Tsify)]
 #[serde(default, deny_unknown_fields)]
@@ -159,9 +166,9 @@ pub fn builtin_scenario(name: &str) -> Result<String, JsValue> {
 #[wasm_bindgen]
 pub fn generate(
     #[wasm_bindgen(unchecked_param_type = "string | object")] scenario: JsValue,
-    #[wasm_bindgen(unchecked_param_type = "GenerateOptions")] options: JsValue,
+    options: Option<GenerateOptionsArg>,
 ) -> Result<Trace, JsValue> {
-    let options: GenerateOptions = parse_opts(options, "generate options")?;
+    let options: GenerateOptions = parse_opts(options.map(JsValue::from), "generate options")?;
     let spec = match scenario.as_string() {
         Some(s) => s,
         None if scenario.is_object() => js_sys::JSON::stringify(&scenario)

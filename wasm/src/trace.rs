@@ -9,6 +9,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::dto::{saturating_u32, Batch, Event, Provenance};
 use crate::js::{js_error, to_js, wire_error};
+use crate::options::EncodingArg;
 
 /// Source name given to a bare msgpack stream when the caller names none.
 pub const DEFAULT_SOURCE: &str = "trace";
@@ -282,11 +283,18 @@ impl Trace {
     /// (`"map"`, current vLLM, default) or positional arrays (`"array"`, legacy vLLM).
     /// Only the wire batches travel: source, seq and provenance are trace-only.
     #[wasm_bindgen(js_name = toMsgpack)]
-    pub fn to_msgpack(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "\"map\" | \"array\"")] encoding: Option<String>,
-    ) -> Result<Vec<u8>, JsValue> {
-        let encoding = parse_encoding(encoding.as_deref()).map_err(|m| js_error(&m))?;
+    pub fn to_msgpack(&self, encoding: Option<EncodingArg>) -> Result<Vec<u8>, JsValue> {
+        let name = encoding
+            .map(JsValue::from)
+            .filter(|v| !v.is_undefined() && !v.is_null());
+        let name = match name {
+            None => None,
+            Some(v) => Some(
+                v.as_string()
+                    .ok_or_else(|| js_error("encoding must be \"map\" or \"array\""))?,
+            ),
+        };
+        let encoding = parse_encoding(name.as_deref()).map_err(|m| js_error(&m))?;
         Ok(self.msgpack_bytes(encoding))
     }
 }

@@ -14,7 +14,7 @@ fn trace() -> Trace {
 #[wasm_bindgen_test]
 fn analyze_reports_the_in_job_violation_and_llmd_loss() {
     let a = trace()
-        .analyze(json(r#"{"consumers": ["llmd", "dynamo", "ideal"]}"#))
+        .analyze(Some(json(r#"{"consumers": ["llmd", "dynamo", "ideal"]}"#)))
         .unwrap();
     assert_eq!(get(&a, "has_deny"), JsValue::TRUE);
     assert_eq!(len(&get(&a, "consumers")), 3);
@@ -38,29 +38,29 @@ fn analyze_reports_the_in_job_violation_and_llmd_loss() {
 #[wasm_bindgen_test]
 fn analyze_rules_and_levels_are_applied() {
     let t = trace();
-    let a = t.analyze(json(r#"{"rules": ["seq-gap"]}"#)).unwrap();
+    let a = t.analyze(Some(json(r#"{"rules": ["seq-gap"]}"#))).unwrap();
     assert_eq!(len(&get(&a, "findings")), 0);
     assert_eq!(get(&a, "has_deny"), JsValue::FALSE);
     // Violations are listed regardless of level.
     assert_eq!(len(&get(&a, "violations")), 1);
     let a = t
-        .analyze(json(
+        .analyze(Some(json(
             r#"{"levels": {"child-before-parent-in-job": "warn"}}"#,
-        ))
+        )))
         .unwrap();
     assert_eq!(get(&a, "has_deny"), JsValue::FALSE);
     assert_eq!(string(&path(&a, "findings.0.level")), "warn");
-    let (_, msg) = thrown(t.analyze(json(r#"{"consumers": ["nginx"]}"#)));
+    let (_, msg) = thrown(t.analyze(Some(json(r#"{"consumers": ["nginx"]}"#))));
     assert!(msg.contains("unknown consumer \"nginx\""), "{msg}");
-    let (_, msg) = thrown(t.analyze(json(r#"{"rule": []}"#)));
+    let (_, msg) = thrown(t.analyze(Some(json(r#"{"rule": []}"#))));
     assert!(msg.contains("unknown field `rule`"), "{msg}");
     // undefined and null mean defaults (all four consumers).
+    assert_eq!(len(&get(&t.analyze(None).unwrap(), "consumers")), 4);
     assert_eq!(
-        len(&get(&t.analyze(JsValue::UNDEFINED).unwrap(), "consumers")),
-        4
-    );
-    assert_eq!(
-        len(&get(&t.analyze(JsValue::NULL).unwrap(), "consumers")),
+        len(&get(
+            &t.analyze(Some(JsValue::NULL.unchecked_into())).unwrap(),
+            "consumers"
+        )),
         4
     );
 }
@@ -68,14 +68,14 @@ fn analyze_rules_and_levels_are_applied() {
 #[wasm_bindgen_test]
 fn replay_session_navigation() {
     let t = trace();
-    let mut s = ReplaySession::new(&t, json(r#"{"consumers": ["llmd", "ideal"]}"#)).unwrap();
+    let mut s = ReplaySession::new(&t, Some(json(r#"{"consumers": ["llmd", "ideal"]}"#))).unwrap();
     assert_eq!((s.length(), s.cursor()), (3, 0));
     assert!(s.last_step().unwrap().is_null());
     assert!(s.step_back().unwrap().is_null());
 
     // Next violation from the start: event 1, applied.
     let at = s
-        .next_violation(json(r#"{"rule": "child-before-parent-in-job"}"#))
+        .next_violation(Some(json(r#"{"rule": "child-before-parent-in-job"}"#)))
         .unwrap();
     assert_eq!(number(&at), 1.0);
     assert_eq!(s.cursor(), 2);
@@ -99,7 +99,7 @@ fn replay_session_navigation() {
     assert_eq!(number(&path(&st, "consumers.1.total.pending")), 1.0);
     // No further violation; the cursor stays.
     assert!(s
-        .next_violation(json(r#"{"rule": "child-before-parent-in-job"}"#))
+        .next_violation(Some(json(r#"{"rule": "child-before-parent-in-job"}"#)))
         .unwrap()
         .is_null());
     assert_eq!(s.cursor(), 2);
@@ -120,10 +120,7 @@ fn replay_session_navigation() {
     assert_eq!(s.cursor(), 2);
     // Previous violation from past the end finds event 1 again.
     s.seek(3.0).unwrap();
-    assert_eq!(
-        number(&s.previous_violation(JsValue::UNDEFINED).unwrap()),
-        1.0
-    );
+    assert_eq!(number(&s.previous_violation(None).unwrap()), 1.0);
     assert_eq!(s.cursor(), 2);
     // Seek clamps; bad positions are RangeErrors.
     assert_eq!(s.seek(99.0).unwrap(), 3);
@@ -153,10 +150,10 @@ fn replay_session_navigation() {
 fn dropping_a_session_returns_its_heap() {
     let t = trace();
     // Warm up (one-time allocations), then every create/drop cycle must return to baseline.
-    drop(ReplaySession::new(&t, JsValue::UNDEFINED).unwrap());
+    drop(ReplaySession::new(&t, None).unwrap());
     let baseline = live_bytes();
     for _ in 0..3 {
-        let mut s = ReplaySession::new(&t, JsValue::UNDEFINED).unwrap();
+        let mut s = ReplaySession::new(&t, None).unwrap();
         s.seek(2.0).unwrap();
         assert!(live_bytes() > baseline, "a session holds heap memory");
         drop(s);

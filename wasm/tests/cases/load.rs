@@ -34,7 +34,7 @@ fn jsonl_loads_with_exact_hashes() {
 fn msgpack_export_round_trips_and_loads_from_uint8array() {
     let t = Trace::from_jsonl(&readme_jsonl()).unwrap();
     for enc in [None, Some("map"), Some("array")] {
-        let bytes = t.to_msgpack(enc.map(str::to_owned)).unwrap();
+        let bytes = t.to_msgpack(enc.map(js_str)).unwrap();
         assert!(!bytes.is_empty());
         let arr = js_sys::Uint8Array::from(bytes.as_slice());
         let back = load_trace(&arr.into(), Some("pod-a".into())).unwrap();
@@ -50,7 +50,7 @@ fn msgpack_export_round_trips_and_loads_from_uint8array() {
         );
         assert_eq!(string(&path(&b, "1.source")), "pod-a");
         // Same wire batches: same msgpack again.
-        assert_eq!(back.to_msgpack(enc.map(str::to_owned)).unwrap(), bytes);
+        assert_eq!(back.to_msgpack(enc.map(js_str)).unwrap(), bytes);
     }
     let default_source = Trace::from_msgpack(&t.to_msgpack(None).unwrap(), None).unwrap();
     assert_eq!(

@@ -16,11 +16,11 @@ fn builtins_are_listed_and_generate() {
     assert!(names.iter().any(|n| n == "legacy-vs-fixed"), "{names:?}");
     let t = generate(
         JsValue::from_str("legacy-vs-fixed"),
-        json(r#"{"order": "fixed"}"#),
+        Some(json(r#"{"order": "fixed"}"#)),
     )
     .unwrap();
     assert!(t.event_count() > 0);
-    let a = t.analyze(JsValue::UNDEFINED).unwrap();
+    let a = t.analyze(None).unwrap();
     assert!(get(&a, "counts").is_object());
     assert!(
         path(&a, "counts.child-before-parent-in-job").is_undefined(),
@@ -31,20 +31,20 @@ fn builtins_are_listed_and_generate() {
 #[wasm_bindgen_test]
 fn cpython_order_reorders_and_seeds_are_deterministic() {
     let opts = r#"{"order": "cpython", "python_hash_seed": 0}"#;
-    let a = generate(JsValue::from_str("legacy-vs-fixed"), json(opts)).unwrap();
-    let b = generate(JsValue::from_str("legacy-vs-fixed"), json(opts)).unwrap();
+    let a = generate(JsValue::from_str("legacy-vs-fixed"), Some(json(opts))).unwrap();
+    let b = generate(JsValue::from_str("legacy-vs-fixed"), Some(json(opts))).unwrap();
     assert_eq!(a.to_jsonl(), b.to_jsonl());
     let fixed = generate(
         JsValue::from_str("legacy-vs-fixed"),
-        json(r#"{"order": "fixed"}"#),
+        Some(json(r#"{"order": "fixed"}"#)),
     )
     .unwrap();
     assert_ne!(a.to_jsonl(), fixed.to_jsonl());
     // A bigint seed works like a number.
     let legacy = |seed: JsValue| {
-        let o = json(r#"{"order": "legacy"}"#);
+        let o: kvscope_wasm::scenario::GenerateOptionsArg = json(r#"{"order": "legacy"}"#);
         js_sys::Reflect::set(&o, &JsValue::from_str("seed"), &seed).unwrap();
-        generate(JsValue::from_str("legacy-vs-fixed"), o)
+        generate(JsValue::from_str("legacy-vs-fixed"), Some(o))
             .unwrap()
             .to_jsonl()
     };
@@ -57,28 +57,22 @@ fn cpython_order_reorders_and_seeds_are_deterministic() {
 #[wasm_bindgen_test]
 fn custom_scenarios_from_text_or_object_and_errors() {
     let text = builtin_scenario("single-request").unwrap();
-    let from_text = generate(JsValue::from_str(&text), JsValue::UNDEFINED).unwrap();
-    let from_object = generate(json(&text), JsValue::UNDEFINED).unwrap();
+    let from_text = generate(JsValue::from_str(&text), None).unwrap();
+    let from_object = generate(json::<JsValue>(&text), None).unwrap();
     assert_eq!(from_text.to_jsonl(), from_object.to_jsonl());
     assert_eq!(from_text.scenario().as_deref(), Some("single-request"));
-    let (_, msg) = thrown(generate(
-        JsValue::from_str("no-such-scenario"),
-        JsValue::UNDEFINED,
-    ));
+    let (_, msg) = thrown(generate(JsValue::from_str("no-such-scenario"), None));
     assert!(msg.contains("\"no-such-scenario\""), "{msg}");
-    let (_, msg) = thrown(generate(
-        JsValue::from_str("{\n  \"name\": 5\n}"),
-        JsValue::UNDEFINED,
-    ));
+    let (_, msg) = thrown(generate(JsValue::from_str("{\n  \"name\": 5\n}"), None));
     assert!(msg.contains("line 2"), "{msg}");
     let (_, msg) = thrown(generate(
         JsValue::from_str("chunked"),
-        json(r#"{"order": "random"}"#),
+        Some(json(r#"{"order": "random"}"#)),
     ));
     assert!(msg.contains("\"random\""), "{msg}");
     let (_, msg) = thrown(generate(
         JsValue::from_str("chunked"),
-        json(r#"{"sed": 1}"#),
+        Some(json(r#"{"sed": 1}"#)),
     ));
     assert!(msg.contains("unknown field `sed`"), "{msg}");
 }

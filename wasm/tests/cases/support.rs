@@ -63,8 +63,15 @@ pub fn thrown<T: std::fmt::Debug>(r: Result<T, JsValue>) -> (js_sys::Error, Stri
 }
 
 /// `JSON.parse(text)`: build option objects the way JS callers write them.
-pub fn json(text: &str) -> JsValue {
-    js_sys::JSON::parse(text).expect("valid JSON")
+pub fn json<T: JsCast>(text: &str) -> T {
+    js_sys::JSON::parse(text)
+        .expect("valid JSON")
+        .unchecked_into()
+}
+
+/// A JS string as an imported JS type (e.g. the msgpack encoding argument).
+pub fn js_str<T: JsCast>(text: &str) -> T {
+    JsValue::from_str(text).unchecked_into()
 }
 
 fn t16(k: u32) -> String {

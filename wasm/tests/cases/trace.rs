@@ -165,6 +165,6 @@ fn wire_errors_become_errors_with_location_properties() {
 
 #[wasm_bindgen_test]
 fn unknown_msgpack_encoding_throws() {
-    let (_, msg) = thrown(sample().to_msgpack(Some("yaml".into())));
+    let (_, msg) = thrown(sample().to_msgpack(Some(js_str("yaml"))));
     assert!(msg.contains("\"yaml\""), "{msg}");
 }
