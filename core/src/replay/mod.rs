@@ -404,6 +404,10 @@ pub struct Replay {
     /// Longest job span in events (bounds the active-job scan).
     max_job_span: usize,
     finding_events: Vec<(usize, usize)>,
+    /// Skip tables over `first_store_events`, `finding_events` and the jobs' first events.
+    skip_first_store: Skip,
+    skip_findings: Skip,
+    skip_jobs: Skip,
     cursor: usize,
     lanes_now: Vec<BTreeMap<u16, [i32; 4]>>,
     /// Events between lane checkpoints (a power of two).
@@ -413,6 +417,52 @@ pub struct Replay {
     checkpoint_start: Vec<u32>,
     /// Checkpointed lane counters: `(consumer, lane slot, counters)`.
     checkpoint_lanes: Vec<(u8, u16, [i32; 4])>,
+}
+
+/// Events between the entries of a [`Skip`] table.
+const SKIP_EVERY: usize = 64;
+
+/// For a list sorted by event index: the position of the first entry at or after cursor
+/// `k · SKIP_EVERY`, for every `k`. Counting the entries before a cursor is then one lookup plus
+/// a short forward scan (no binary search over a large array, whose cache misses grow with
+/// the trace).
+#[derive(Default)]
+struct Skip {
+    at: Vec<u32>,
+}
+
+impl Skip {
+    fn build<T>(v: &[T], events: usize, key: impl Fn(&T) -> usize) -> Skip {
+        let mut at = Vec::with_capacity(events / SKIP_EVERY + 2);
+        let mut pos = 0usize;
+        let mut cursor = 0usize;
+        while cursor <= events + SKIP_EVERY {
+            while v.get(pos).is_some_and(|x| key(x) < cursor) {
+                pos += 1;
+            }
+            at.push(pos as u32);
+            cursor += SKIP_EVERY;
+        }
+        Skip { at }
+    }
+
+    /// Number of entries of `v` whose event is before `c` (`v` sorted by `key`).
+    fn count_lt<T>(&self, v: &[T], c: usize, key: impl Fn(&T) -> usize) -> usize {
+        let start = match self.at.get(c / SKIP_EVERY) {
+            Some(p) => *p as usize,
+            None => return v.partition_point(|x| key(x) < c),
+        };
+        start
+            + v.get(start..)
+                .unwrap_or(&[])
+                .iter()
+                .take_while(|x| key(x) < c)
+                .count()
+    }
+
+    fn bytes(&self) -> usize {
+        self.at.capacity() * 4
+    }
 }
 
 /// Lane checkpoints: every `k` events, where `k` (a power of two, at least 64) keeps their
@@ -536,7 +586,13 @@ impl Replay {
         let checkpoint_every = checkpoint_interval(rec.per_lane.len());
         let (checkpoint_start, checkpoint_lanes) =
             build_checkpoints(&rec.changes, &change_start, n, checkpoint_every);
+        let skip_first_store = Skip::build(&first_store_events, n, |e| *e as usize);
+        let skip_findings = Skip::build(&finding_events, n, |f| f.0);
+        let skip_jobs = Skip::build(&analysis.index.jobs, n, |j| j.first_event);
         Replay {
+            skip_first_store,
+            skip_findings,
+            skip_jobs,
             trace,
             analysis,
             rec,
@@ -941,11 +997,12 @@ impl Replay {
         // Jobs are interned in order of their first event: only jobs starting within the
         // longest job span before the cursor can still be active.
         let jobs = &self.analysis.index.jobs;
-        let end = jobs.partition_point(|j| j.first_event < c);
+        let end = self.skip_jobs.count_lt(jobs, c, |j| j.first_event);
         let lo = c.saturating_sub(self.max_job_span);
-        let start = jobs
-            .get(..end)
-            .map_or(0, |js| js.partition_point(|j| j.first_event < lo));
+        let start = self
+            .skip_jobs
+            .count_lt(jobs, lo, |j| j.first_event)
+            .min(end);
         let mut active: Vec<&Job> = jobs
             .get(start..end)
             .unwrap_or(&[])
@@ -979,9 +1036,11 @@ impl Replay {
             consumers,
             active_jobs,
             blocks_seen: self
-                .first_store_events
-                .partition_point(|e| (*e as usize) < c),
-            findings_so_far: self.finding_events.partition_point(|(e, _)| *e < c),
+                .skip_first_store
+                .count_lt(&self.first_store_events, c, |e| *e as usize),
+            findings_so_far: self
+                .skip_findings
+                .count_lt(&self.finding_events, c, |f| f.0),
         }
     }
 
@@ -1066,6 +1125,9 @@ impl Replay {
                 .sum::<usize>()
             + self.change_start.capacity() * 4
             + self.checkpoint_start.capacity() * 4
+            + self.skip_first_store.bytes()
+            + self.skip_findings.bytes()
+            + self.skip_jobs.bytes()
             + self.checkpoint_lanes.capacity() * std::mem::size_of::<(u8, u16, [i32; 4])>()
             + self.first_store.len() * (per_map_entry + 24)
             + self.first_store_events.capacity() * 4
