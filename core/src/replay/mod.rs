@@ -416,8 +416,11 @@ pub struct Replay {
     /// `checkpoint_lanes` (plus a final sentinel).
     checkpoint_start: Vec<u32>,
     /// Checkpointed lane counters: `(consumer, lane slot, counters)`.
-    checkpoint_lanes: Vec<(u8, u16, [i32; 4])>,
+    checkpoint_lanes: Vec<LaneEntry>,
 }
+
+/// One checkpointed lane: `(consumer, lane slot, counters)`.
+type LaneEntry = (u8, u16, [i32; 4]);
 
 /// Events between the entries of a [`Skip`] table.
 const SKIP_EVERY: usize = 64;
@@ -479,7 +482,7 @@ fn build_checkpoints(
     change_start: &[u32],
     n: usize,
     every: usize,
-) -> (Vec<u32>, Vec<(u8, u16, [i32; 4])>) {
+) -> (Vec<u32>, Vec<LaneEntry>) {
     let mut state: BTreeMap<(u8, u16), [i32; 4]> = BTreeMap::new();
     let mut starts = Vec::with_capacity(n / every + 2);
     let mut lanes = Vec::new();
@@ -1128,7 +1131,7 @@ impl Replay {
             + self.skip_first_store.bytes()
             + self.skip_findings.bytes()
             + self.skip_jobs.bytes()
-            + self.checkpoint_lanes.capacity() * std::mem::size_of::<(u8, u16, [i32; 4])>()
+            + self.checkpoint_lanes.capacity() * std::mem::size_of::<LaneEntry>()
             + self.first_store.len() * (per_map_entry + 24)
             + self.first_store_events.capacity() * 4
             + self
