@@ -468,12 +468,12 @@ impl Skip {
     }
 }
 
-/// Lane checkpoints: every `k` events, where `k` (a power of two, at least 64) keeps their
-/// memory near `lanes · 24 / k` ≤ ~4 bytes per event.
+/// Lane checkpoints: every `k` events, where `k` (a power of two, at least 32) keeps their
+/// memory near `lanes · 24 / k` ≤ ~8 bytes per event.
 fn checkpoint_interval(lanes: usize) -> usize {
-    (lanes.saturating_mul(6))
+    (lanes.saturating_mul(3))
         .next_power_of_two()
-        .clamp(64, 1 << 16)
+        .clamp(32, 1 << 16)
 }
 
 /// Build the lane checkpoints from the change log (`change_start` indexes it by event).

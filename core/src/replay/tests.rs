@@ -123,7 +123,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn seek_equals_replay_from_start(
-        ops in prop::collection::vec(op(), 1..300), // crosses several lane checkpoints (every 64 events)
+        ops in prop::collection::vec(op(), 1..300), // crosses several lane checkpoints (every 32+ events)
         per_batch in 1usize..5,
         cursors in prop::collection::vec(0usize..310, 1..8),
     ) {
