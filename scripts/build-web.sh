@@ -2,12 +2,14 @@
 # Builds the kvscope web debugger into dist/ without trunk (see ../shared/reference/toolchain.md):
 #   cargo (wasm-release profile) -> wasm-bindgen --target web -> wasm-opt -Oz (npm binaryen 132)
 # Usage: scripts/build-web.sh [OUT_DIR]   (default: dist)
+# WEB_CARGO_FLAGS="--no-default-features" builds without the Compare dialog (no simulator).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-dist}
 log() { printf '[build-web] %s\n' "$*" >&2; }
 
-cargo build --locked --profile wasm-release --target wasm32-unknown-unknown -p kvscope-web
+# shellcheck disable=SC2086
+cargo build --locked --profile wasm-release --target wasm32-unknown-unknown -p kvscope-web ${WEB_CARGO_FLAGS:-}
 WASM=target/wasm32-unknown-unknown/wasm-release/kvscope-web.wasm
 mkdir -p "$OUT"
 rm -f "$OUT"/kvscope_web*

@@ -45,25 +45,19 @@ fi
 # wasm-pack (builds and tests the npm package).
 if ! command -v wasm-pack >/dev/null; then
   log "cargo install wasm-pack"
-  cargo install wasm-pack --locked
+  cargo install wasm-pack --version 0.15.1 --locked
 fi
 
-# wasm-opt for the npm package: npm binaryen 132 in tests/node (never Debian's binaryen, whose
-# wasm-opt 108 breaks wasm-bindgen output), and tsc for its type check; versions pinned in
-# tests/node/package-lock.json. scripts/test.sh puts them first on PATH.
-if [ "$(tests/node/node_modules/.bin/wasm-opt --version 2>/dev/null)" != "wasm-opt version 132 (version_132)" ] ||
-   [ "$(tests/node/node_modules/.bin/tsc --version 2>/dev/null)" != "Version 5.9.3" ]; then
-  log "npm ci in tests/node (binaryen 132, typescript 5.9.3)"
-  npm ci --prefix tests/node --no-audit --no-fund
-fi
+# npm packages, each only when node_modules is missing or older than its lockfile:
+#  - tests/node: binaryen 132 (wasm-opt for the npm package; never Debian's binaryen, whose
+#    wasm-opt 108 breaks wasm-bindgen output; scripts/test.sh puts it first on PATH), typescript;
+#  - tests/e2e: playwright-core (driving Debian's chromium) and binaryen 132 for the web build.
+for dir in tests/node tests/e2e; do
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    log "npm ci in $dir"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+done
 
-# npm packages of the browser tests and the build (tests/e2e): playwright-core and binaryen 132
-# (wasm-opt; never Debian's binaryen). `npm ci` only when node_modules is missing or older than
-# the lockfile.
-E2E=tests/e2e
-if [ ! -d "$E2E/node_modules" ] || [ "$E2E/package-lock.json" -nt "$E2E/node_modules/.package-lock.json" ]; then
-  log "npm ci in $E2E"
-  (cd "$E2E" && npm ci --no-audit --no-fund --loglevel=error)
-fi
 
 log "tools ready"

@@ -39,7 +39,7 @@ export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
 cargo test -p kvscope-web --target wasm32-unknown-unknown --locked
 
 step "web: clippy for wasm32"
-cargo clippy -p kvscope-web --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
+cargo clippy -p kvscope-web --target wasm32-unknown-unknown --all-targets --locked --no-deps -- -D warnings
 
 step "web: build dist/ (cargo wasm-release -> wasm-bindgen -> wasm-opt)"
 scripts/build-web.sh dist

@@ -114,6 +114,9 @@ fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
     }
 }
 
+/// Event counts of both sides and their comparison, or an error sentence.
+type Outcome = Result<(usize, usize, TraceDiff), String>;
+
 /// The Compare dialog.
 #[component]
 pub fn CompareDialog(
@@ -122,7 +125,7 @@ pub fn CompareDialog(
 ) -> impl IntoView {
     let st = expect_context::<AppState>();
     let params = RwSignal::new(Params::default());
-    let result: RwSignal<Option<Result<(usize, usize, TraceDiff), String>>> = RwSignal::new(None);
+    let result: RwSignal<Option<Outcome>> = RwSignal::new(None);
     let traces: StoredValue<Option<(Trace, Trace)>> = StoredValue::new(None);
     let busy = RwSignal::new(false);
     let generate = move |_| {

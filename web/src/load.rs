@@ -26,7 +26,7 @@ pub fn now_ms() -> f64 {
     window()
         .performance()
         .map(|p| p.now())
-        .unwrap_or_else(|| js_sys::Date::now())
+        .unwrap_or_else(js_sys::Date::now)
 }
 
 /// Yield to the browser so it can paint (a zero-delay timeout).

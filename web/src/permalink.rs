@@ -40,12 +40,8 @@ pub struct LinkState {
     pub origin: Option<TraceOrigin>,
 }
 
+/// Percent-encode everything outside unreserved characters (and `/`, `:`).
 fn enc(s: &str) -> String {
-    String::from(js_free_encode(s))
-}
-
-/// Percent-encode everything outside unreserved characters (and `/`).
-fn js_free_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~/:".contains(&b) {

@@ -457,7 +457,7 @@ pub fn pick(m: &Model, f: Frame, x: f64, y: f64) -> Option<u32> {
         return None;
     }
     let at = f.vp.start + (x - GUTTER) * f.vp.per_px - 0.5;
-    let radius = (8.0 * f.vp.per_px).max(1.0).min(50_000.0);
+    let radius = (8.0 * f.vp.per_px).clamp(1.0, 50_000.0);
     let lo = (at - radius).floor().max(0.0) as u32;
     let hi = ((at + radius).ceil().max(0.0) as u32).min(n - 1);
     let lane = f.lane_at(y, m.lanes.len());
@@ -465,9 +465,8 @@ pub fn pick(m: &Model, f: Frame, x: f64, y: f64) -> Option<u32> {
     let best_in_lane = (lo..=hi)
         .filter(|&i| lane.is_none_or(|l| m.lane_of.get(i as usize) == Some(&l)))
         .min_by(|a, b| dist(*a).total_cmp(&dist(*b)));
-    best_in_lane.or_else(|| {
-        (at.round().max(0.0) as u32 <= n - 1).then(|| (at.round().max(0.0) as u32).min(n - 1))
-    })
+    let nearest = at.round().max(0.0) as u32;
+    best_in_lane.or_else(|| (nearest < n).then_some(nearest))
 }
 
 /// The timeline component.

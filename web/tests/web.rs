@@ -97,18 +97,15 @@ async fn mounts_with_the_demo_and_steps() {
 async fn loads_a_multi_tier_trace_and_reports_bad_input_with_its_line() {
     let root = container();
     let st = AppState::new();
-    let _h = {
-        let st = st;
-        leptos::mount::mount_to(root.clone(), move || {
-            provide_context(st);
-            view! {
-                <kvscope_web::panels::StatusBanner/>
-                <kvscope_web::controls::StepBar/>
-                <kvscope_web::panels::Details/>
-                <kvscope_web::panels::Violations/>
-            }
-        })
-    };
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! {
+            <kvscope_web::panels::StatusBanner/>
+            <kvscope_web::controls::StepBar/>
+            <kvscope_web::panels::Details/>
+            <kvscope_web::panels::Violations/>
+        }
+    });
     load::load_bytes(
         st,
         "tiers.jsonl".into(),
@@ -166,7 +163,7 @@ async fn search_and_rule_filter() {
         None,
     );
     for _ in 0..300 {
-        if st.len() > 0 {
+        if !st.is_empty() {
             break;
         }
         sleep(10).await;
