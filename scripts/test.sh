@@ -14,6 +14,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test (workspace)"
 cargo test --workspace --locked
 
+step "dynamo model vs. the real dynamo-kv-router 1.6.1 (test-only package, not a default member)"
+cargo test -p kvscope-dynamo-diff --locked
+
 step "core builds for wasm32-unknown-unknown"
 cargo build -p kvscope-core --target wasm32-unknown-unknown --locked
 

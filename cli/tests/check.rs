@@ -209,3 +209,80 @@ fn diff_legacy_vs_fixed() {
     assert!(s.contains("child-before-parent-in-job"), "{s}");
     assert!(s.contains("llmd"), "{s}");
 }
+
+/// Router block sizes default to `auto` (the engine block size in the trace): the built-in
+/// `legacy-vs-fixed` demo uses engine block size 4, so with `--order fixed` no model loses
+/// anything, while the legacy (CPython) order makes llm-d drop orphans. A fixed
+/// `--llmd-block-size 16` / `--dynamo-block-size 16` reproduces a misconfigured router.
+#[test]
+fn block_sizes_default_to_the_engine_block_size() {
+    let dir = std::env::temp_dir().join(format!("kvscope-bs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixed = dir.join("f.jsonl").display().to_string();
+    let legacy = dir.join("l.jsonl").display().to_string();
+    let o = kvscope(&[
+        "generate",
+        "legacy-vs-fixed",
+        "--order",
+        "fixed",
+        "-o",
+        &fixed,
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = kvscope(&["generate", "legacy-vs-fixed", "-o", &legacy]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let losses = |args: &[&str]| -> serde_json::Value {
+        let mut a = vec!["check", "--json"];
+        a.extend_from_slice(args);
+        let o = kvscope(&a);
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let lost = |v: &serde_json::Value, c: &str| -> u64 {
+        v["losses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["consumer"] == c)
+            .unwrap()["blocks_lost"]
+            .as_u64()
+            .unwrap()
+    };
+    let v = losses(&[&fixed]);
+    assert_eq!(v["deny"], 0, "{v}");
+    assert_eq!(lost(&v, "llmd"), 0, "{v}");
+    assert_eq!(lost(&v, "dynamo"), 0, "{v}");
+    let v = losses(&[&legacy]);
+    assert!(lost(&v, "llmd") > 0, "{v}");
+    assert_eq!(lost(&v, "dynamo"), 0, "{v}");
+    assert!(v.to_string().contains("dropped_orphan"), "{v}");
+    // Explicit sizes override auto: a router configured for 16-token blocks.
+    let v = losses(&[
+        &fixed,
+        "--llmd-block-size",
+        "16",
+        "--dynamo-block-size",
+        "16",
+    ]);
+    assert_eq!(lost(&v, "llmd"), 12, "{v}");
+    assert_eq!(lost(&v, "dynamo"), 12, "{v}");
+    let v = losses(&[
+        &fixed,
+        "--llmd-block-size",
+        "auto",
+        "--dynamo-block-size",
+        "4",
+    ]);
+    assert_eq!(lost(&v, "llmd") + lost(&v, "dynamo"), 0, "{v}");
+    let o = kvscope(&["check", &fixed, "--llmd-block-size", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+}

@@ -60,9 +60,9 @@ pub struct AnalyzeOptions {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConsumerConfigOptions {
-    /// llm-d's `blockSizeTokens` (default 16).
+    /// llm-d's `blockSizeTokens` (default: auto = the trace's engine block size).
     pub llmd_canonical_block_size: Option<u32>,
-    /// Dynamo's `kv_block_size` (default 16).
+    /// Dynamo's `kv_block_size` (default: auto = the trace's engine block size).
     pub dynamo_kv_block_size: Option<u32>,
     /// Dynamo: clear every DP rank on `AllBlocksCleared` (default false).
     pub dynamo_clear_all_ranks: Option<bool>,
@@ -74,9 +74,9 @@ pub struct ConsumerConfigOptions {
 const TS_CONSUMER_CONFIG: &'static str = r#"
 /** Consumer model settings (see `ConsumerConfig` in kvscope-core). */
 export interface ConsumerConfig {
-    /** llm-d's `blockSizeTokens` (default 16). */
+    /** llm-d's `blockSizeTokens` (default: auto = the trace's engine block size). */
     llmd_canonical_block_size: number;
-    /** Dynamo's `kv_block_size` (default 16). */
+    /** Dynamo's `kv_block_size` (default: auto = the trace's engine block size). */
     dynamo_kv_block_size: number;
     /** Dynamo: clear every DP rank of the worker on `AllBlocksCleared` (default false). */
     dynamo_clear_all_ranks: boolean;
@@ -141,8 +141,8 @@ impl AnalyzeOptions {
             config.consumer_config = ConsumerConfig {
                 llmd_canonical_block_size: cc
                     .llmd_canonical_block_size
-                    .unwrap_or(d.llmd_canonical_block_size),
-                dynamo_kv_block_size: cc.dynamo_kv_block_size.unwrap_or(d.dynamo_kv_block_size),
+                    .or(d.llmd_canonical_block_size),
+                dynamo_kv_block_size: cc.dynamo_kv_block_size.or(d.dynamo_kv_block_size),
                 dynamo_clear_all_ranks: cc
                     .dynamo_clear_all_ranks
                     .unwrap_or(d.dynamo_clear_all_ranks),
@@ -204,8 +204,8 @@ mod tests {
         assert_eq!(c.rules.level(Rule::ChildBeforeParentInJob), Level::Deny);
         assert_eq!(c.rules.level(Rule::SeqGap), Level::Warn);
         assert_eq!(c.rules.level(Rule::CrossTierReorder), Level::Allow);
-        assert_eq!(c.consumer_config.dynamo_kv_block_size, 32);
-        assert_eq!(c.consumer_config.llmd_canonical_block_size, 16);
+        assert_eq!(c.consumer_config.dynamo_kv_block_size, Some(32));
+        assert_eq!(c.consumer_config.llmd_canonical_block_size, None);
     }
 
     #[test]

@@ -27,15 +27,31 @@ pub struct Args {
     pub models: ModelArgs,
 }
 
+/// A router block size: `Some(n)`, or `None` = `auto`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockSizeArg(pub Option<u32>);
+
+fn parse_block_size(s: &str) -> Result<BlockSizeArg, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(BlockSizeArg(None));
+    }
+    match s.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(BlockSizeArg(Some(n))),
+        _ => Err(format!("{s:?} is not a positive block size or `auto`")),
+    }
+}
+
 /// Consumer model options shared by `check`, `verdicts` and `diff`.
 #[derive(clap::Args, Debug, Default)]
 pub struct ModelArgs {
-    /// llm-d canonical block size (`blockSizeTokens`).
-    #[arg(long, default_value_t = 16)]
-    pub llmd_block_size: u32,
-    /// Dynamo `kv_block_size`.
-    #[arg(long, default_value_t = 16)]
-    pub dynamo_block_size: u32,
+    /// llm-d canonical block size (`blockSizeTokens`): a number, or `auto` (default) = the
+    /// engine block size the trace shows (per source).
+    #[arg(long, default_value = "auto", value_parser = parse_block_size)]
+    pub llmd_block_size: BlockSizeArg,
+    /// Dynamo `kv_block_size`: a number, or `auto` (default) = the engine block size the
+    /// trace shows (per source).
+    #[arg(long, default_value = "auto", value_parser = parse_block_size)]
+    pub dynamo_block_size: BlockSizeArg,
     /// Dynamo: AllBlocksCleared clears every DP rank of the worker.
     #[arg(long)]
     pub dynamo_clear_all_ranks: bool,
@@ -82,8 +98,8 @@ pub fn config(
             .apply_override(r)
             .map_err(|e| BadInput(format!("--rule: {e}")))?;
     }
-    config.consumer_config.llmd_canonical_block_size = models.llmd_block_size;
-    config.consumer_config.dynamo_kv_block_size = models.dynamo_block_size;
+    config.consumer_config.llmd_canonical_block_size = models.llmd_block_size.0;
+    config.consumer_config.dynamo_kv_block_size = models.dynamo_block_size.0;
     config.consumer_config.dynamo_clear_all_ranks = models.dynamo_clear_all_ranks;
     config.consumer_config.ideal_pending_limit = models.ideal_pending;
     Ok(config)

@@ -86,6 +86,9 @@ pub struct EventIndex {
     pub tiers: Vec<Tier>,
     /// Jobs by id.
     pub jobs: Vec<Job>,
+    /// Engine block size per source id: the `block_size` of the source's first `BlockStored`
+    /// that carries tokens (what `auto` router block sizes resolve to).
+    pub engine_block_sizes: Vec<Option<u32>>,
 }
 
 /// A transfer job: explicit (provenance `job_id`) or inferred (a batch's run of consecutive
@@ -127,13 +130,26 @@ impl EventIndex {
         let mut jobs: HashMap<JobKey, u32> = HashMap::default();
         for (ri, rec) in trace.records.iter().enumerate() {
             let TraceRecord::Batch(b) = rec else { continue };
-            let sid = *sources.entry(b.source.clone()).or_insert_with(|| {
-                idx.sources.push(b.source.clone());
-                (idx.sources.len() - 1) as u32
-            });
+            let sid = match sources.get(b.source.as_str()) {
+                Some(id) => *id,
+                None => {
+                    let id = idx.sources.len() as u32;
+                    idx.sources.push(b.source.clone());
+                    idx.engine_block_sizes.push(None);
+                    sources.insert(b.source.clone(), id);
+                    id
+                }
+            };
             let mut run = 0u32;
             let mut prev_medium: Option<Option<&str>> = None;
             for (pos, ev) in b.events.iter().enumerate() {
+                if let KvEvent::BlockStored(st) = ev {
+                    if !st.token_ids.is_empty() {
+                        if let Some(slot @ None) = idx.engine_block_sizes.get_mut(sid as usize) {
+                            *slot = Some(st.block_size);
+                        }
+                    }
+                }
                 let prov = b.provenance.as_ref().and_then(|p| p.get(pos));
                 let tier = match ev.tier() {
                     Some(Tier::Storage(None)) => match prov {
@@ -226,6 +242,7 @@ impl EventIndex {
             dp_rank: loc.dp_rank,
             tier: loc.tier,
             provenance: b.provenance.as_ref().and_then(|p| p.get(loc.pos as usize)),
+            batch: &b.events,
         };
         Some((ctx, ev))
     }
@@ -475,7 +492,7 @@ pub(crate) fn run_inner(
     let mut consumers: Vec<AnyConsumer> = config
         .consumers
         .iter()
-        .map(|k| AnyConsumer::new(*k, &config.consumer_config))
+        .map(|k| AnyConsumer::for_engines(*k, &config.consumer_config, &index.engine_block_sizes))
         .collect();
     let mut kinds: Vec<Vec<VerdictKind>> = vec![Vec::with_capacity(n); consumers.len()];
     let mut lost_blocks: Vec<Vec<(usize, u64)>> = vec![Vec::new(); consumers.len()];
@@ -533,7 +550,11 @@ pub(crate) fn run_inner(
                 _ => None,
             });
         raw.push(Finding {
-            rule: Rule::SeqGap,
+            rule: if g.recovered {
+                Rule::SeqGapRecovered
+            } else {
+                Rule::SeqGap
+            },
             level: Level::Warn,
             event: at,
             line: line.unwrap_or(0),
@@ -626,7 +647,8 @@ pub(crate) fn run_inner(
         // Violation index.
         match ev {
             KvEvent::BlockStored(e) => {
-                let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+                let hashes: smallvec::SmallVec<[u64; 4]> =
+                    e.block_hashes.iter().map(|h| h.as_u64()).collect();
                 let promotion = ctx
                     .provenance
                     .is_some_and(|p| p.kind == ProvenanceKind::Promotion);
@@ -640,7 +662,7 @@ pub(crate) fn run_inner(
                             job: loc.job,
                             scope,
                             promotion,
-                            hashes: hashes.clone(),
+                            hashes: hashes.to_vec(),
                         });
                     }
                 }
@@ -844,11 +866,12 @@ pub(crate) fn run_inner(
     raw.sort_by_key(|f| (f.event, f.rule));
     for f in &mut raw {
         f.level = config.rules.level(f.rule);
-        if f.line == 0 && f.rule != Rule::SeqGap {
+        let is_gap = matches!(f.rule, Rule::SeqGap | Rule::SeqGapRecovered);
+        if f.line == 0 && !is_gap {
             continue;
         }
         for (c, kind) in config.consumers.iter().enumerate() {
-            if f.rule == Rule::SeqGap {
+            if is_gap {
                 break;
             }
             if let Some(v) = kinds[c].get(f.event) {

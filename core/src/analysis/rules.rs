@@ -1,7 +1,7 @@
 //! Named lint rules, their one-line explanations and levels (`allow` / `warn` / `deny`).
 //!
 //! Defaults follow DECISIONS.md: `child-before-parent-in-job` and `seq-gap` deny, every other
-//! rule warns (cross-job, cross-tier and promotion order is not guaranteed by vLLM, so a correct
+//! rule (including `seq-gap-recovered`: the batches are in the trace) warns (cross-job, cross-tier and promotion order is not guaranteed by vLLM, so a correct
 //! multi-tier trace passes).
 
 use std::collections::BTreeMap;
@@ -31,15 +31,18 @@ pub enum Rule {
     RemoveUnknown,
     /// A store of a hash the lane already holds.
     DoubleStore,
-    /// A hole in a publisher's sequence numbers, or a gap record.
+    /// A hole in a publisher's sequence numbers, or an unrecovered gap record.
     SeqGap,
+    /// A gap record that capture marked `recovered: true`: the missing batches were fetched
+    /// over the replay socket and are in the trace (right after the record).
+    SeqGapRecovered,
     /// A consumer model lost stored blocks (dropped, misrooted, truncated or skipped).
     ConsumerLoss,
 }
 
 impl Rule {
     /// Every rule, in report order.
-    pub const ALL: [Rule; 10] = [
+    pub const ALL: [Rule; 11] = [
         Rule::ChildBeforeParentInJob,
         Rule::ChildBeforeParentAcrossJobs,
         Rule::CrossTierReorder,
@@ -49,6 +52,7 @@ impl Rule {
         Rule::RemoveUnknown,
         Rule::DoubleStore,
         Rule::SeqGap,
+        Rule::SeqGapRecovered,
         Rule::ConsumerLoss,
     ];
 
@@ -64,6 +68,7 @@ impl Rule {
             Rule::RemoveUnknown => "remove-unknown",
             Rule::DoubleStore => "double-store",
             Rule::SeqGap => "seq-gap",
+            Rule::SeqGapRecovered => "seq-gap-recovered",
             Rule::ConsumerLoss => "consumer-loss",
         }
     }
@@ -80,6 +85,7 @@ impl Rule {
             Rule::RemoveUnknown => "a block was removed from a tier that did not hold it",
             Rule::DoubleStore => "a block was stored into a tier that already held it",
             Rule::SeqGap => "batches are missing from a publisher's sequence (lost or restarted); routers without replay lose them",
+            Rule::SeqGapRecovered => "capture saw a sequence gap and recovered the missing batches over the replay socket (they are in the trace); a live router without replay would have lost them",
             Rule::ConsumerLoss => "a router model lost stored blocks (dropped orphan, misrooted, truncated or skipped)",
         }
     }

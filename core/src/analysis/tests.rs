@@ -245,7 +245,7 @@ fn scenario7_engine_block_smaller_than_canonical() {
         ],
     )]);
     let mut config = AnalysisConfig::default();
-    config.consumer_config.llmd_canonical_block_size = 64;
+    config.consumer_config.llmd_canonical_block_size = Some(64);
     let all = verdicts(&t, &config);
     let first = verdict_of(&all, 0, Llmd);
     assert_eq!(
@@ -260,7 +260,7 @@ fn scenario7_engine_block_smaller_than_canonical() {
         "Dynamo's block size matches"
     );
     // Dynamo with a different kv_block_size truncates every block.
-    config.consumer_config.dynamo_kv_block_size = 32;
+    config.consumer_config.dynamo_kv_block_size = Some(32);
     let all = verdicts(&t, &config);
     let d = verdict_of(&all, 0, Dynamo);
     assert_eq!(
@@ -677,4 +677,111 @@ fn builtin_scenarios_fixed_has_no_in_job_violations_and_legacy_the_expected_ones
         legacy_total > 0,
         "some built-in scenario must reorder under the legacy order"
     );
+}
+
+/// Router block sizes default to `auto`: each source's engine block size (first
+/// token-carrying `BlockStored`), so a correct trace with 4-token blocks loses nothing;
+/// explicit settings override it, and sources with different engine sizes each get theirs.
+#[test]
+fn block_sizes_auto_follow_the_engine_per_source() {
+    let t = trace(vec![
+        batch(
+            "a",
+            0,
+            vec![stored(&[1], None, GPU, 4), stored(&[2], Some(1), GPU, 4)],
+        ),
+        batch(
+            "b",
+            0,
+            vec![stored(&[7], None, GPU, 8), stored(&[8], Some(7), GPU, 8)],
+        ),
+    ]);
+    let config = AnalysisConfig::default();
+    let a = analyze(&t, &config);
+    assert_eq!(a.index.engine_block_sizes, vec![Some(4), Some(8)]);
+    let all = verdicts(&t, &config);
+    for i in 0..4 {
+        assert_eq!(verdict_of(&all, i, Llmd).verdict, Applied, "llmd event {i}");
+        assert_eq!(
+            verdict_of(&all, i, Dynamo).verdict,
+            Applied,
+            "dynamo event {i}"
+        );
+    }
+    // Fixed 16 (a router configured for another block size): llm-d ignores the sub-canonical
+    // events and orphans their children, Dynamo truncates.
+    let mut config = AnalysisConfig::default();
+    config.consumer_config.llmd_canonical_block_size = Some(16);
+    config.consumer_config.dynamo_kv_block_size = Some(16);
+    let all = verdicts(&t, &config);
+    assert_eq!(
+        verdict_of(&all, 0, Llmd).reason.as_deref(),
+        Some("sub_canonical")
+    );
+    assert_eq!(verdict_of(&all, 1, Llmd).verdict, DroppedOrphan);
+    assert_eq!(
+        verdict_of(&all, 2, Dynamo).reason.as_deref(),
+        Some("block_size_mismatch")
+    );
+}
+
+/// A gap that capture recovered over the replay socket (`recovered: true`, the batches follow
+/// the record) is `seq-gap-recovered` (warn), not a deny-level `seq-gap`; an unrecovered gap
+/// record and a restart stay `seq-gap` (deny).
+#[test]
+fn recovered_gap_is_not_deny() {
+    let gap = |expected_seq, received_seq, recovered| {
+        TraceRecord::Gap(SeqGap {
+            source: "a".into(),
+            dp_rank: Some(0),
+            expected_seq,
+            received_seq,
+            recovered,
+        })
+    };
+    // Capture's shape: live seq 0, live seq 3 arrives, batches 1..3 recovered and written
+    // after a `recovered: true` record, then the live batch 3.
+    let recovered = trace(vec![
+        batch("a", 0, vec![stored(&[1], None, GPU, 16)]),
+        gap(1, 3, true),
+        batch("a", 1, vec![stored(&[2], Some(1), GPU, 16)]),
+        batch("a", 2, vec![stored(&[3], Some(2), GPU, 16)]),
+        batch("a", 3, vec![stored(&[4], Some(3), GPU, 16)]),
+    ]);
+    let a = run(&recovered);
+    assert_eq!(a.count(Rule::SeqGap), 0);
+    assert_eq!(a.count(Rule::SeqGapRecovered), 1);
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.rule == Rule::SeqGapRecovered)
+        .unwrap();
+    assert_eq!(f.level, Level::Warn);
+    assert!(f.message.contains("(recovered)"), "{}", f.message);
+    assert!(!a.has_deny());
+    assert_eq!(Rule::SeqGapRecovered.default_level(), Level::Warn);
+    assert_eq!(
+        "seq-gap-recovered".parse::<Rule>(),
+        Ok(Rule::SeqGapRecovered)
+    );
+
+    // The same with the record unrecovered (and the batches really missing): deny.
+    let lost = trace(vec![
+        batch("a", 0, vec![stored(&[1], None, GPU, 16)]),
+        gap(1, 3, false),
+        batch("a", 3, vec![stored(&[4], Some(3), GPU, 16)]),
+    ]);
+    let a = run(&lost);
+    assert_eq!(a.count(Rule::SeqGapRecovered), 0);
+    assert_eq!(a.count(Rule::SeqGap), 2, "the gap record and the seq hole");
+    assert!(a.has_deny());
+
+    // A restart (seq goes back) stays deny.
+    let restart = trace(vec![
+        batch("a", 5, vec![stored(&[1], None, GPU, 16)]),
+        batch("a", 0, vec![stored(&[2], Some(1), GPU, 16)]),
+    ]);
+    let a = run(&restart);
+    assert_eq!(a.count(Rule::SeqGap), 1);
+    assert!(a.has_deny());
 }

@@ -1,11 +1,17 @@
 //! NVIDIA Dynamo's KV router, as published in `dynamo-kv-router` 1.6.1 (reference
 //! `kv-event-consumers.md` §5).
 //!
+//! * Batch decode (`src/zmq_wire/types.rs` `BlockHashValue` = `Signed(i64) | Unsigned(u64)`,
+//!   `services/indexer/listener.rs` `apply_live_batch`): one bytes hash anywhere in a batch
+//!   makes `decode_event_batch` fail, and every event of that batch is dropped
+//!   (`batch_decode_error`).
+//! * Filters (`src/zmq_wire/mod.rs` `ZmqEventNormalizer::preprocess_with_reason`): an
+//!   `ownership` field is checked first: `"kvcr"` ⇒ `unsupported_ownership`, any other value ⇒
+//!   `unknown_ownership` (stores and removals alike).
 //! * Conversion (`src/zmq_wire/convert.rs` `convert_event`): `locality` REMOTE/unknown and
 //!   unknown media are dropped; a duplicate hash in a store (parent included) turns the event
 //!   into an empty `Removed` (a no-op); `create_stored_blocks` stops at the first block whose
-//!   size differs from `kv_block_size` or whose tokens run short (truncation). Byte hashes do
-//!   not deserialize (`zmq_wire/types.rs` `BlockHashValue`).
+//!   size differs from `kv_block_size` or whose tokens run short (truncation).
 //! * Device tier (`src/indexer/radix_tree.rs` `RadixTree` with
 //!   `src/indexer/compressed_radix.rs` `NodeState`): compressed edges of
 //!   `(LocalBlockHash, ExternalSequenceBlockHash)` with a per-worker coverage cutoff and a
@@ -13,20 +19,20 @@
 //!   dropped; removing a block uncovers it and every later block of its edge (its chain);
 //!   an unknown hash ⇒ `BlockNotFound` while the known ones are still removed; `Cleared` ⇒
 //!   `remove_worker_dp_rank`.
-//! * Lower tiers (`src/indexer/lower_tier.rs` `LowerTierIndexer`, one per `StorageTier`):
-//!   edges `(parent_hash, local_hash) → child` with owners, no parent check (orphans are
+//! * Lower tiers (`src/indexer/lower_tier.rs` `LowerTierIndexer`, one per `StorageTier` and
+//!   rank publisher): edges `(parent_hash, local_hash) → child`, no parent check (orphans are
 //!   stored), an edge conflict stops the rest of the chain, unknown removals are skipped.
 //!
-//! Modelling choice: the device tree is kept per `(worker, dp_rank)` (one forest per worker
-//! with the same edge/cutoff/split/extend rules). The real tree shares nodes between workers,
-//! which only changes where edges split when several workers store the same tokens; the
-//! verdicts of a single worker's stream are the same.
-
-use std::sync::Arc;
+//! Modelling choice (DECISIONS.md): this is the WORKER-SIDE index, one `LocalKvIndexer` per
+//! rank publisher (`src/indexer/local.rs`: "One LocalKvIndexer belongs to one rank
+//! publisher"): a device tree and lower-tier indexers per `(worker, dp_rank)`. A router-side
+//! index shared by all workers differs when several workers store the same tokens (a shared
+//! node keeps the first worker's engine hash; another worker's split limits a removal's
+//! cascade: `tests/dynamo-diff/MISMATCHES.md` classes D, E); that view is not modelled.
 
 use super::{
-    bump, content_hash, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map,
-    Resolution, Set, VerdictKind,
+    bump, content_hash, BlockSizes, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes,
+    Map, Resolution, Set, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -85,20 +91,13 @@ impl Node {
     }
 }
 
-/// A lower-tier edge: `(parent_hash, local_hash) → child_hash` and its owners.
-#[derive(Clone, Debug)]
-struct EdgeOwners {
-    child: u64,
-    owners: Arc<[Worker]>,
-}
-
 /// A lower-tier owner's blocks: `hash → ((parent, local hash), kvscope tier id)`.
 type OwnerBlocks = Map<u64, ((Option<u64>, u64), u32)>;
 
 /// The Dynamo model.
 #[derive(Clone, Debug)]
 pub struct Dynamo {
-    kv_block_size: u32,
+    block_sizes: BlockSizes,
     clear_all_ranks: bool,
     next_node: NodeId,
     nodes: Map<NodeId, Node>,
@@ -106,18 +105,29 @@ pub struct Dynamo {
     roots: Map<(Worker, u64), NodeId>,
     /// `lookup[(worker, dp_rank)]: engine hash → node`.
     lookup: Map<Worker, Map<u64, (NodeId, u32)>>,
-    /// Lower tiers: `edges[(tier, parent, local)]`.
-    edges: Map<(StorageTier, Option<u64>, u64), EdgeOwners>,
+    /// Lower tiers: `edges[(tier, publisher, parent, local)] = child`. Each rank publisher's
+    /// `LocalKvIndexer` has its own `LowerTierIndexer`s (`indexer/local.rs`), so edges of
+    /// different `(worker, dp_rank)`s never conflict.
+    edges: Map<(StorageTier, Worker, Option<u64>, u64), u64>,
     /// Lower tiers: `worker_blocks[(tier, worker)][hash] = (parent, local)`.
     worker_blocks: Map<(StorageTier, Worker), OwnerBlocks>,
     lanes: Lanes,
+    /// The last batch checked for a bytes hash: `(events address, length, undecodable)`.
+    /// Only the address is compared (never dereferenced).
+    batch_check: Option<(usize, usize, bool)>,
 }
 
 impl Dynamo {
     /// A model with the router's `kv_block_size` and the `AllBlocksCleared` scope.
     pub fn new(kv_block_size: u32, clear_all_ranks: bool) -> Self {
+        Self::with_block_sizes(BlockSizes::fixed(kv_block_size), clear_all_ranks)
+    }
+
+    /// A model whose `kv_block_size` may differ per source (`auto`, see [`BlockSizes`]; the
+    /// real normalizer is built per worker with its `kv_block_size`).
+    pub fn with_block_sizes(block_sizes: BlockSizes, clear_all_ranks: bool) -> Self {
         Dynamo {
-            kv_block_size,
+            block_sizes,
             clear_all_ranks,
             next_node: 0,
             nodes: Map::default(),
@@ -126,6 +136,7 @@ impl Dynamo {
             edges: Map::default(),
             worker_blocks: Map::default(),
             lanes: Lanes::new(),
+            batch_check: None,
         }
     }
 
@@ -136,9 +147,37 @@ impl Dynamo {
             .is_some_and(|l| l.contains_key(&hash))
     }
 
-    /// Number of lower-tier edges (all tiers).
+    /// Number of lower-tier edges `(parent, local hash) → child`, summed over tiers and rank
+    /// publishers (each publisher has its own lower-tier indexers).
     pub fn lower_tier_edges(&self) -> usize {
         self.edges.len()
+    }
+
+    /// Whether Dynamo's `zmq_wire::decode_event_batch` would reject the batch `events`
+    /// belongs to: `BlockHashValue` (`zmq_wire/types.rs`) is `Signed(i64) | Unsigned(u64)`,
+    /// so one bytes hash anywhere in the batch fails the whole decode, and
+    /// `services/indexer/listener.rs` `apply_live_batch` drops every event of it.
+    fn batch_undecodable(&mut self, events: &[KvEvent]) -> bool {
+        let key = (events.as_ptr() as usize, events.len());
+        if let Some((p, n, bad)) = self.batch_check {
+            if (p, n) == key {
+                return bad;
+            }
+        }
+        let bad = events.iter().any(|ev| match ev {
+            KvEvent::BlockStored(s) => s
+                .block_hashes
+                .iter()
+                .chain(s.parent_block_hash.iter())
+                .any(|h| matches!(h, crate::hash::BlockHash::Bytes(_))),
+            KvEvent::BlockRemoved(r) => r
+                .block_hashes
+                .iter()
+                .any(|h| matches!(h, crate::hash::BlockHash::Bytes(_))),
+            KvEvent::AllBlocksCleared => false,
+        });
+        self.batch_check = Some((key.0, key.1, bad));
+        bad
     }
 
     fn lane_delta(&mut self, lane: LaneKey, d: i64) {
@@ -586,30 +625,12 @@ impl Dynamo {
             if map.get(&b.1).is_some_and(|k| k.0 != key) {
                 break;
             }
-            let ekey = (tier, parent, b.0);
-            match self.edges.get(&ekey).cloned() {
-                Some(e) if e.child != b.1 => break,
-                Some(e) => {
-                    if !e.owners.contains(&w) {
-                        let mut o = e.owners.to_vec();
-                        o.push(w);
-                        self.edges.insert(
-                            ekey,
-                            EdgeOwners {
-                                child: e.child,
-                                owners: o.into(),
-                            },
-                        );
-                    }
-                }
+            let ekey = (tier, w, parent, b.0);
+            match self.edges.get(&ekey) {
+                Some(child) if *child != b.1 => break,
+                Some(_) => {}
                 None => {
-                    self.edges.insert(
-                        ekey,
-                        EdgeOwners {
-                            child: b.1,
-                            owners: Arc::from([w]),
-                        },
-                    );
+                    self.edges.insert(ekey, b.1);
                 }
             }
             if map.insert(b.1, (key, lane.tier)).is_none() {
@@ -623,21 +644,7 @@ impl Dynamo {
     }
 
     fn remove_edge_owner(&mut self, tier: StorageTier, key: (Option<u64>, u64), w: Worker) {
-        let ekey = (tier, key.0, key.1);
-        if let Some(e) = self.edges.get(&ekey).cloned() {
-            let o: Vec<Worker> = e.owners.iter().copied().filter(|x| *x != w).collect();
-            if o.is_empty() {
-                self.edges.remove(&ekey);
-            } else {
-                self.edges.insert(
-                    ekey,
-                    EdgeOwners {
-                        child: e.child,
-                        owners: o.into(),
-                    },
-                );
-            }
-        }
+        self.edges.remove(&(tier, w, key.0, key.1));
     }
 
     fn lower_remove(
@@ -715,33 +722,29 @@ impl Dynamo {
         let ignore = |reason: &'static str| {
             EventVerdict::uniform(VerdictKind::Ignored, hashes.iter().copied()).with_reason(reason)
         };
+        if self.batch_undecodable(ctx.batch) {
+            return ignore("batch_decode_error");
+        }
+        if let Some(reason) = ownership_filter(e.ownership.as_deref()) {
+            return ignore(reason);
+        }
         if matches!(e.locality.as_deref(), Some(l) if l != "LOCAL") {
             return ignore("non_local_locality");
         }
         let Some(tier) = StorageTier::from_medium(e.medium.as_deref()) else {
             return ignore("unknown_medium");
         };
-        if e.block_hashes
-            .iter()
-            .chain(e.parent_block_hash.iter())
-            .any(|h| matches!(h, crate::hash::BlockHash::Bytes(_)))
-        {
-            return ignore("bytes_hash_rejected");
-        }
         let parent = e.parent_block_hash.as_ref().map(|p| p.as_u64());
-        let mut seen = std::collections::HashSet::with_capacity(hashes.len() + 1);
-        if let Some(p) = parent {
-            seen.insert(p);
-        }
-        if hashes.iter().any(|h| !seen.insert(*h)) {
+        if has_duplicate(parent, &hashes) {
             return ignore("duplicate_or_self_referencing_hash").with_status("ok");
         }
         // create_stored_blocks
-        let bs = self.kv_block_size as usize;
+        let kv_block_size = self.block_sizes.for_source(ctx.source);
+        let bs = kv_block_size as usize;
         let mut blocks = Vec::with_capacity(hashes.len());
         let mut trunc_reason = None;
         for (i, h) in hashes.iter().enumerate() {
-            if e.block_size != self.kv_block_size {
+            if e.block_size != kv_block_size {
                 trunc_reason = Some("block_size_mismatch");
                 break;
             }
@@ -831,6 +834,13 @@ impl Dynamo {
         };
         let w: Worker = (ctx.source, ctx.dp_rank);
         let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        if self.batch_undecodable(ctx.batch) {
+            return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                .with_reason("batch_decode_error");
+        }
+        if let Some(reason) = ownership_filter(e.ownership.as_deref()) {
+            return EventVerdict::uniform(VerdictKind::Ignored, hashes).with_reason(reason);
+        }
         if matches!(e.locality.as_deref(), Some(l) if l != "LOCAL") {
             return EventVerdict::uniform(VerdictKind::Ignored, hashes)
                 .with_reason("non_local_locality");
@@ -868,6 +878,32 @@ impl Dynamo {
     }
 }
 
+/// Whether the store's hashes (with its parent) repeat one (`convert_event`'s
+/// self-reference check); no allocation for the usual short events.
+fn has_duplicate(parent: Option<u64>, hashes: &[u64]) -> bool {
+    if hashes.len() <= 16 {
+        return hashes
+            .iter()
+            .enumerate()
+            .any(|(i, h)| Some(*h) == parent || hashes.get(..i).is_some_and(|s| s.contains(h)));
+    }
+    let mut seen: Set<u64> = Set::default();
+    seen.extend(parent);
+    hashes.iter().any(|h| !seen.insert(*h))
+}
+
+/// `ZmqEventNormalizer::preprocess_with_reason` (`zmq_wire/mod.rs`): the ownership check runs
+/// before every other filter. `KvEventOwnership::from_wire` (`zmq_wire/types.rs`) maps no
+/// ownership to `Framework` (kept), `"kvcr"` to `Kvcr` (`unsupported_ownership`, vLLM's KVCR
+/// tier, #52067) and anything else to `unknown_ownership`.
+fn ownership_filter(ownership: Option<&str>) -> Option<&'static str> {
+    match ownership {
+        None => None,
+        Some("kvcr") => Some("unsupported_ownership"),
+        Some(_) => Some("unknown_ownership"),
+    }
+}
+
 impl Consumer for Dynamo {
     fn name(&self) -> &'static str {
         "dynamo"
@@ -878,6 +914,10 @@ impl Consumer for Dynamo {
             KvEvent::BlockStored(e) => self.stored(ctx, e),
             KvEvent::BlockRemoved(e) => self.removed(ctx, e),
             KvEvent::AllBlocksCleared => {
+                if self.batch_undecodable(ctx.batch) {
+                    return EventVerdict::uniform(VerdictKind::Ignored, [])
+                        .with_reason("batch_decode_error");
+                }
                 let w: Worker = (ctx.source, ctx.dp_rank);
                 self.lower_clear(w);
                 self.device_clear(w);
@@ -887,7 +927,7 @@ impl Consumer for Dynamo {
     }
 
     fn reset(&mut self) {
-        *self = Dynamo::new(self.kv_block_size, self.clear_all_ranks);
+        *self = Dynamo::with_block_sizes(self.block_sizes.clone(), self.clear_all_ranks);
     }
 
     fn lanes(&self) -> &Lanes {

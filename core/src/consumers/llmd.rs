@@ -18,8 +18,8 @@
 //! keys are an independent hash space that never needs to match vLLM's).
 
 use super::{
-    bump, content_hash, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map,
-    Resolution, Set, VerdictKind,
+    bump, content_hash, BlockSizes, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes,
+    Map, Resolution, Set, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -37,12 +37,17 @@ pub struct PodEntry {
 /// Cache kinds llm-d indexes (`full_attention`, `mla_attention`, `sink_full_attention`).
 const SUPPORTED_KINDS: [&str; 3] = ["full_attention", "mla_attention", "sink_full_attention"];
 
+/// Request keys of one engine hash (almost always one: inline, no allocation).
+type ReqKeys = smallvec::SmallVec<[u64; 2]>;
+/// Pods holding one request key (usually one or two: inline).
+type Pods = smallvec::SmallVec<[PodEntry; 2]>;
+
 /// The llm-d model.
 #[derive(Clone, Debug)]
 pub struct Llmd {
-    canonical_block_size: u32,
-    engine_to_req: Map<u64, Vec<u64>>,
-    req_to_pods: Map<u64, Vec<PodEntry>>,
+    block_sizes: BlockSizes,
+    engine_to_req: Map<u64, ReqKeys>,
+    req_to_pods: Map<u64, Pods>,
     dedup: Map<(u32, u32, i64, u64), u32>,
     groups: Map<(u32, u32), bool>,
     held: Set<(u64, LaneKey)>,
@@ -52,8 +57,13 @@ pub struct Llmd {
 impl Llmd {
     /// A model with llm-d's `blockSizeTokens` = `canonical_block_size` (0 is treated as 1).
     pub fn new(canonical_block_size: u32) -> Self {
+        Self::with_block_sizes(BlockSizes::fixed(canonical_block_size))
+    }
+
+    /// A model whose `blockSizeTokens` may differ per source (`auto`, see [`BlockSizes`]).
+    pub fn with_block_sizes(block_sizes: BlockSizes) -> Self {
         Llmd {
-            canonical_block_size: canonical_block_size.max(1),
+            block_sizes,
             engine_to_req: Map::default(),
             req_to_pods: Map::default(),
             dedup: Map::default(),
@@ -141,7 +151,7 @@ impl Llmd {
                 }
             },
         };
-        let cbs = self.canonical_block_size as usize;
+        let cbs = self.block_sizes.for_source(ctx.source).max(1) as usize;
         let mut rks = Vec::with_capacity(e.token_ids.len() / cbs);
         let mut prev = parent_rk;
         for chunk in e.token_ids.chunks_exact(cbs) {
@@ -203,7 +213,7 @@ impl Llmd {
         // Pair E[i·|E|/n] → R[i·|R|/n], n = max(|E|, |R|).
         let (ne, nr) = (hashes.len(), rks.len());
         let n = ne.max(nr);
-        let mut per_engine: Vec<Vec<u64>> = vec![Vec::new(); ne];
+        let mut per_engine: Vec<ReqKeys> = vec![ReqKeys::new(); ne];
         for i in 0..n {
             if let (Some(slot), Some(rk)) = (per_engine.get_mut(i * ne / n), rks.get(i * nr / n)) {
                 slot.push(*rk);
@@ -296,7 +306,7 @@ impl Llmd {
         let mut all_gone = true;
         for rk in keys.iter() {
             if let Some(pods) = self.req_to_pods.get(rk).cloned() {
-                let left: Vec<PodEntry> = pods.iter().copied().filter(|p| *p != entry).collect();
+                let left: Pods = pods.iter().copied().filter(|p| *p != entry).collect();
                 if left.is_empty() {
                     self.req_to_pods.remove(rk);
                 } else {
@@ -321,14 +331,14 @@ impl Llmd {
     fn cleared(&mut self, ctx: &EventCtx<'_>) -> EventVerdict {
         let pod = ctx.source;
         // Index.Clear(pod): O(N) over every key; engine mappings are kept.
-        let affected: Vec<(u64, Vec<PodEntry>)> = self
+        let affected: Vec<(u64, Pods)> = self
             .req_to_pods
             .iter()
             .filter(|(_, pods)| pods.iter().any(|p| p.pod == pod))
             .map(|(k, v)| (*k, v.clone()))
             .collect();
         for (rk, pods) in affected {
-            let left: Vec<PodEntry> = pods.iter().copied().filter(|p| p.pod != pod).collect();
+            let left: Pods = pods.iter().copied().filter(|p| p.pod != pod).collect();
             if left.is_empty() {
                 self.req_to_pods.remove(&rk);
             } else {
@@ -366,7 +376,7 @@ impl Consumer for Llmd {
     }
 
     fn reset(&mut self) {
-        *self = Llmd::new(self.canonical_block_size);
+        *self = Llmd::with_block_sizes(self.block_sizes.clone());
     }
 
     fn lanes(&self) -> &Lanes {

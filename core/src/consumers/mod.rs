@@ -181,6 +181,9 @@ pub struct EventCtx<'a> {
     pub tier: u32,
     /// Provenance of the event, when the trace has it.
     pub provenance: Option<&'a Provenance>,
+    /// Every event of the batch that delivered this one (in batch order): a consumer that
+    /// decodes whole batches (Dynamo's `decode_event_batch`) loses all of them together.
+    pub batch: &'a [KvEvent],
 }
 
 /// One lane of a consumer's index: blocks of one source in one tier.
@@ -215,9 +218,7 @@ pub(crate) type Set<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>
 
 /// Adjust one lane's counters.
 pub(crate) fn bump(lanes: &mut Lanes, key: LaneKey, f: impl FnOnce(&mut LaneCounts)) {
-    let mut c = lanes.get(&key).copied().unwrap_or_default();
-    f(&mut c);
-    lanes.insert(key, c);
+    f(lanes.entry(key).or_default());
 }
 
 /// The common interface of the consumer models.
@@ -287,10 +288,11 @@ impl ConsumerKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ConsumerConfig {
-    /// llm-d's `blockSizeTokens` (canonical block size); default 16.
-    pub llmd_canonical_block_size: u32,
-    /// Dynamo's `kv_block_size`; default 16.
-    pub dynamo_kv_block_size: u32,
+    /// llm-d's `blockSizeTokens` (canonical block size); `None` (the default) = `auto`: the
+    /// engine block size the trace shows (see [`BlockSizes`]).
+    pub llmd_canonical_block_size: Option<u32>,
+    /// Dynamo's `kv_block_size`; `None` (the default) = `auto` (see [`BlockSizes`]).
+    pub dynamo_kv_block_size: Option<u32>,
     /// Dynamo: clear every DP rank of the worker on `AllBlocksCleared` (`clear_all_blocks`)
     /// instead of only the emitting rank (what `RadixTree::apply_event` does in 1.6.1).
     pub dynamo_clear_all_ranks: bool,
@@ -301,11 +303,65 @@ pub struct ConsumerConfig {
 impl Default for ConsumerConfig {
     fn default() -> Self {
         ConsumerConfig {
-            llmd_canonical_block_size: 16,
-            dynamo_kv_block_size: 16,
+            llmd_canonical_block_size: None,
+            dynamo_kv_block_size: None,
             dynamo_clear_all_ranks: false,
             ideal_pending_limit: 1024,
         }
+    }
+}
+
+/// A router's block-size setting resolved for one trace: a fixed value for every source, or
+/// `auto` = each source's engine block size (the `block_size` of its first `BlockStored` that
+/// carries tokens), falling back to the first engine block size of the trace, then to
+/// [`BlockSizes::FALLBACK`]. A real deployment configures the router with the engines' block
+/// size; `auto` reproduces that instead of assuming 16.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockSizes {
+    per_source: std::sync::Arc<[u32]>,
+    fallback: u32,
+}
+
+impl BlockSizes {
+    /// The size used when neither a setting nor the trace gives one (vLLM's default
+    /// `block_size`, llm-d's default `blockSizeTokens`).
+    pub const FALLBACK: u32 = 16;
+
+    /// One size for every source (0 is treated as 1).
+    pub fn fixed(size: u32) -> Self {
+        BlockSizes {
+            per_source: std::sync::Arc::from([]),
+            fallback: size.max(1),
+        }
+    }
+
+    /// `setting` if given, else `auto` from `engine` (per interned source id: the engine block
+    /// size, when the source stored tokens).
+    pub fn resolve(setting: Option<u32>, engine: &[Option<u32>]) -> Self {
+        if let Some(s) = setting {
+            return BlockSizes::fixed(s);
+        }
+        let fallback = engine
+            .iter()
+            .flatten()
+            .copied()
+            .find(|s| *s > 0)
+            .unwrap_or(Self::FALLBACK);
+        BlockSizes {
+            per_source: engine
+                .iter()
+                .map(|s| s.filter(|v| *v > 0).unwrap_or(fallback))
+                .collect(),
+            fallback,
+        }
+    }
+
+    /// The size for interned source `source`.
+    pub fn for_source(&self, source: u32) -> u32 {
+        self.per_source
+            .get(source as usize)
+            .copied()
+            .unwrap_or(self.fallback)
     }
 }
 
@@ -323,14 +379,26 @@ pub enum AnyConsumer {
 }
 
 impl AnyConsumer {
-    /// Build a model of `kind` with `config`.
+    /// Build a model of `kind` with `config`, without a trace (`auto` block sizes fall back
+    /// to [`BlockSizes::FALLBACK`]).
     pub fn new(kind: ConsumerKind, config: &ConsumerConfig) -> Self {
+        Self::for_engines(kind, config, &[])
+    }
+
+    /// Build a model of `kind` with `config` for a trace whose sources (by interned id) use
+    /// engine block sizes `engine` (`EventIndex::engine_block_sizes`); `auto` settings resolve
+    /// against them.
+    pub fn for_engines(
+        kind: ConsumerKind,
+        config: &ConsumerConfig,
+        engine: &[Option<u32>],
+    ) -> Self {
         match kind {
-            ConsumerKind::Llmd => {
-                AnyConsumer::Llmd(llmd::Llmd::new(config.llmd_canonical_block_size))
-            }
-            ConsumerKind::Dynamo => AnyConsumer::Dynamo(dynamo::Dynamo::new(
-                config.dynamo_kv_block_size,
+            ConsumerKind::Llmd => AnyConsumer::Llmd(llmd::Llmd::with_block_sizes(
+                BlockSizes::resolve(config.llmd_canonical_block_size, engine),
+            )),
+            ConsumerKind::Dynamo => AnyConsumer::Dynamo(dynamo::Dynamo::with_block_sizes(
+                BlockSizes::resolve(config.dynamo_kv_block_size, engine),
                 config.dynamo_clear_all_ranks,
             )),
             ConsumerKind::Sglang => AnyConsumer::Sglang(sglang::Sglang::default()),

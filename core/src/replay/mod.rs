@@ -14,9 +14,13 @@
 //! * static tables: each block's first store (parent, event), its children, and each job's
 //!   events.
 //!
-//! A seek is a binary search per lane (`O(lanes · log N)`), never a replay, a step is `O(changes
-//! of one event)`, and memory grows linearly with the trace (no state copies at all, so never
-//! as `N²/K`). `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes
+//! * every `K` events a checkpoint of the lane counters (`K` grows with the number of lanes so
+//!   that checkpoints cost at most a few bytes per event).
+//!
+//! A seek restores the checkpoint at or before the cursor and applies the recorded lane changes
+//! of at most `K - 1` events (`O(K)`, independent of the trace length, sequential memory),
+//! never a replay; a step is `O(changes of one event)`; memory grows linearly with the trace
+//! (checkpoints hold lane counters only, not consumer states, so never `N²/K`). `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes
 //! per event of the recording.
 //!
 //! # Example
@@ -400,8 +404,105 @@ pub struct Replay {
     /// Longest job span in events (bounds the active-job scan).
     max_job_span: usize,
     finding_events: Vec<(usize, usize)>,
+    /// Skip tables over `first_store_events`, `finding_events` and the jobs' first events.
+    skip_first_store: Skip,
+    skip_findings: Skip,
+    skip_jobs: Skip,
     cursor: usize,
     lanes_now: Vec<BTreeMap<u16, [i32; 4]>>,
+    /// Events between lane checkpoints (a power of two).
+    checkpoint_every: usize,
+    /// Per checkpoint `k` (cursor `k · checkpoint_every`): start of its lanes in
+    /// `checkpoint_lanes` (plus a final sentinel).
+    checkpoint_start: Vec<u32>,
+    /// Checkpointed lane counters: `(consumer, lane slot, counters)`.
+    checkpoint_lanes: Vec<LaneEntry>,
+}
+
+/// One checkpointed lane: `(consumer, lane slot, counters)`.
+type LaneEntry = (u8, u16, [i32; 4]);
+
+/// Events between the entries of a [`Skip`] table.
+const SKIP_EVERY: usize = 64;
+
+/// For a list sorted by event index: the position of the first entry at or after cursor
+/// `k · SKIP_EVERY`, for every `k`. Counting the entries before a cursor is then one lookup plus
+/// a short forward scan (no binary search over a large array, whose cache misses grow with
+/// the trace).
+#[derive(Default)]
+struct Skip {
+    at: Vec<u32>,
+}
+
+impl Skip {
+    fn build<T>(v: &[T], events: usize, key: impl Fn(&T) -> usize) -> Skip {
+        let mut at = Vec::with_capacity(events / SKIP_EVERY + 2);
+        let mut pos = 0usize;
+        let mut cursor = 0usize;
+        while cursor <= events + SKIP_EVERY {
+            while v.get(pos).is_some_and(|x| key(x) < cursor) {
+                pos += 1;
+            }
+            at.push(pos as u32);
+            cursor += SKIP_EVERY;
+        }
+        Skip { at }
+    }
+
+    /// Number of entries of `v` whose event is before `c` (`v` sorted by `key`).
+    fn count_lt<T>(&self, v: &[T], c: usize, key: impl Fn(&T) -> usize) -> usize {
+        let start = match self.at.get(c / SKIP_EVERY) {
+            Some(p) => *p as usize,
+            None => return v.partition_point(|x| key(x) < c),
+        };
+        start
+            + v.get(start..)
+                .unwrap_or(&[])
+                .iter()
+                .take_while(|x| key(x) < c)
+                .count()
+    }
+
+    fn bytes(&self) -> usize {
+        self.at.capacity() * 4
+    }
+}
+
+/// Lane checkpoints: every `k` events, where `k` (a power of two, at least 32) keeps their
+/// memory near `lanes · 24 / k` ≤ ~8 bytes per event.
+fn checkpoint_interval(lanes: usize) -> usize {
+    (lanes.saturating_mul(3))
+        .next_power_of_two()
+        .clamp(32, 1 << 16)
+}
+
+/// Build the lane checkpoints from the change log (`change_start` indexes it by event).
+fn build_checkpoints(
+    changes: &[Change],
+    change_start: &[u32],
+    n: usize,
+    every: usize,
+) -> (Vec<u32>, Vec<LaneEntry>) {
+    let mut state: BTreeMap<(u8, u16), [i32; 4]> = BTreeMap::new();
+    let mut starts = Vec::with_capacity(n / every + 2);
+    let mut lanes = Vec::new();
+    let mut applied = 0usize;
+    let mut cursor = 0usize;
+    while cursor <= n {
+        let upto = change_start
+            .get(cursor)
+            .copied()
+            .unwrap_or(changes.len() as u32) as usize;
+        for ch in changes.get(applied..upto).unwrap_or(&[]) {
+            state.insert((ch.consumer, ch.lane), ch.counts);
+        }
+        applied = upto.max(applied);
+        starts.push(lanes.len() as u32);
+        lanes.extend(state.iter().map(|((c, l), v)| (*c, *l, *v)));
+        cursor += every;
+    }
+    starts.push(lanes.len() as u32);
+    (starts, lanes)
 }
 
 impl Replay {
@@ -485,10 +586,22 @@ impl Replay {
             .map(|j| j.last_event - j.first_event + 1)
             .max()
             .unwrap_or(0);
+        let checkpoint_every = checkpoint_interval(rec.per_lane.len());
+        let (checkpoint_start, checkpoint_lanes) =
+            build_checkpoints(&rec.changes, &change_start, n, checkpoint_every);
+        let skip_first_store = Skip::build(&first_store_events, n, |e| *e as usize);
+        let skip_findings = Skip::build(&finding_events, n, |f| f.0);
+        let skip_jobs = Skip::build(&analysis.index.jobs, n, |j| j.first_event);
         Replay {
+            skip_first_store,
+            skip_findings,
+            skip_jobs,
             trace,
             analysis,
             rec,
+            checkpoint_every,
+            checkpoint_start,
+            checkpoint_lanes,
             change_start,
             first_store,
             first_store_events,
@@ -593,26 +706,38 @@ impl Replay {
         self.step_at(e)
     }
 
-    /// Move the cursor to `cursor` (clamped to `0..=len()`): one binary search per lane.
+    /// Move the cursor to `cursor` (clamped to `0..=len()`): restore the lane checkpoint at or
+    /// before it, then apply the recorded changes of the events in between.
     pub fn seek(&mut self, cursor: usize) {
         let cursor = cursor.min(self.len());
-        let limit = self
-            .change_start
-            .get(cursor)
-            .copied()
-            .unwrap_or(self.rec.changes.len() as u32);
         for m in &mut self.lanes_now {
             m.clear();
         }
-        for ((c, lane), list) in &self.rec.per_lane {
-            let pos = list.partition_point(|x| *x < limit);
-            if let Some(idx) = pos.checked_sub(1).and_then(|p| list.get(p)) {
-                if let (Some(m), Some(ch)) = (
-                    self.lanes_now.get_mut(*c as usize),
-                    self.rec.changes.get(*idx as usize),
-                ) {
-                    m.insert(*lane, ch.counts);
-                }
+        let k = cursor / self.checkpoint_every;
+        let a = self.checkpoint_start.get(k).copied().unwrap_or(0) as usize;
+        let b = self
+            .checkpoint_start
+            .get(k + 1)
+            .copied()
+            .unwrap_or(a as u32) as usize;
+        for (c, lane, counts) in self.checkpoint_lanes.get(a..b).unwrap_or(&[]) {
+            if let Some(m) = self.lanes_now.get_mut(*c as usize) {
+                m.insert(*lane, *counts);
+            }
+        }
+        let from = self
+            .change_start
+            .get(k * self.checkpoint_every)
+            .copied()
+            .unwrap_or(0) as usize;
+        let to = self
+            .change_start
+            .get(cursor)
+            .copied()
+            .unwrap_or(self.rec.changes.len() as u32) as usize;
+        for ch in self.rec.changes.get(from..to).unwrap_or(&[]) {
+            if let Some(m) = self.lanes_now.get_mut(ch.consumer as usize) {
+                m.insert(ch.lane, ch.counts);
             }
         }
         self.cursor = cursor;
@@ -875,11 +1000,12 @@ impl Replay {
         // Jobs are interned in order of their first event: only jobs starting within the
         // longest job span before the cursor can still be active.
         let jobs = &self.analysis.index.jobs;
-        let end = jobs.partition_point(|j| j.first_event < c);
+        let end = self.skip_jobs.count_lt(jobs, c, |j| j.first_event);
         let lo = c.saturating_sub(self.max_job_span);
-        let start = jobs
-            .get(..end)
-            .map_or(0, |js| js.partition_point(|j| j.first_event < lo));
+        let start = self
+            .skip_jobs
+            .count_lt(jobs, lo, |j| j.first_event)
+            .min(end);
         let mut active: Vec<&Job> = jobs
             .get(start..end)
             .unwrap_or(&[])
@@ -913,9 +1039,11 @@ impl Replay {
             consumers,
             active_jobs,
             blocks_seen: self
-                .first_store_events
-                .partition_point(|e| (*e as usize) < c),
-            findings_so_far: self.finding_events.partition_point(|(e, _)| *e < c),
+                .skip_first_store
+                .count_lt(&self.first_store_events, c, |e| *e as usize),
+            findings_so_far: self
+                .skip_findings
+                .count_lt(&self.finding_events, c, |f| f.0),
         }
     }
 
@@ -999,6 +1127,11 @@ impl Replay {
                 .map(|v| v.capacity() * 4)
                 .sum::<usize>()
             + self.change_start.capacity() * 4
+            + self.checkpoint_start.capacity() * 4
+            + self.skip_first_store.bytes()
+            + self.skip_findings.bytes()
+            + self.skip_jobs.bytes()
+            + self.checkpoint_lanes.capacity() * std::mem::size_of::<LaneEntry>()
             + self.first_store.len() * (per_map_entry + 24)
             + self.first_store_events.capacity() * 4
             + self
