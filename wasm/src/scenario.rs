@@ -2,8 +2,7 @@
 //! scenario through kvscope's vLLM-faithful offload simulator with a chosen key order and
 //! seeds (core: `kvscope_core::scenario`, `kvscope_core::sim`).
 
-use kvscope_core::order::OrderMode;
-use kvscope_core::scenario::{builtin, HashFormat, Scenario};
+use kvscope_core::scenario::{builtin, Overrides, Scenario};
 use serde::{Deserialize, Serialize};
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
@@ -55,50 +54,13 @@ impl OptionKeys for GenerateOptions {
 impl GenerateOptions {
     /// Apply the overrides, exactly like `kvscope generate`'s flags.
     pub fn apply(&self, s: &mut Scenario) -> Result<(), String> {
-        if let Some(seed) = self.seed {
-            s.seed = seed;
-            if let OrderMode::Legacy { seed: ls } = &mut s.order {
-                *ls = seed;
-            }
-        }
-        let phs = self.python_hash_seed.or(match s.order {
-            OrderMode::CPython { python_hash_seed } => Some(python_hash_seed),
-            _ => None,
+        s.apply_overrides(&Overrides {
+            seed: self.seed,
+            order: self.order.as_deref().map(str::parse).transpose()?,
+            python_hash_seed: self.python_hash_seed,
+            none_hash_seed: self.none_hash_seed.clone(),
+            hash_format: self.hash_format.as_deref().map(str::parse).transpose()?,
         });
-        match self.order.as_deref() {
-            Some("fixed") => s.order = OrderMode::Fixed,
-            Some("legacy") => s.order = OrderMode::Legacy { seed: s.seed },
-            Some("cpython") => {
-                s.order = OrderMode::CPython {
-                    python_hash_seed: phs.unwrap_or(0),
-                }
-            }
-            Some(other) => {
-                return Err(format!(
-                    "unknown order {other:?} (expected \"fixed\", \"legacy\" or \"cpython\")"
-                ))
-            }
-            None => {
-                if let (OrderMode::CPython { python_hash_seed }, Some(p)) =
-                    (&mut s.order, self.python_hash_seed)
-                {
-                    *python_hash_seed = p;
-                }
-            }
-        }
-        if let Some(n) = &self.none_hash_seed {
-            s.hashing.none_hash_seed = n.clone();
-        }
-        match self.hash_format.as_deref() {
-            Some("int") => s.hashing.format = HashFormat::Int,
-            Some("bytes") => s.hashing.format = HashFormat::Bytes,
-            Some(other) => {
-                return Err(format!(
-                    "unknown hash_format {other:?} (expected \"int\" or \"bytes\")"
-                ))
-            }
-            None => {}
-        }
         Ok(())
     }
 }
@@ -186,6 +148,7 @@ pub fn generate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kvscope_core::order::OrderMode;
 
     #[test]
     fn orders_and_seeds_override_like_the_cli() {

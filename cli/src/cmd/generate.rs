@@ -6,8 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kvscope_core::order::OrderMode;
-use kvscope_core::scenario::{builtin, HashFormat, Scenario};
+use kvscope_core::scenario::{builtin, HashFormat, OrderChoice, Overrides, Scenario};
 use kvscope_core::sim;
 use kvscope_core::trace::TraceRecord;
 use kvscope_core::wire::{jsonl, msgpack, EventEncoding};
@@ -98,40 +97,20 @@ pub fn load_scenario(arg: &str) -> anyhow::Result<Scenario> {
 
 /// Apply command-line overrides.
 pub fn apply_overrides(s: &mut Scenario, args: &Args) {
-    if let Some(seed) = args.seed {
-        s.seed = seed;
-        if let OrderMode::Legacy { seed: ls } = &mut s.order {
-            *ls = seed;
-        }
-    }
-    let phs = args.python_hash_seed.or(match s.order {
-        OrderMode::CPython { python_hash_seed } => Some(python_hash_seed),
-        _ => None,
+    s.apply_overrides(&Overrides {
+        seed: args.seed,
+        order: args.order.map(|o| match o {
+            OrderArg::Fixed => OrderChoice::Fixed,
+            OrderArg::Legacy => OrderChoice::Legacy,
+            OrderArg::Cpython => OrderChoice::CPython,
+        }),
+        python_hash_seed: args.python_hash_seed,
+        none_hash_seed: args.none_hash_seed.clone(),
+        hash_format: args.hash_format.map(|h| match h {
+            HashArg::Int => HashFormat::Int,
+            HashArg::Bytes => HashFormat::Bytes,
+        }),
     });
-    match args.order {
-        Some(OrderArg::Fixed) => s.order = OrderMode::Fixed,
-        Some(OrderArg::Legacy) => s.order = OrderMode::Legacy { seed: s.seed },
-        Some(OrderArg::Cpython) => {
-            s.order = OrderMode::CPython {
-                python_hash_seed: phs.unwrap_or(0),
-            }
-        }
-        None => {
-            if let (OrderMode::CPython { python_hash_seed }, Some(p)) =
-                (&mut s.order, args.python_hash_seed)
-            {
-                *python_hash_seed = p;
-            }
-        }
-    }
-    if let Some(n) = &args.none_hash_seed {
-        s.hashing.none_hash_seed = n.clone();
-    }
-    match args.hash_format {
-        Some(HashArg::Int) => s.hashing.format = HashFormat::Int,
-        Some(HashArg::Bytes) => s.hashing.format = HashFormat::Bytes,
-        None => {}
-    }
 }
 
 /// Run the command.

@@ -8,6 +8,9 @@
 //! `lora_name`, `cache_salt`, `self_describing_kv_events`).
 
 pub mod builtin;
+mod overrides;
+
+pub use overrides::{OrderChoice, Overrides};
 
 use serde::{Deserialize, Serialize};
 
