@@ -92,6 +92,25 @@ test('the demo opens on first visit, with lanes, violations and no page error', 
   assert.deepEqual(pageErrors, []);
 });
 
+test('lanes per tier × job on the demo: one lane per job, in the permalink', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("violations")');
+  await page.getByRole('combobox', { name: 'Lanes' }).selectOption('job');
+  await page.waitForSelector('[data-testid=stats]:has-text("2 lanes")');
+  const lanes = await page.locator('[data-testid=lane-list] li').allTextContents();
+  assert.deepEqual(lanes, ['CPU · job 0', 'CPU · job 1']);
+  await page.waitForURL(/[#&]l=job\b/);
+  await page.screenshot({ path: join(shots, 'demo-lanes-per-job.png') });
+  // The permalink restores the lane mode.
+  const again = await open(page.url());
+  await again.waitForSelector('[data-testid=stats]:has-text("2 lanes")');
+  assert.deepEqual(await again.locator('[data-testid=lane-list] li').allTextContents(), lanes);
+  assert.equal(await again.getByRole('combobox', { name: 'Lanes' }).inputValue(), 'job');
+  await again.close();
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
 test('load a legacy trace through the file input, press n: first violation selected, details shown', async () => {
   const page = await open();
   await page.waitForSelector('[data-testid=stats]:has-text("events")');

@@ -407,17 +407,18 @@ pub fn StepBar() -> impl IntoView {
     }
 }
 
-/// The lane layout picker (tier, or source × tier).
+/// The lane layout picker (tier, source × tier, or tier × job).
 #[component]
 pub fn LanePicker() -> impl IntoView {
     let st = expect_context::<AppState>();
     view! {
         <select aria-label="Lanes" title="Lane layout" on:change:target=move |e| {
-                st.lane_mode.set(if e.target().value() == "source" { LaneMode::SourceTier } else { LaneMode::Tier });
+                st.lane_mode.set(LaneMode::parse(&e.target().value()));
                 load::relayout(st);
             }>
-            <option value="tier" selected=move || st.lane_mode.get() == LaneMode::Tier>"lanes: tier"</option>
-            <option value="source" selected=move || st.lane_mode.get() == LaneMode::SourceTier>"lanes: source × tier"</option>
+            {LaneMode::ALL.map(|m| view! {
+                <option value=m.as_str() selected=move || st.lane_mode.get() == m>{m.label()}</option>
+            })}
         </select>
     }
 }

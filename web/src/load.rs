@@ -336,11 +336,7 @@ pub fn boot(st: AppState) {
             return;
         }
     };
-    st.lane_mode.set(if link.per_source {
-        crate::model::LaneMode::SourceTier
-    } else {
-        crate::model::LaneMode::Tier
-    });
+    st.lane_mode.set(link.lanes);
     let query_url = loc
         .search()
         .ok()
@@ -373,7 +369,7 @@ pub fn sync_permalink(st: AppState) {
             rule: st.rule.get(),
             query: Some(st.query.get()),
             consumer: st.consumer.get(),
-            per_source: st.lane_mode.get() == crate::model::LaneMode::SourceTier,
+            lanes: st.lane_mode.get(),
             viewport: Some((vp.start, vp.per_px)),
             origin: Some(origin),
         };
@@ -384,7 +380,7 @@ pub fn sync_permalink(st: AppState) {
     });
 }
 
-/// Re-layout the lanes (tier or source×tier) of the loaded model.
+/// Re-layout the lanes (tier, source × tier or tier × job) of the loaded model.
 pub fn relayout(st: AppState) {
     let mode = st.lane_mode.get_untracked();
     st.model.update(|slot| {

@@ -9,7 +9,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use kvscope_core::analysis::{AnalysisConfig, Level};
+use kvscope_core::analysis::{AnalysisConfig, EventIndex, Job, Level};
 use kvscope_core::event::{KvEvent, Tier};
 use kvscope_core::replay::Replay;
 use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
@@ -23,23 +23,67 @@ pub struct EventRef {
     pub ev: u32,
 }
 
-/// A timeline lane: one tier (GPU, CPU, each STORAGE tier), optionally split by source.
+/// A timeline lane: one tier (GPU, CPU, each STORAGE tier), optionally split by source or by
+/// transfer job.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Lane {
     /// The tier (ordering: GPU, CPU, STORAGE tiers, others).
     pub tier: Tier,
     /// Tier label shown in the gutter (provenance tier name for unnamed STORAGE tiers).
     pub label: String,
-    /// Source the lane is restricted to when lanes are split per source.
+    /// Source the lane is restricted to when lanes are split per source (or per job in a trace
+    /// with several sources).
     pub source: Option<String>,
+    /// The job sub-lane, when lanes are split per job.
+    pub job: Option<JobLane>,
 }
 
+/// A per-job sub-lane of a tier (lane mode [`LaneMode::TierJob`]). Ordered: the tier's
+/// "no job" lane first, then jobs by first event, then the overflow lane.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum JobLane {
+    /// Events of the tier without a job (GPU events, removals without provenance job).
+    NoJob,
+    /// One transfer job (see `kvscope_core::analysis::Job`).
+    Job {
+        /// Delivery index of its first event (sort key: jobs in order of appearance).
+        first_event: u32,
+        /// Provenance `job_id`, or the analysis' interned id when inferred.
+        id: u64,
+        /// Inferred from batch structure (no provenance).
+        inferred: bool,
+    },
+    /// Jobs beyond [`MAX_JOB_LANES`], sharing one lane per tier.
+    More,
+}
+
+/// At most this many per-job lanes; later jobs share a "more jobs" lane of their tier.
+pub const MAX_JOB_LANES: usize = 256;
+
 impl Lane {
-    /// The full label: `GPU`, or `pod-a · CPU` when split per source.
+    /// The job part of a per-job lane's title (`job 7`, `job ~3 (inferred)`, `no job`,
+    /// `more jobs`); `None` when lanes are not split per job.
+    pub fn job_title(&self) -> Option<String> {
+        Some(match self.job.as_ref()? {
+            JobLane::NoJob => "no job".to_owned(),
+            JobLane::Job {
+                id, inferred: true, ..
+            } => format!("job ~{id} (inferred)"),
+            JobLane::Job { id, .. } => format!("job {id}"),
+            JobLane::More => "more jobs".to_owned(),
+        })
+    }
+
+    /// The full label: `GPU`, `pod-a · CPU` when split per source, `CPU · job 7`,
+    /// `CPU · job ~3 (inferred)` or `GPU · no job` when split per job.
     pub fn title(&self) -> String {
-        match &self.source {
+        let base = match &self.source {
             Some(s) => format!("{s} · {}", self.label),
             None => self.label.clone(),
+        };
+        match self.job_title() {
+            Some(j) => format!("{base} · {j}"),
+            None => base,
         }
     }
 }
@@ -52,6 +96,39 @@ pub enum LaneMode {
     Tier,
     /// One lane per (source, tier).
     SourceTier,
+    /// One lane per tier, split into one sub-lane per transfer job (plus a "no job" lane).
+    TierJob,
+}
+
+impl LaneMode {
+    /// Every mode, in picker order.
+    pub const ALL: [LaneMode; 3] = [LaneMode::Tier, LaneMode::SourceTier, LaneMode::TierJob];
+
+    /// Short name (picker value and permalink `l=`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaneMode::Tier => "tier",
+            LaneMode::SourceTier => "source",
+            LaneMode::TierJob => "job",
+        }
+    }
+
+    /// Parse [`LaneMode::as_str`] (unknown: `Tier`).
+    pub fn parse(s: &str) -> LaneMode {
+        LaneMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .unwrap_or_default()
+    }
+
+    /// Label in the lane picker.
+    pub fn label(self) -> &'static str {
+        match self {
+            LaneMode::Tier => "lanes: tier",
+            LaneMode::SourceTier => "lanes: source × tier",
+            LaneMode::TierJob => "lanes: tier × job",
+        }
+    }
 }
 
 /// How a parent→child edge relates to delivery order.
@@ -302,8 +379,47 @@ impl Model {
         }
     }
 
+    /// Per event, its job's lane (lane mode [`LaneMode::TierJob`]), from the analysis'
+    /// [`EventIndex`] once analysed, else from an index built here (same jobs: provenance
+    /// job ids, or inferred from batch structure), so lanes do not move when the analysis lands.
+    /// Jobs past [`MAX_JOB_LANES`] (in order of appearance) map to [`JobLane::More`].
+    fn job_lanes(&self) -> (Vec<u32>, Vec<JobLane>, bool) {
+        let of = |idx: &EventIndex| -> (Vec<u32>, Vec<JobLane>, bool) {
+            let lanes = idx
+                .jobs
+                .iter()
+                .enumerate()
+                .map(|(n, j): (usize, &Job)| {
+                    if n >= MAX_JOB_LANES {
+                        JobLane::More
+                    } else {
+                        JobLane::Job {
+                            first_event: j.first_event.min(u32::MAX as usize) as u32,
+                            id: if j.inferred {
+                                u64::from(j.id)
+                            } else {
+                                j.job_id.unwrap_or(u64::from(j.id))
+                            },
+                            inferred: j.inferred,
+                        }
+                    }
+                })
+                .collect();
+            (
+                idx.events.iter().map(|e| e.job).collect(),
+                lanes,
+                idx.sources.len() > 1,
+            )
+        };
+        if let Some(r) = self.replay() {
+            return of(&r.analysis().index);
+        }
+        self.with_trace(|t| of(&EventIndex::build(t)))
+    }
+
     /// Recompute lanes and edges for a lane mode. Lanes are interned by borrowed wire strings
-    /// (no allocation per event), then sorted (GPU, CPU, STORAGE tiers, others).
+    /// (no allocation per event), then sorted (GPU, CPU, STORAGE tiers, others; per job: the
+    /// tier's "no job" lane, then jobs in order of appearance).
     pub fn layout(&mut self, mode: LaneMode) {
         type Key<'t> = (
             Option<&'t str>,
@@ -311,13 +427,18 @@ impl Model {
             Option<&'t str>,
             Option<&'t str>,
             Option<u32>,
+            Option<u32>,
         );
         const NONE: u16 = u16::MAX;
+        let (event_jobs, job_lanes, many_sources) = match mode {
+            LaneMode::TierJob => self.job_lanes(),
+            _ => (Vec::new(), Vec::new(), false),
+        };
         let (tmp_ids, tmp_lanes) = self.with_trace(|t| {
             let mut ids: HashMap<Key<'_>, u16> = HashMap::default();
             let mut lanes: Vec<Lane> = Vec::new();
             let mut out = Vec::with_capacity(self.events.len());
-            for r in &self.events {
+            for (ei, r) in self.events.iter().enumerate() {
                 let Some(b) = batch_of(t, *r) else {
                     out.push(NONE);
                     continue;
@@ -338,13 +459,38 @@ impl Model {
                         .map(|p| p.tier.as_str()),
                     _ => None,
                 };
-                let source = (mode == LaneMode::SourceTier).then_some(b.source.as_str());
-                let key = (medium, ownership, prov_tier, source, source.and(b.dp_rank));
+                let job = match mode {
+                    LaneMode::TierJob => {
+                        let j = event_jobs.get(ei).copied().unwrap_or(u32::MAX);
+                        // Jobs sharing the overflow lane share one key per tier.
+                        match job_lanes.get(j as usize) {
+                            Some(JobLane::More) => Some(u32::MAX - 1),
+                            Some(_) => Some(j),
+                            None => Some(u32::MAX),
+                        }
+                    }
+                    _ => None,
+                };
+                let split_source = mode == LaneMode::SourceTier
+                    || (many_sources && job.is_some_and(|j| j != u32::MAX));
+                let source = split_source.then_some(b.source.as_str());
+                let key = (
+                    medium,
+                    ownership,
+                    prov_tier,
+                    source,
+                    source.and(b.dp_rank),
+                    job,
+                );
                 let id = match ids.get(&key) {
                     Some(id) => *id,
                     None => {
                         let id = lanes.len().min(NONE as usize - 1) as u16;
-                        if let Some(l) = lane_key(t, *r, mode) {
+                        let job_lane = job.map(|j| match j {
+                            u32::MAX => JobLane::NoJob,
+                            _ => job_lanes.get(j as usize).cloned().unwrap_or(JobLane::More),
+                        });
+                        if let Some(l) = lane_key(t, *r, split_source, job_lane) {
                             lanes.push(l);
                         }
                         ids.insert(key, id);
@@ -363,6 +509,7 @@ impl Model {
                 tier: Tier::Gpu,
                 label: "GPU".into(),
                 source: None,
+                job: None,
             });
         }
         let remap: Vec<u16> = tmp_lanes
@@ -582,7 +729,7 @@ impl Model {
     }
 }
 
-fn lane_key(t: &Trace, r: EventRef, mode: LaneMode) -> Option<Lane> {
+fn lane_key(t: &Trace, r: EventRef, split_source: bool, job: Option<JobLane>) -> Option<Lane> {
     let b = batch_of(t, r)?;
     let ev = b.events.get(r.ev as usize)?;
     let tier = ev.tier()?;
@@ -591,17 +738,15 @@ fn lane_key(t: &Trace, r: EventRef, mode: LaneMode) -> Option<Lane> {
         (Tier::Storage(None), Some(p)) if !p.tier.is_empty() => p.tier.clone(),
         _ => tier.label(),
     };
-    let source = match mode {
-        LaneMode::Tier => None,
-        LaneMode::SourceTier => Some(match b.dp_rank {
-            Some(d) if d > 0 => format!("{}/dp{d}", b.source),
-            _ => b.source.clone(),
-        }),
-    };
+    let source = split_source.then(|| match b.dp_rank {
+        Some(d) if d > 0 => format!("{}/dp{d}", b.source),
+        _ => b.source.clone(),
+    });
     Some(Lane {
         tier,
         label,
         source,
+        job,
     })
 }
 
@@ -849,6 +994,94 @@ mod tests {
             "consumer-loss findings are skipped by default"
         );
         assert!(m.is_violation(2) && !m.is_violation(0));
+    }
+
+    fn prov(tier: &str, job: Option<u64>) -> Provenance {
+        Provenance {
+            tier: tier.into(),
+            kind: Default::default(),
+            job_id: job,
+            req_id: None,
+            group_idx: None,
+            chunk_idx: None,
+            step: None,
+        }
+    }
+
+    fn removed(h: u64, medium: &str) -> KvEvent {
+        KvEvent::BlockRemoved(kvscope_core::event::BlockRemoved {
+            block_hashes: vec![BlockHash::Int(h)],
+            medium: Some(medium.into()),
+            group_idx: None,
+            locality: None,
+            ownership: None,
+        })
+    }
+
+    /// Per-job lanes: two provenance jobs in CPU get a sub-lane each (in order of first
+    /// event), the GPU event and the CPU removal without a job stay in their tier's "no job"
+    /// lane; the same lanes before and after the analysis.
+    #[test]
+    fn lanes_per_job() {
+        let mut jobs = batch(
+            1,
+            vec![
+                stored(11, None, "CPU"),
+                stored(12, Some(11), "CPU"),
+                stored(21, None, "CPU"),
+                removed(11, "CPU"),
+            ],
+        );
+        if let TraceRecord::Batch(b) = &mut jobs {
+            b.provenance = Some(vec![
+                prov("CPU", Some(9)),
+                prov("CPU", Some(9)),
+                prov("CPU", Some(4)),
+                prov("CPU", None),
+            ]);
+        }
+        let trace = Trace {
+            records: vec![batch(0, vec![stored(1, None, "GPU")]), jobs],
+        };
+        let mut m = Model::from_trace_timed("t", trace, LaneMode::TierJob, &mut |_| {}).unwrap();
+        let titles = |m: &Model| m.lanes.iter().map(Lane::title).collect::<Vec<_>>();
+        let expected = ["GPU · no job", "CPU · no job", "CPU · job 9", "CPU · job 4"];
+        assert_eq!(titles(&m), expected);
+        assert_eq!(m.lane_of, [0, 2, 2, 3, 1]);
+        // Parent→child edges stay within the job's lane.
+        assert_eq!(
+            m.edges,
+            [Edge {
+                parent: 1,
+                child: 2,
+                kind: EdgeKind::Forward
+            }]
+        );
+        m.analyse();
+        m.layout(LaneMode::TierJob);
+        assert_eq!(titles(&m), expected);
+        assert_eq!(m.lane_of, [0, 2, 2, 3, 1]);
+        m.layout(LaneMode::Tier);
+        assert_eq!(titles(&m), ["GPU", "CPU"]);
+        assert_eq!(m.lane_of, [0, 1, 1, 1, 1]);
+    }
+
+    /// Without provenance, jobs are the analysis' inferred ones (a batch's run of same-medium
+    /// connector events), labelled as inferred.
+    #[test]
+    fn lanes_per_inferred_job() {
+        let mut m = model();
+        m.layout(LaneMode::TierJob);
+        assert_eq!(
+            m.lanes.iter().map(Lane::title).collect::<Vec<_>>(),
+            ["GPU · no job", "CPU · job ~0 (inferred)"]
+        );
+        assert_eq!(m.lane_of, [0, 0, 1, 1, 1]);
+        assert_eq!(
+            LaneMode::parse(LaneMode::TierJob.as_str()),
+            LaneMode::TierJob
+        );
+        assert_eq!(LaneMode::parse("bogus"), LaneMode::Tier);
     }
 
     #[test]

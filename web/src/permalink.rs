@@ -5,6 +5,8 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
+use crate::model::LaneMode;
+
 /// Traces whose compressed form is at most this many bytes are inlined in permalinks.
 pub const INLINE_LIMIT: usize = 24 * 1024;
 
@@ -32,8 +34,8 @@ pub struct LinkState {
     pub query: Option<String>,
     /// Selected consumer.
     pub consumer: Option<String>,
-    /// Lanes split per source.
-    pub per_source: bool,
+    /// Lane layout (`l=source`, `l=job`; absent: per tier).
+    pub lanes: LaneMode,
     /// Viewport: (first event at the left edge, events per pixel).
     pub viewport: Option<(f64, f64)>,
     /// Trace origin (`None`: not given).
@@ -141,8 +143,8 @@ impl LinkState {
         if let Some(k) = &self.consumer {
             parts.push(format!("k={}", enc(k)));
         }
-        if self.per_source {
-            parts.push("l=source".into());
+        if self.lanes != LaneMode::Tier {
+            parts.push(format!("l={}", self.lanes.as_str()));
         }
         if let Some((s, p)) = self.viewport {
             parts.push(format!("v={s:.1},{p:.4}"));
@@ -175,7 +177,7 @@ impl LinkState {
                 "r" => st.rule = Some(dec(v)),
                 "q" => st.query = Some(dec(v)),
                 "k" => st.consumer = Some(dec(v)),
-                "l" => st.per_source = v == "source",
+                "l" => st.lanes = LaneMode::parse(v),
                 "v" => {
                     st.viewport = v
                         .split_once(',')
@@ -203,7 +205,7 @@ mod tests {
             rule: Some("child-before-parent-in-job".into()),
             query: Some("tier=CPU && job=3".into()),
             consumer: Some("llmd".into()),
-            per_source: true,
+            lanes: LaneMode::SourceTier,
             viewport: Some((10.0, 0.125)),
             origin: Some(TraceOrigin::Inline(b"{\"kvscope\":1}\n".to_vec())),
         };
@@ -223,6 +225,16 @@ mod tests {
         };
         assert_eq!(LinkState::from_hash(&st.to_hash()).unwrap(), st);
         assert!(LinkState::from_hash("t=!!!").is_err());
+        let jobs = LinkState {
+            lanes: LaneMode::TierJob,
+            ..Default::default()
+        };
+        assert_eq!(jobs.to_hash(), "l=job");
+        assert_eq!(LinkState::from_hash("#l=job").unwrap(), jobs);
+        assert_eq!(
+            LinkState::from_hash("l=nosuch").unwrap(),
+            LinkState::default()
+        );
         assert_eq!(
             LinkState::from_hash("c=abc&zz=1").unwrap(),
             LinkState::default()

@@ -1,4 +1,5 @@
-//! The timeline: a canvas with one lane per tier (or source × tier), one mark per event in
+//! The timeline: a canvas with one lane per tier (or source × tier, or tier × job: many lanes
+//! grow the canvas and its container scrolls), one mark per event in
 //! delivery order, parent→child edges (child-first edges as red backwards arrows), the cursor,
 //! and an overview strip of the whole trace with its violations.
 //!
@@ -115,14 +116,40 @@ impl Frame {
     }
 }
 
-/// Canvas height (CSS px) for a lane count: about 56 px per lane, within 120..=340.
+/// Smallest lane height before the canvas grows (and its container scrolls) instead.
+const MIN_LANE: f64 = 24.0;
+
+/// Canvas height (CSS px) for a lane count: about 56 px per lane within 120..=340, taller
+/// when that would squeeze lanes under [`MIN_LANE`] px (many per-job lanes): the timeline's
+/// lane area then scrolls.
 pub fn canvas_height(lanes: usize) -> f64 {
-    (TOP + 8.0 + 56.0 * lanes.max(1) as f64).clamp(120.0, 340.0)
+    let n = lanes.max(1) as f64;
+    (TOP + 8.0 + 56.0 * n)
+        .clamp(120.0, 340.0)
+        .max(TOP + 4.0 + MIN_LANE * n)
 }
 
 /// Lane height for a canvas height and lane count.
 pub fn lane_height(h: f64, lanes: usize) -> f64 {
     ((h - TOP - 4.0) / lanes.max(1) as f64).clamp(16.0, 72.0)
+}
+
+/// Shorten `label` with an ellipsis until it is at most `max_w` px wide in the current font.
+fn fit_text(ctx: &Ctx, label: &mut String, max_w: f64) {
+    let width = |s: &str| ctx.measure_text(s).map(|m| m.width()).unwrap_or(0.0);
+    if width(label) <= max_w {
+        return;
+    }
+    let mut chars: Vec<char> = label.chars().collect();
+    while !chars.is_empty() {
+        chars.pop();
+        let s = format!("{}…", chars.iter().collect::<String>());
+        if width(&s) <= max_w {
+            *label = s;
+            return;
+        }
+    }
+    label.clear();
 }
 
 fn nice_step(raw: f64) -> f64 {
@@ -170,12 +197,25 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
             ctx.set_fill_style_str(p.band);
             ctx.fill_rect(0.0, y0, f.w, f.lane_h);
         }
-        ctx.set_fill_style_str(p.text);
-        let mut label = lane.title();
-        if label.chars().count() > 18 {
-            label = format!("{}…", label.chars().take(17).collect::<String>());
+        // Per-job sub-lanes after the first of their tier: indented, without the tier prefix.
+        let prev = li.checked_sub(1).and_then(|i| m.lanes.get(i));
+        let sub = lane.job.is_some()
+            && prev.is_some_and(|q| {
+                (&q.tier, &q.label, &q.source) == (&lane.tier, &lane.label, &lane.source)
+            });
+        if !sub && li > 0 && lane.job.is_some() {
+            // A new tier group: a separator line.
+            ctx.set_fill_style_str(p.grid);
+            ctx.fill_rect(0.0, y0, f.w, 1.0);
         }
-        let _ = ctx.fill_text(&label, 8.0, y0 + f.lane_h / 2.0);
+        let (x, mut label) = if sub {
+            (20.0, lane.job_title().unwrap_or_else(|| lane.title()))
+        } else {
+            (8.0, lane.title())
+        };
+        ctx.set_fill_style_str(if sub { p.muted } else { p.text });
+        fit_text(ctx, &mut label, GUTTER - x - 6.0);
+        let _ = ctx.fill_text(&label, x, y0 + f.lane_h / 2.0);
     }
     ctx.set_stroke_style_str(p.grid);
     ctx.set_line_width(1.0);
@@ -393,7 +433,9 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
             let _ = ctx.set_line_dash(&js_sys::Array::of2(&4.0.into(), &4.0.into()));
         }
         let dx = (xc - xp).abs();
-        let lift = (dx * 0.35).clamp(8.0, f.lane_h * 0.45) * bow;
+        // Short lanes (many per-job lanes) cap the bow below 8 px: `clamp` needs min <= max.
+        let max_lift = f.lane_h * 0.45;
+        let lift = (dx * 0.35).clamp(max_lift.min(8.0), max_lift) * bow;
         let (sy, ey) = if lp == lc {
             (yp + bow * mark_h / 2.0, yc + bow * mark_h / 2.0)
         } else {
@@ -493,10 +535,13 @@ pub fn Timeline() -> impl IntoView {
         request_animation_frame(measure);
     });
     let frame = move || {
-        let (w, h) = size.get();
+        let (w, _) = size.get();
         let lanes = st
             .model
             .with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1));
+        // The CSS height follows the lane count: use it, not a measurement that may lag a
+        // re-layout by a frame (a stretched, mis-scaled first frame).
+        let h = canvas_height(lanes);
         Frame {
             w,
             h,
@@ -532,6 +577,24 @@ pub fn Timeline() -> impl IntoView {
                 ctx.fill_rect(0.0, 0.0, f.w, f.h);
             }
         });
+    });
+    // Many lanes scroll: keep the current event's lane in view.
+    let scroller = NodeRef::<leptos::html::Div>::new();
+    Effect::new(move |_| {
+        let Some(c) = st.current() else { return };
+        let f = frame();
+        let Some(lane) = st
+            .model
+            .with(|m| m.as_ref().and_then(|m| m.lane_of.get(c as usize).copied()))
+        else {
+            return;
+        };
+        let Some(div) = scroller.get() else { return };
+        let (top, view_h) = (f64::from(div.scroll_top()), f64::from(div.client_height()));
+        let y = f.y(lane);
+        if view_h > 0.0 && f.h > view_h && (y - f.lane_h < top || y + f.lane_h > top + view_h) {
+            div.set_scroll_top((y - view_h / 2.0).max(0.0) as i32);
+        }
     });
     let drag: StoredValue<Option<(f64, f64, bool)>> = StoredValue::new(None);
     let on_down = move |e: ev::MouseEvent| {
@@ -609,9 +672,16 @@ pub fn Timeline() -> impl IntoView {
                 <span class="hint">"drag to pan · wheel to zoom · click to select · ? for keys"</span>
                 <crate::controls::LanePicker/>
             </div>
+            <div class="timeline-scroll" node_ref=scroller>
             <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
                 style:height=move || format!("{}px", canvas_height(st.model.with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1))))
                 on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up on:wheel=on_wheel></canvas>
+            </div>
+            <ol class="visually-hidden" data-testid="lane-list" aria-label="Lanes">
+                {move || st.model.with(|m| m.as_ref().map(|m| {
+                    m.lanes.iter().map(|l| view! { <li>{l.title()}</li> }).collect_view()
+                }))}
+            </ol>
         </section>
     }
 }
@@ -637,6 +707,18 @@ mod tests {
         assert!((f.x(10) - (GUTTER + 5.0)).abs() < 1e-9);
         assert_eq!(f.lane_at(TOP + 45.0, 3), Some(1));
         assert_eq!(f.lane_at(TOP + 500.0, 3), None);
+        // Few lanes fit in 120..=340 px; many lanes (per job) grow the canvas instead of
+        // squeezing lanes under MIN_LANE.
+        assert_eq!(canvas_height(2), 150.0);
+        assert_eq!(canvas_height(5), 318.0);
+        for n in [6, 41, 300] {
+            let h = canvas_height(n);
+            assert!(lane_height(h, n) >= MIN_LANE, "{n} lanes in {h} px");
+            assert!(
+                TOP + lane_height(h, n) * n as f64 <= h,
+                "{n} lanes fit in {h} px"
+            );
+        }
         assert_eq!(nice_step(3.0), 5.0);
         assert_eq!(nice_step(120.0), 200.0);
     }

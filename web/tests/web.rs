@@ -125,6 +125,30 @@ async fn loads_a_multi_tier_trace_and_reports_bad_input_with_its_line() {
             .collect()
     });
     assert_eq!(lanes, ["GPU", "CPU", "STORAGE:fs0"]);
+    // Lanes per tier × job: one sub-lane per provenance job, GPU events and the job-less CPU
+    // removal in their tier's "no job" lane.
+    st.lane_mode.set(kvscope_web::model::LaneMode::TierJob);
+    load::relayout(st);
+    let lanes: Vec<String> = st.model.with_untracked(|m| {
+        m.as_ref()
+            .unwrap()
+            .lanes
+            .iter()
+            .map(|l| l.title())
+            .collect()
+    });
+    assert_eq!(
+        lanes,
+        [
+            "GPU · no job",
+            "CPU · no job",
+            "CPU · job 1",
+            "CPU · job 2",
+            "STORAGE:fs0 · job 3"
+        ]
+    );
+    st.lane_mode.set(kvscope_web::model::LaneMode::Tier);
+    load::relayout(st);
     until(&root, "violations", "child-before-parent-in-job").await;
 
     // Bytes hashes and exact u64 decimals survive into the details panel.
