@@ -8,7 +8,7 @@
 use kvscope_core::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent};
 use kvscope_core::trace::{Provenance as CoreProvenance, ProvenanceKind, TraceBatch};
 use kvscope_core::BlockHash;
-use serde::ser::{SerializeMap, SerializeSeq};
+use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
@@ -58,50 +58,6 @@ pub fn hash_from_js(text: &str) -> Result<BlockHash, String> {
         .map_err(|_| format!("block hash {text:?} does not fit in 64 bits"))
 }
 
-/// An [`ExtraValue`] serialized in its documented JS form.
-#[derive(Debug)]
-pub struct ExtraValueDto<'a>(pub &'a ExtraValue);
-
-impl Serialize for ExtraValueDto<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            ExtraValue::Nil => s.serialize_unit(),
-            ExtraValue::Bool(b) => s.serialize_bool(*b),
-            ExtraValue::UInt(v) => s.serialize_u64(*v),
-            ExtraValue::Int(v) => s.serialize_i64(*v),
-            ExtraValue::Float(v) => s.serialize_f64(*v),
-            ExtraValue::Str(v) => s.serialize_str(v),
-            ExtraValue::Bytes(b) => {
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("bytes", &hex::encode(b))?;
-                m.end()
-            }
-            ExtraValue::Array(items) => {
-                let mut seq = s.serialize_seq(Some(items.len()))?;
-                for item in items {
-                    seq.serialize_element(&ExtraValueDto(item))?;
-                }
-                seq.end()
-            }
-            ExtraValue::Map(entries) => {
-                struct Pairs<'a>(&'a [(ExtraValue, ExtraValue)]);
-                impl Serialize for Pairs<'_> {
-                    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-                        for (k, v) in self.0 {
-                            seq.serialize_element(&(ExtraValueDto(k), ExtraValueDto(v)))?;
-                        }
-                        seq.end()
-                    }
-                }
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("map", &Pairs(entries))?;
-                m.end()
-            }
-        }
-    }
-}
-
 /// Per-block extra keys (`None` entries are blocks without extra keys).
 #[derive(Debug)]
 pub struct ExtraKeysDto(pub Vec<Option<ExtraValue>>);
@@ -110,7 +66,8 @@ impl Serialize for ExtraKeysDto {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
         for item in &self.0 {
-            seq.serialize_element(&item.as_ref().map(ExtraValueDto))?;
+            // `ExtraValue`'s own serde form (kvscope_core::wire::jsonl): bytes as hex, maps as pairs.
+            seq.serialize_element(&item.as_ref())?;
         }
         seq.end()
     }
