@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 pub use compare::{compare, TraceDiff};
 pub use rules::{Level, Rule, RuleError, RuleLevels};
-pub(crate) use run::{Recorder, Run, Stage};
+pub(crate) use run::{Interner, Recorder, Run, Stage};
 
 use crate::consumers::{
     ConsumerConfig, ConsumerKind, EventCtx, EventVerdict, Resolution, VerdictKind,

@@ -10,18 +10,30 @@ use super::{
     Analysis, AnalysisConfig, EventIndex, EventLoc, Finding, IndexBuilder, Level, LossSummary,
     Rule, UnreachablePrefix, VerdictSink,
 };
+pub(crate) use crate::consumers::Interner;
 use crate::consumers::{
-    hashes_of, AnyConsumer, Consumer, EventVerdict, Hashes, LaneCounts, LaneKey, Resolution,
+    hashes_of, AnyConsumer, EventIds, EventVerdict, Hashes, LaneCounts, LaneKey, Resolution,
     VerdictKind,
 };
 use crate::event::{KvEvent, Tier};
 use crate::trace::{ProvenanceKind, Trace, TraceRecord};
 
 type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
-type HashSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
 pub(crate) trait Recorder {
+    /// The index is complete; events follow.
+    fn start(&mut self, index: &EventIndex);
+    /// Event `event` (at `loc`, naming blocks `ids`, stored under `parent`), before any model
+    /// sees it.
+    fn event(
+        &mut self,
+        event: usize,
+        loc: &EventLoc,
+        ev: &KvEvent,
+        ids: &[u32],
+        parent: Option<u32>,
+    );
     fn verdict(&mut self, event: usize, consumer: usize, v: &EventVerdict, resolved: &[Resolution]);
     /// The lanes event `event` changed for `consumer`, sorted, with their new counters.
     fn lanes(&mut self, event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]);
@@ -44,58 +56,89 @@ struct Waiter {
     hashes: Hashes,
 }
 
-/// Lane presence for the violation index (what a tier of a source holds).
+/// Which lanes hold one block (usually one or two: inline) and whether it was ever stored.
+#[derive(Clone, Default)]
+struct Held {
+    lanes: smallvec::SmallVec<[(u32, u32); 2]>,
+    ever: bool,
+}
+
+/// Lane presence for the violation index (what each tier of each source holds), by block id.
 #[derive(Default)]
 struct Presence {
-    lane: HashSet<(u64, u32, u32)>,
-    source: HashMap<(u64, u32), u32>,
-    global: HashMap<u64, u32>,
-    ever: HashSet<u64>,
+    held: Vec<Held>,
+    /// Per source: blocks it stored since its last clear (may include removed ones).
+    by_source: Vec<Vec<u32>>,
 }
 
 impl Presence {
-    fn add(&mut self, h: u64, s: u32, t: u32) -> bool {
-        self.ever.insert(h);
-        if !self.lane.insert((h, s, t)) {
+    fn slot(&mut self, id: u32) -> Option<&mut Held> {
+        let i = id as usize;
+        if i >= self.held.len() {
+            self.held.resize(i + 1, Held::default());
+        }
+        self.held.get_mut(i)
+    }
+    /// Store `id` into lane `(s, t)`; false if the lane already held it.
+    fn add(&mut self, id: u32, s: u32, t: u32) -> bool {
+        let Some(h) = self.slot(id) else {
+            return true;
+        };
+        h.ever = true;
+        if h.lanes.contains(&(s, t)) {
             return false;
         }
-        *self.source.entry((h, s)).or_default() += 1;
-        *self.global.entry(h).or_default() += 1;
+        h.lanes.push((s, t));
+        if let Some(list) = self.by_source.get_mut(s as usize) {
+            list.push(id);
+        } else {
+            self.by_source.resize(s as usize + 1, Vec::new());
+            if let Some(list) = self.by_source.get_mut(s as usize) {
+                list.push(id);
+            }
+        }
         true
     }
-    fn remove(&mut self, h: u64, s: u32, t: u32) -> bool {
-        if !self.lane.remove(&(h, s, t)) {
+    /// Remove `id` from lane `(s, t)`; false if the lane did not hold it.
+    fn remove(&mut self, id: Option<u32>, s: u32, t: u32) -> bool {
+        let Some(h) = id.and_then(|id| self.held.get_mut(id as usize)) else {
             return false;
+        };
+        match h.lanes.iter().position(|l| *l == (s, t)) {
+            Some(p) => {
+                h.lanes.remove(p);
+                true
+            }
+            None => false,
         }
-        dec(&mut self.source, (h, s));
-        dec(&mut self.global, h);
-        true
     }
     fn clear_source(&mut self, s: u32) {
-        let gone: Vec<(u64, u32, u32)> = self.lane.iter().filter(|k| k.1 == s).copied().collect();
-        for (h, s, t) in gone {
-            self.remove(h, s, t);
+        let Some(list) = self.by_source.get_mut(s as usize) else {
+            return;
+        };
+        for id in std::mem::take(list) {
+            if let Some(h) = self.held.get_mut(id as usize) {
+                h.lanes.retain(|l| l.0 != s);
+            }
         }
     }
-    fn scope_missing(&self, h: u64, s: u32, t: u32) -> Option<Scope> {
-        if self.lane.contains(&(h, s, t)) {
+    fn scope_missing(&self, id: Option<u32>, s: u32, t: u32) -> Option<Scope> {
+        let Some(h) = id.and_then(|id| self.held.get(id as usize)) else {
+            return Some(Scope::Global);
+        };
+        if h.lanes.contains(&(s, t)) {
             None
-        } else if self.source.contains_key(&(h, s)) {
+        } else if h.lanes.iter().any(|l| l.0 == s) {
             Some(Scope::Lane)
-        } else if self.global.contains_key(&h) {
+        } else if !h.lanes.is_empty() {
             Some(Scope::Source)
         } else {
             Some(Scope::Global)
         }
     }
-}
-
-fn dec<K: std::hash::Hash + Eq>(m: &mut HashMap<K, u32>, k: K) {
-    if let Some(v) = m.get_mut(&k) {
-        *v -= 1;
-        if *v == 0 {
-            m.remove(&k);
-        }
+    fn ever(&self, id: Option<u32>) -> bool {
+        id.and_then(|id| self.held.get(id as usize))
+            .is_some_and(|h| h.ever)
     }
 }
 
@@ -145,6 +188,9 @@ pub(crate) struct Run {
     lost_blocks: Vec<Vec<(usize, u64)>>,
     tracks: Vec<LossTrack>,
     presence: Presence,
+    interner: Interner,
+    /// Scratch: the current event's block ids and parent id.
+    ids: EventIds,
     waiting: HashMap<u64, Vec<Waiter>>,
     raw: Vec<Finding>,
     resolved: Vec<Resolution>,
@@ -178,6 +224,8 @@ impl Run {
             lost_blocks: Vec::new(),
             tracks: Vec::new(),
             presence: Presence::default(),
+            interner: Interner::default(),
+            ids: EventIds::default(),
             waiting: HashMap::default(),
             raw: Vec::new(),
             resolved: Vec::new(),
@@ -205,16 +253,6 @@ impl Run {
         }
     }
 
-    /// The event index (complete once past [`Stage::Index`]).
-    pub(crate) fn index(&self) -> &EventIndex {
-        &self.index.idx
-    }
-
-    /// Events fed to the models so far (`0..events_done()`).
-    pub(crate) fn events_done(&self) -> usize {
-        self.next
-    }
-
     /// Do about `budget` events of work (at least one unit), crossing stages as needed.
     /// Returns the work done.
     pub(crate) fn advance(
@@ -234,6 +272,9 @@ impl Run {
                     if self.next_record >= trace.records.len() {
                         self.gap_findings(trace);
                         self.start_events();
+                        if let Some(r) = recorder.as_mut() {
+                            r.start(&self.index.idx);
+                        }
                         self.stage = Stage::Events;
                     }
                 }
@@ -441,13 +482,19 @@ impl Run {
             .get(loc.source as usize)
             .map(String::as_str)
             .unwrap_or("");
+        // Block ids (and the parent's), for the violation index and the recorder.
+        self.ids.fill(&mut self.interner, ev);
+        let parent_id = self.ids.parent;
+        if let Some(r) = recorder.as_mut() {
+            r.event(i, &loc, ev, &self.ids.blocks, parent_id);
+        }
         let resolved = &mut self.resolved;
         let recording = recorder.is_some();
         // Consumers.
         for (c, consumer) in self.consumers.iter_mut().enumerate() {
             resolved.clear();
             consumer.set_lane_log(recording);
-            let v = consumer.apply(&ctx, ev, resolved);
+            let v = consumer.apply_ids(&ctx, ev, &self.ids, resolved);
             if let Some(s) = sink.as_mut() {
                 s(i, consumer.kind(), &v, resolved);
             }
@@ -502,6 +549,7 @@ impl Run {
         }
         // Violation index.
         let presence = &mut self.presence;
+        let ids = &self.ids.blocks;
         let waiting = &mut self.waiting;
         let raw = &mut self.raw;
         match ev {
@@ -511,7 +559,7 @@ impl Run {
                     .provenance
                     .is_some_and(|p| p.kind == ProvenanceKind::Promotion);
                 if let Some(p) = e.parent_block_hash.as_ref().map(|p| p.as_u64()) {
-                    if let Some(scope) = presence.scope_missing(p, loc.source, loc.tier) {
+                    if let Some(scope) = presence.scope_missing(parent_id, loc.source, loc.tier) {
                         // A parent stored earlier in this same event cannot be missing.
                         waiting.entry(p).or_default().push(Waiter {
                             child: i,
@@ -525,8 +573,8 @@ impl Run {
                     }
                 }
                 let mut doubles = Vec::new();
-                for h in &hashes {
-                    if !presence.add(*h, loc.source, loc.tier) {
+                for (h, id) in hashes.iter().zip(ids) {
+                    if !presence.add(*id, loc.source, loc.tier) {
                         doubles.push(*h);
                     }
                 }
@@ -549,6 +597,9 @@ impl Run {
                 }
                 // Resolve children waiting for these hashes.
                 for h in &hashes {
+                    if waiting.is_empty() {
+                        break;
+                    }
                     let Some(ws) = waiting.remove(h) else {
                         continue;
                     };
@@ -619,8 +670,8 @@ impl Run {
             }
             KvEvent::BlockRemoved(e) => {
                 let mut unknown = Vec::new();
-                for h in e.block_hashes.iter().map(|h| h.as_u64()) {
-                    if !presence.remove(h, loc.source, loc.tier) {
+                for (h, id) in e.block_hashes.iter().map(|h| h.as_u64()).zip(ids) {
+                    if !presence.remove(Some(*id), loc.source, loc.tier) {
                         unknown.push(h);
                     }
                 }
@@ -648,7 +699,12 @@ impl Run {
 
     /// Assemble the [`Analysis`] (runs any remaining work first). Cost: sorting the findings
     /// and the lost block hashes; nothing proportional to the number of events.
-    pub(crate) fn finish(mut self, trace: &Trace) -> Analysis {
+    pub(crate) fn finish(self, trace: &Trace) -> Analysis {
+        self.finish_parts(trace).0
+    }
+
+    /// [`Run::finish`], also returning the block id interner.
+    pub(crate) fn finish_parts(mut self, trace: &Trace) -> (Analysis, Interner) {
         while self.stage != Stage::Done {
             self.advance(trace, usize::MAX, None, None);
         }
@@ -657,6 +713,7 @@ impl Run {
             index,
             waiting,
             presence,
+            interner,
             mut raw,
             kinds,
             lost_blocks,
@@ -671,7 +728,7 @@ impl Run {
             .collect();
         leftovers.sort_by_key(|(_, w)| w.child);
         for (p, w) in leftovers {
-            if presence.ever.contains(&p) {
+            if presence.ever(interner.get(p)) {
                 continue;
             }
             let wloc = index.events.get(w.child).copied();
@@ -809,14 +866,15 @@ impl Run {
             })
             .collect();
 
-        Analysis {
+        let analysis = Analysis {
             index,
             config,
             findings,
             violations,
             verdict_kinds: kinds,
             losses,
-        }
+        };
+        (analysis, interner)
     }
 }
 

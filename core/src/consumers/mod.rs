@@ -137,6 +137,83 @@ pub type Blocks = smallvec::SmallVec<[BlockVerdict; 1]>;
 /// An event's block hashes, normalised to u64 (inline up to 4: no allocation per event).
 pub(crate) type Hashes = smallvec::SmallVec<[u64; 4]>;
 
+/// Dense ids for block hashes (stored, removed or named as a parent), in order of first
+/// appearance: one hash lookup per hash per event, after which per-block state lives in
+/// vectors indexed by id, which keeps the blocks of one chain next to each other in memory.
+/// The analysis shares one interner between the violation index, the models and the replay
+/// tables; a model used on its own ([`Consumer::apply`]) keeps a private one.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Interner {
+    ids: Map<u64, u32>,
+    hashes: Vec<u64>,
+}
+
+impl Interner {
+    /// The id of `h`, assigned if new.
+    pub(crate) fn intern(&mut self, h: u64) -> u32 {
+        let next = u32::try_from(self.hashes.len()).unwrap_or(u32::MAX);
+        let id = *self.ids.entry(h).or_insert(next);
+        if id == next && self.hashes.len() < u32::MAX as usize {
+            self.hashes.push(h);
+        }
+        id
+    }
+
+    /// The id of `h`, if it was ever seen.
+    pub(crate) fn get(&self, h: u64) -> Option<u32> {
+        self.ids.get(&h).copied()
+    }
+
+    /// The hash of `id`.
+    pub(crate) fn hash(&self, id: u32) -> Option<u64> {
+        self.hashes.get(id as usize).copied()
+    }
+
+    /// Approximate heap bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        self.ids.capacity() * 13 + self.hashes.capacity() * 8
+    }
+}
+
+/// The dense ids of one event's blocks (in block order) and of its parent.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct EventIds {
+    pub(crate) blocks: smallvec::SmallVec<[u32; 4]>,
+    pub(crate) parent: Option<u32>,
+}
+
+impl EventIds {
+    /// Intern the blocks and parent of `ev`.
+    pub(crate) fn fill(&mut self, interner: &mut Interner, ev: &KvEvent) {
+        self.blocks.clear();
+        for h in ev.block_hashes() {
+            self.blocks.push(interner.intern(h.as_u64()));
+        }
+        self.parent = match ev {
+            KvEvent::BlockStored(e) => e
+                .parent_block_hash
+                .as_ref()
+                .map(|p| interner.intern(p.as_u64())),
+            _ => None,
+        };
+    }
+
+    /// The id of block `i`.
+    pub(crate) fn block(&self, i: usize) -> u32 {
+        self.blocks.get(i).copied().unwrap_or(u32::MAX)
+    }
+}
+
+/// `v[id]`, growing `v` with defaults as needed (ids are dense, so this is an amortised push).
+pub(crate) fn slot<T: Default>(v: &mut Vec<T>, id: u32) -> &mut T {
+    let i = id as usize;
+    if i >= v.len() {
+        v.resize_with(i + 1, T::default);
+    }
+    // In range after the resize.
+    &mut v[i]
+}
+
 /// The u64-normalised hashes of `hashes`.
 pub(crate) fn hashes_of(hashes: &[crate::hash::BlockHash]) -> Hashes {
     hashes.iter().map(|h| h.as_u64()).collect()
@@ -504,6 +581,23 @@ impl AnyConsumer {
             AnyConsumer::Dynamo(c) => &mut c.lanes,
             AnyConsumer::Sglang(c) => &mut c.lanes,
             AnyConsumer::Ideal(c) => &mut c.lanes,
+        }
+    }
+
+    /// [`Consumer::apply`] with the event's block ids given (from the analysis' shared
+    /// interner).
+    pub(crate) fn apply_ids(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ev: &KvEvent,
+        ids: &EventIds,
+        resolved: &mut Vec<Resolution>,
+    ) -> EventVerdict {
+        match self {
+            AnyConsumer::Llmd(c) => c.apply_ids(ctx, ev, ids, resolved),
+            AnyConsumer::Dynamo(c) => c.apply(ctx, ev, resolved),
+            AnyConsumer::Sglang(c) => c.apply_ids(ctx, ev, ids, resolved),
+            AnyConsumer::Ideal(c) => c.apply_ids(ctx, ev, ids, resolved),
         }
     }
 

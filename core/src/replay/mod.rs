@@ -60,7 +60,13 @@
 //! ```
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+
+mod blocks;
+
+use blocks::BlockTables;
 
 use serde::{Deserialize, Serialize};
 
@@ -79,10 +85,10 @@ struct Compact {
     reason: u16,
 }
 
-/// One lane change: counters of `lane` of consumer `consumer` after event `event`.
+/// One lane change: counters of `lane` of consumer `consumer` after its event (the event is
+/// implied by the change's position, see `Recording::change_start`).
 #[derive(Clone, Copy, Debug)]
 struct Change {
-    event: u32,
     consumer: u8,
     lane: u16,
     counts: [i32; 4],
@@ -123,9 +129,42 @@ struct Recording {
     changes: Vec<Change>,
     /// Per (consumer, lane slot): indices into `changes`, in event order.
     per_lane: HashMap<(u8, u16), Vec<u32>>,
+    /// Per event: first index into `changes` (plus a final sentinel once closed).
+    change_start: Vec<u32>,
+    /// Block topology and touches.
+    blocks_seen: BlockTables,
+    /// Per job: its events.
+    job_events: Vec<Vec<u32>>,
+    /// Events between lane checkpoints (0 until the index is known).
+    checkpoint_every: usize,
+    checkpoint_start: Vec<u32>,
+    checkpoint_lanes: Vec<LaneEntry>,
+    /// Lane counters after the events recorded so far.
+    lane_state: BTreeMap<(u8, u16), [i32; 4]>,
 }
 
 impl Recording {
+    /// Checkpoint the lane counters (at the cursor of the next event).
+    fn checkpoint(&mut self) {
+        self.checkpoint_start
+            .push(self.checkpoint_lanes.len() as u32);
+        self.checkpoint_lanes
+            .extend(self.lane_state.iter().map(|((c, l), v)| (*c, *l, *v)));
+    }
+
+    /// Close the tables after the last event (`n` events).
+    fn close(&mut self, n: usize) {
+        if self.checkpoint_every == 0 {
+            self.checkpoint_every = checkpoint_interval(0);
+        }
+        if n.is_multiple_of(self.checkpoint_every) {
+            self.checkpoint();
+        }
+        self.checkpoint_start
+            .push(self.checkpoint_lanes.len() as u32);
+        self.change_start.push(self.changes.len() as u32);
+    }
+
     fn intern(&mut self, s: Option<&Cow<'static, str>>) -> u16 {
         let Some(s) = s else { return 0 };
         if let Some(id) = self.string_ids.get(s) {
@@ -167,6 +206,35 @@ impl Recording {
 }
 
 impl Recorder for Recording {
+    fn start(&mut self, index: &crate::analysis::EventIndex) {
+        // The lane count is bounded by consumers × sources × tiers.
+        let lanes = self.consumers.max(1) * index.sources.len() * index.tiers.len();
+        self.checkpoint_every = checkpoint_interval(lanes);
+        self.job_events = vec![Vec::new(); index.jobs.len()];
+    }
+
+    fn event(
+        &mut self,
+        event: usize,
+        loc: &crate::analysis::EventLoc,
+        ev: &KvEvent,
+        ids: &[u32],
+        parent: Option<u32>,
+    ) {
+        if self.checkpoint_every == 0 {
+            self.checkpoint_every = checkpoint_interval(0);
+        }
+        if event.is_multiple_of(self.checkpoint_every) {
+            self.checkpoint();
+        }
+        self.change_start.push(self.changes.len() as u32);
+        if let Some(list) = self.job_events.get_mut(loc.job as usize) {
+            list.push(event as u32);
+        }
+        let stored = matches!(ev, KvEvent::BlockStored(_));
+        self.blocks_seen.add(event as u32, ids, stored, parent);
+    }
+
     fn verdict(
         &mut self,
         event: usize,
@@ -204,16 +272,17 @@ impl Recorder for Recording {
         }
     }
 
-    fn lanes(&mut self, event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]) {
+    fn lanes(&mut self, _event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]) {
         for &(k, v) in changed {
             let lane = self.lane_slot(k);
             let idx = self.changes.len() as u32;
+            let counts = pack(&v);
             self.changes.push(Change {
-                event: event as u32,
                 consumer: consumer as u8,
                 lane,
-                counts: pack(&v),
+                counts,
             });
+            self.lane_state.insert((consumer as u8, lane), counts);
             self.per_lane
                 .entry((consumer as u8, lane))
                 .or_default()
@@ -380,13 +449,6 @@ pub struct Replay {
     trace: Trace,
     analysis: Analysis,
     rec: Recording,
-    /// Per event: first index into `rec.changes` (plus a final sentinel).
-    change_start: Vec<u32>,
-    first_store: HashMap<u64, (u32, Option<u64>)>,
-    first_store_events: Vec<u32>,
-    children: HashMap<u64, Vec<u64>>,
-    touches: HashMap<u64, Vec<u32>>,
-    job_events: Vec<Vec<u32>>,
     /// Per job: events of its within-job violations, sorted.
     job_violations: Vec<Vec<u32>>,
     /// Longest job span in events (bounds the active-job scan).
@@ -398,13 +460,6 @@ pub struct Replay {
     skip_jobs: Skip,
     cursor: usize,
     lanes_now: Vec<BTreeMap<u16, [i32; 4]>>,
-    /// Events between lane checkpoints (a power of two).
-    checkpoint_every: usize,
-    /// Per checkpoint `k` (cursor `k · checkpoint_every`): start of its lanes in
-    /// `checkpoint_lanes` (plus a final sentinel).
-    checkpoint_start: Vec<u32>,
-    /// Checkpointed lane counters: `(consumer, lane slot, counters)`.
-    checkpoint_lanes: Vec<LaneEntry>,
 }
 
 /// One checkpointed lane: `(consumer, lane slot, counters)`.
@@ -505,109 +560,6 @@ impl BuildProgress {
     }
 }
 
-/// The replay's per-event tables, filled as the analysis advances.
-#[derive(Default)]
-struct Tables {
-    /// Events already added.
-    next: usize,
-    /// Position in `rec.changes` reached by `change_start`.
-    change_pos: usize,
-    change_start: Vec<u32>,
-    first_store: HashMap<u64, (u32, Option<u64>)>,
-    first_store_events: Vec<u32>,
-    children: HashMap<u64, Vec<u64>>,
-    touches: HashMap<u64, Vec<u32>>,
-    job_events: Vec<Vec<u32>>,
-    /// Events between lane checkpoints (0 until the index is known).
-    checkpoint_every: usize,
-    checkpoint_start: Vec<u32>,
-    checkpoint_lanes: Vec<LaneEntry>,
-    /// Lane counters after the events added so far.
-    lane_state: BTreeMap<(u8, u16), [i32; 4]>,
-}
-
-impl Tables {
-    /// Add event `i` (its changes are recorded in `rec`).
-    fn add(
-        &mut self,
-        trace: &Trace,
-        index: &crate::analysis::EventIndex,
-        rec: &Recording,
-        i: usize,
-    ) {
-        if self.checkpoint_every == 0 {
-            // The lane count is bounded by consumers × sources × tiers, all known now.
-            let lanes = rec.consumers.max(1) * index.sources.len() * index.tiers.len();
-            self.checkpoint_every = checkpoint_interval(lanes);
-            self.job_events = vec![Vec::new(); index.jobs.len()];
-        }
-        if i.is_multiple_of(self.checkpoint_every) {
-            self.checkpoint();
-        }
-        while rec
-            .changes
-            .get(self.change_pos)
-            .is_some_and(|c| (c.event as usize) < i)
-        {
-            self.change_pos += 1;
-        }
-        self.change_start.push(self.change_pos as u32);
-        for ch in rec.changes.get(self.change_pos..).unwrap_or(&[]) {
-            if ch.event as usize != i {
-                break;
-            }
-            self.lane_state.insert((ch.consumer, ch.lane), ch.counts);
-        }
-        let Some((_, ev)) = index.event(trace, i) else {
-            return;
-        };
-        if let Some(loc) = index.events.get(i) {
-            if let Some(list) = self.job_events.get_mut(loc.job as usize) {
-                list.push(i as u32);
-            }
-        }
-        let stored = matches!(ev, KvEvent::BlockStored(_));
-        let mut parent = match ev {
-            KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
-            _ => None,
-        };
-        for h in ev.block_hashes().iter().map(|h| h.as_u64()) {
-            self.touches.entry(h).or_default().push(i as u32);
-            if stored {
-                if let std::collections::hash_map::Entry::Vacant(v) = self.first_store.entry(h) {
-                    v.insert((i as u32, parent));
-                    self.first_store_events.push(i as u32);
-                    if let Some(p) = parent {
-                        self.children.entry(p).or_default().push(h);
-                    }
-                }
-                parent = Some(h);
-            }
-        }
-    }
-
-    /// Checkpoint the lane counters at cursor `self.next`.
-    fn checkpoint(&mut self) {
-        self.checkpoint_start
-            .push(self.checkpoint_lanes.len() as u32);
-        self.checkpoint_lanes
-            .extend(self.lane_state.iter().map(|((c, l), v)| (*c, *l, *v)));
-    }
-
-    /// Close the tables after the last event (`n` events).
-    fn close(&mut self, n: usize, changes: usize) {
-        if self.checkpoint_every == 0 {
-            self.checkpoint_every = checkpoint_interval(0);
-        }
-        if n.is_multiple_of(self.checkpoint_every) {
-            self.checkpoint();
-        }
-        self.checkpoint_start
-            .push(self.checkpoint_lanes.len() as u32);
-        self.change_start.push(changes as u32);
-    }
-}
-
 /// Builds a [`Replay`] in slices, so that a caller (the web app) can keep its UI responsive and
 /// show progress on large traces:
 ///
@@ -639,7 +591,6 @@ pub struct ReplayBuilder {
     trace: Trace,
     run: Run,
     rec: Recording,
-    tables: Tables,
 }
 
 impl ReplayBuilder {
@@ -650,12 +601,7 @@ impl ReplayBuilder {
             consumers: config.consumers.len(),
             ..Recording::default()
         };
-        ReplayBuilder {
-            trace,
-            run,
-            rec,
-            tables: Tables::default(),
-        }
+        ReplayBuilder { trace, run, rec }
     }
 
     /// Do about `budget` events of work (at least one batch record or event) and report
@@ -664,12 +610,6 @@ impl ReplayBuilder {
         if !self.is_done() {
             self.run
                 .advance(&self.trace, budget, None, Some(&mut self.rec));
-            let done = self.run.events_done();
-            while self.tables.next < done {
-                self.tables
-                    .add(&self.trace, self.run.index(), &self.rec, self.tables.next);
-                self.tables.next += 1;
-            }
         }
         self.progress()
     }
@@ -706,12 +646,12 @@ impl ReplayBuilder {
         let ReplayBuilder {
             trace,
             run,
-            rec,
-            mut tables,
+            mut rec,
         } = self;
-        let analysis = run.finish(&trace);
+        let (analysis, interner) = run.finish_parts(&trace);
         let n = analysis.index.events.len();
-        tables.close(n, rec.changes.len());
+        rec.close(n);
+        rec.blocks_seen.interner = interner;
         let mut finding_events: Vec<(usize, usize)> = analysis
             .violations
             .iter()
@@ -746,7 +686,7 @@ impl ReplayBuilder {
             .map(|j| j.last_event - j.first_event + 1)
             .max()
             .unwrap_or(0);
-        let skip_first_store = Skip::build(&tables.first_store_events, n, |e| *e as usize);
+        let skip_first_store = Skip::build(&rec.blocks_seen.first_store_events, n, |e| *e as usize);
         let skip_findings = Skip::build(&finding_events, n, |f| f.0);
         let skip_jobs = Skip::build(&analysis.index.jobs, n, |j| j.first_event);
         Replay {
@@ -756,15 +696,6 @@ impl ReplayBuilder {
             trace,
             analysis,
             rec,
-            checkpoint_every: tables.checkpoint_every,
-            checkpoint_start: tables.checkpoint_start,
-            checkpoint_lanes: tables.checkpoint_lanes,
-            change_start: tables.change_start,
-            first_store: tables.first_store,
-            first_store_events: tables.first_store_events,
-            children: tables.children,
-            touches: tables.touches,
-            job_events: tables.job_events,
             job_violations,
             max_job_span,
             finding_events,
@@ -807,8 +738,9 @@ impl Replay {
     }
 
     fn changes_of(&self, event: usize) -> &[Change] {
-        let a = self.change_start.get(event).copied().unwrap_or(0) as usize;
+        let a = self.rec.change_start.get(event).copied().unwrap_or(0) as usize;
         let b = self
+            .rec
             .change_start
             .get(event + 1)
             .copied()
@@ -857,8 +789,8 @@ impl Replay {
             return None;
         }
         let e = self.cursor - 1;
-        let a = self.change_start.get(e).copied().unwrap_or(0);
-        let b = self.change_start.get(e + 1).copied().unwrap_or(a);
+        let a = self.rec.change_start.get(e).copied().unwrap_or(0);
+        let b = self.rec.change_start.get(e + 1).copied().unwrap_or(a);
         for idx in (a..b).rev() {
             let before = self.before_change(idx);
             if let Some(ch) = self.rec.changes.get(idx as usize).copied() {
@@ -878,24 +810,27 @@ impl Replay {
         for m in &mut self.lanes_now {
             m.clear();
         }
-        let k = cursor / self.checkpoint_every;
-        let a = self.checkpoint_start.get(k).copied().unwrap_or(0) as usize;
+        let k = cursor / self.rec.checkpoint_every;
+        let a = self.rec.checkpoint_start.get(k).copied().unwrap_or(0) as usize;
         let b = self
+            .rec
             .checkpoint_start
             .get(k + 1)
             .copied()
             .unwrap_or(a as u32) as usize;
-        for (c, lane, counts) in self.checkpoint_lanes.get(a..b).unwrap_or(&[]) {
+        for (c, lane, counts) in self.rec.checkpoint_lanes.get(a..b).unwrap_or(&[]) {
             if let Some(m) = self.lanes_now.get_mut(*c as usize) {
                 m.insert(*lane, *counts);
             }
         }
         let from = self
+            .rec
             .change_start
-            .get(k * self.checkpoint_every)
+            .get(k * self.rec.checkpoint_every)
             .copied()
             .unwrap_or(0) as usize;
         let to = self
+            .rec
             .change_start
             .get(cursor)
             .copied()
@@ -1076,7 +1011,7 @@ impl Replay {
                 .filter(|r| r.1 as usize == c)
                 .map(|r| r.2.clone())
                 .collect();
-            let a = self.change_start.get(i).copied().unwrap_or(0);
+            let a = self.rec.change_start.get(i).copied().unwrap_or(0);
             let lanes = self
                 .changes_of(i)
                 .iter()
@@ -1188,6 +1123,7 @@ impl Replay {
             .map(|j| JobProgress {
                 job: j.clone(),
                 delivered: self
+                    .rec
                     .job_events
                     .get(j.id as usize)
                     .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
@@ -1203,9 +1139,11 @@ impl Replay {
             last_event: c.checked_sub(1).and_then(|e| self.event_info(e)),
             consumers,
             active_jobs,
-            blocks_seen: self
-                .skip_first_store
-                .count_lt(&self.first_store_events, c, |e| *e as usize),
+            blocks_seen: self.skip_first_store.count_lt(
+                &self.rec.blocks_seen.first_store_events,
+                c,
+                |e| *e as usize,
+            ),
             findings_so_far: self
                 .skip_findings
                 .count_lt(&self.finding_events, c, |f| f.0),
@@ -1215,53 +1153,34 @@ impl Replay {
     /// Topology and per-consumer outcome of one block, as of the cursor.
     pub fn block(&self, hash: u64) -> BlockInfo {
         let c = self.cursor;
-        let first = self
-            .first_store
-            .get(&hash)
-            .filter(|(e, _)| (*e as usize) < c);
-        let children = self
-            .children
-            .get(&hash)
-            .map(|v| {
-                v.iter()
-                    .copied()
-                    .filter(|h| {
-                        self.first_store
-                            .get(h)
-                            .is_some_and(|(e, _)| (*e as usize) < c)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let tables = &self.rec.blocks_seen;
+        let first = tables.first_store(hash).filter(|(e, _)| *e < c);
+        let children = tables
+            .children(hash)
+            .filter(|h| tables.first_store(*h).is_some_and(|(e, _)| e < c))
+            .collect();
         let mut last_outcome = Vec::new();
-        if let Some(list) = self.touches.get(&hash) {
-            let pos = list.partition_point(|e| (*e as usize) < c);
-            if let Some(e) = pos
-                .checked_sub(1)
-                .and_then(|p| list.get(p))
-                .map(|e| *e as usize)
-            {
-                let hashes = self.event_info(e).map(|x| x.hashes).unwrap_or_default();
-                for (ci, kind) in self.analysis.config.consumers.iter().enumerate() {
-                    if let Some(v) = self.verdict(ci, e, &hashes) {
-                        let k = v
-                            .blocks
-                            .iter()
-                            .find(|b| b.hash == hash)
-                            .map_or(v.verdict, |b| b.verdict);
-                        let k = match self.analysis.verdict_kind(*kind, e) {
-                            Some(VerdictKind::Replayed) => VerdictKind::Replayed,
-                            _ => k,
-                        };
-                        last_outcome.push((*kind, e, k));
-                    }
+        if let Some(e) = tables.touches(hash).take_while(|e| *e < c).last() {
+            let hashes = self.event_info(e).map(|x| x.hashes).unwrap_or_default();
+            for (ci, kind) in self.analysis.config.consumers.iter().enumerate() {
+                if let Some(v) = self.verdict(ci, e, &hashes) {
+                    let k = v
+                        .blocks
+                        .iter()
+                        .find(|b| b.hash == hash)
+                        .map_or(v.verdict, |b| b.verdict);
+                    let k = match self.analysis.verdict_kind(*kind, e) {
+                        Some(VerdictKind::Replayed) => VerdictKind::Replayed,
+                        _ => k,
+                    };
+                    last_outcome.push((*kind, e, k));
                 }
             }
         }
         BlockInfo {
             hash,
-            parent: first.and_then(|(_, p)| *p),
-            first_stored: first.map(|(e, _)| *e as usize),
+            parent: first.and_then(|(_, p)| p),
+            first_stored: first.map(|(e, _)| e),
             children,
             last_outcome,
         }
@@ -1291,25 +1210,15 @@ impl Replay {
                 .values()
                 .map(|v| v.capacity() * 4)
                 .sum::<usize>()
-            + self.change_start.capacity() * 4
-            + self.checkpoint_start.capacity() * 4
+            + self.rec.change_start.capacity() * 4
+            + self.rec.checkpoint_start.capacity() * 4
             + self.skip_first_store.bytes()
             + self.skip_findings.bytes()
             + self.skip_jobs.bytes()
-            + self.checkpoint_lanes.capacity() * std::mem::size_of::<LaneEntry>()
-            + self.first_store.len() * (per_map_entry + 24)
-            + self.first_store_events.capacity() * 4
+            + self.rec.checkpoint_lanes.capacity() * std::mem::size_of::<LaneEntry>()
+            + self.rec.blocks_seen.bytes()
             + self
-                .children
-                .values()
-                .map(|v| per_map_entry + v.capacity() * 8)
-                .sum::<usize>()
-            + self
-                .touches
-                .values()
-                .map(|v| per_map_entry + v.capacity() * 4)
-                .sum::<usize>()
-            + self
+                .rec
                 .job_events
                 .iter()
                 .map(|v| 24 + v.capacity() * 4)

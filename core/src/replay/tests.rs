@@ -135,7 +135,7 @@ proptest! {
             r.seek(c);
             let snap = r.snapshot();
             // Skip-table counts equal plain binary searches / filters.
-            prop_assert_eq!(snap.blocks_seen, r.first_store_events.partition_point(|e| (*e as usize) < c));
+            prop_assert_eq!(snap.blocks_seen, r.rec.blocks_seen.first_store_events.partition_point(|e| (*e as usize) < c));
             prop_assert_eq!(snap.findings_so_far, r.finding_events.partition_point(|(e, _)| *e < c));
             let jobs = &r.analysis().index.jobs;
             let mut want: Vec<u32> = jobs.iter().filter(|j| j.first_event < c && j.last_event >= c).map(|j| j.id).collect();
