@@ -595,7 +595,7 @@ impl AnyConsumer {
     ) -> EventVerdict {
         match self {
             AnyConsumer::Llmd(c) => c.apply_ids(ctx, ev, ids, resolved),
-            AnyConsumer::Dynamo(c) => c.apply(ctx, ev, resolved),
+            AnyConsumer::Dynamo(c) => c.apply_ids(ctx, ev, ids, resolved),
             AnyConsumer::Sglang(c) => c.apply_ids(ctx, ev, ids, resolved),
             AnyConsumer::Ideal(c) => c.apply_ids(ctx, ev, ids, resolved),
         }
