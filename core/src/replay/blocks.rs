@@ -26,8 +26,8 @@ pub(super) struct BlockTables {
     pub(super) interner: Interner,
     /// By id: `(event of the first store, parent id)`, [`NONE`] when absent.
     first_store: Vec<(u32, u32)>,
-    /// Events with a first store, in order (one entry per distinct stored block).
-    pub(super) first_store_events: Vec<u32>,
+    /// Number of distinct blocks stored so far.
+    pub(super) first_stores: u32,
     /// By id: its children (ids, linked through `next_sibling`).
     children: Vec<Ends>,
     /// By id: the next child of the same parent.
@@ -67,7 +67,7 @@ impl BlockTables {
             if let Some(slot) = self.first_store.get_mut(id as usize) {
                 if slot.0 == NONE {
                     *slot = (i, parent);
-                    self.first_store_events.push(i);
+                    self.first_stores += 1;
                     if parent != NONE {
                         self.add_child(parent, id);
                     }
@@ -130,7 +130,6 @@ impl BlockTables {
     pub(super) fn bytes(&self) -> usize {
         self.interner.bytes()
             + self.first_store.capacity() * 8
-            + self.first_store_events.capacity() * 4
             + self.children.capacity() * 8
             + self.next_sibling.capacity() * 4
             + self.touches.capacity() * 8

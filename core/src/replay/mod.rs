@@ -86,7 +86,7 @@ struct Compact {
 }
 
 /// One lane change: counters of `lane` of consumer `consumer` after its event (the event is
-/// implied by the change's position, see `Recording::change_start`).
+/// implied by the change's position, see `Row::changes`).
 #[derive(Clone, Copy, Debug)]
 struct Change {
     consumer: u8,
@@ -113,6 +113,21 @@ fn unpack(a: [i32; 4]) -> LaneCounts {
     }
 }
 
+/// Per cursor `c` (state after events `0..c`): where event `c`'s lane changes start and the
+/// counts a snapshot shows, side by side so that one memory access serves a seek and a
+/// snapshot.
+#[derive(Clone, Copy, Debug, Default)]
+struct Row {
+    /// First index into `changes` of event `c` (= changes of events before `c`).
+    changes: u32,
+    /// Distinct blocks stored before `c`.
+    first_stores: u32,
+    /// Findings (violations and other findings) at events before `c`.
+    findings: u32,
+    /// Jobs whose first event is before `c` (jobs are numbered in that order).
+    jobs: u32,
+}
+
 /// Everything recorded during the analysis pass.
 #[derive(Default)]
 struct Recording {
@@ -129,8 +144,10 @@ struct Recording {
     changes: Vec<Change>,
     /// Per (consumer, lane slot): indices into `changes`, in event order.
     per_lane: HashMap<(u8, u16), Vec<u32>>,
-    /// Per event: first index into `changes` (plus a final sentinel once closed).
-    change_start: Vec<u32>,
+    /// Per cursor `0..=n` (the last one added when closed).
+    rows: Vec<Row>,
+    /// Jobs started by the events recorded so far.
+    jobs_started: u32,
     /// Block topology and touches.
     blocks_seen: BlockTables,
     /// Per job: its events.
@@ -162,7 +179,24 @@ impl Recording {
         }
         self.checkpoint_start
             .push(self.checkpoint_lanes.len() as u32);
-        self.change_start.push(self.changes.len() as u32);
+        self.push_row();
+    }
+
+    /// The row of the next cursor (findings are filled in when the analysis is done).
+    fn push_row(&mut self) {
+        self.rows.push(Row {
+            changes: self.changes.len() as u32,
+            first_stores: self.blocks_seen.first_stores,
+            findings: 0,
+            jobs: self.jobs_started,
+        });
+    }
+
+    /// First index into `changes` of event `e` (`changes.len()` past the end).
+    fn change_start(&self, e: usize) -> u32 {
+        self.rows
+            .get(e)
+            .map_or(self.changes.len() as u32, |r| r.changes)
     }
 
     fn intern(&mut self, s: Option<&Cow<'static, str>>) -> u16 {
@@ -227,9 +261,10 @@ impl Recorder for Recording {
         if event.is_multiple_of(self.checkpoint_every) {
             self.checkpoint();
         }
-        self.change_start.push(self.changes.len() as u32);
+        self.push_row();
         if let Some(list) = self.job_events.get_mut(loc.job as usize) {
             list.push(event as u32);
+            self.jobs_started = self.jobs_started.max(loc.job.saturating_add(1));
         }
         let stored = matches!(ev, KvEvent::BlockStored(_));
         self.blocks_seen.add(event as u32, ids, stored, parent);
@@ -454,60 +489,21 @@ pub struct Replay {
     /// Longest job span in events (bounds the active-job scan).
     max_job_span: usize,
     finding_events: Vec<(usize, usize)>,
-    /// Skip tables over `first_store_events`, `finding_events` and the jobs' first events.
-    skip_first_store: Skip,
-    skip_findings: Skip,
-    skip_jobs: Skip,
     cursor: usize,
-    lanes_now: Vec<BTreeMap<u16, [i32; 4]>>,
+    /// Per consumer, by lane slot: the counters at the cursor (`None`: lane not yet seen).
+    lanes_now: Vec<Vec<Option<[i32; 4]>>>,
 }
 
 /// One checkpointed lane: `(consumer, lane slot, counters)`.
 type LaneEntry = (u8, u16, [i32; 4]);
 
-/// Events between the entries of a [`Skip`] table.
-const SKIP_EVERY: usize = 64;
-
-/// For a list sorted by event index: the position of the first entry at or after cursor
-/// `k · SKIP_EVERY`, for every `k`. Counting the entries before a cursor is then one lookup plus
-/// a short forward scan (no binary search over a large array, whose cache misses grow with
-/// the trace).
-#[derive(Default)]
-struct Skip {
-    at: Vec<u32>,
-}
-
-impl Skip {
-    fn build<T>(v: &[T], events: usize, key: impl Fn(&T) -> usize) -> Skip {
-        let mut at = Vec::with_capacity(events / SKIP_EVERY + 2);
-        let mut pos = 0usize;
-        let mut cursor = 0usize;
-        while cursor <= events + SKIP_EVERY {
-            while v.get(pos).is_some_and(|x| key(x) < cursor) {
-                pos += 1;
-            }
-            at.push(pos as u32);
-            cursor += SKIP_EVERY;
-        }
-        Skip { at }
-    }
-
-    /// Number of entries of `v` whose event is before `c` (`v` sorted by `key`).
-    fn count_lt<T>(&self, v: &[T], c: usize, key: impl Fn(&T) -> usize) -> usize {
-        let start = match self.at.get(c / SKIP_EVERY) {
-            Some(p) => *p as usize,
-            None => return v.partition_point(|x| key(x) < c),
-        };
-        start
-            + v.get(start..)
-                .unwrap_or(&[])
-                .iter()
-                .take_while(|x| key(x) < c)
-                .count()
-    }
-
-    fn bytes(&self) -> usize {
-        self.at.capacity() * 4
+/// Set lane `lane` of consumer `c` in a per-consumer, per-slot lane table.
+fn set_lane(lanes: &mut [Vec<Option<[i32; 4]>>], c: u8, lane: u16, counts: [i32; 4]) {
+    if let Some(slot) = lanes
+        .get_mut(c as usize)
+        .and_then(|m| m.get_mut(lane as usize))
+    {
+        *slot = Some(counts);
     }
 }
 
@@ -686,13 +682,16 @@ impl ReplayBuilder {
             .map(|j| j.last_event - j.first_event + 1)
             .max()
             .unwrap_or(0);
-        let skip_first_store = Skip::build(&rec.blocks_seen.first_store_events, n, |e| *e as usize);
-        let skip_findings = Skip::build(&finding_events, n, |f| f.0);
-        let skip_jobs = Skip::build(&analysis.index.jobs, n, |j| j.first_event);
+        // Findings before each cursor: one pass over the rows and the sorted findings.
+        let mut k = 0usize;
+        for (c, row) in rec.rows.iter_mut().enumerate() {
+            while finding_events.get(k).is_some_and(|f| f.0 < c) {
+                k += 1;
+            }
+            row.findings = k as u32;
+        }
+        let lanes = rec.lane_keys.len();
         Replay {
-            skip_first_store,
-            skip_findings,
-            skip_jobs,
             trace,
             analysis,
             rec,
@@ -700,7 +699,7 @@ impl ReplayBuilder {
             max_job_span,
             finding_events,
             cursor: 0,
-            lanes_now: vec![BTreeMap::new(); consumers],
+            lanes_now: vec![vec![None; lanes]; consumers],
         }
     }
 }
@@ -738,13 +737,8 @@ impl Replay {
     }
 
     fn changes_of(&self, event: usize) -> &[Change] {
-        let a = self.rec.change_start.get(event).copied().unwrap_or(0) as usize;
-        let b = self
-            .rec
-            .change_start
-            .get(event + 1)
-            .copied()
-            .unwrap_or(a as u32) as usize;
+        let a = self.rec.change_start(event) as usize;
+        let b = self.rec.change_start(event + 1) as usize;
         self.rec.changes.get(a..b).unwrap_or(&[])
     }
 
@@ -773,10 +767,10 @@ impl Replay {
             return None;
         }
         let e = self.cursor;
-        let changes: Vec<Change> = self.changes_of(e).to_vec();
-        for ch in changes {
-            if let Some(m) = self.lanes_now.get_mut(ch.consumer as usize) {
-                m.insert(ch.lane, ch.counts);
+        let (a, b) = (self.rec.change_start(e), self.rec.change_start(e + 1));
+        for idx in a..b {
+            if let Some(ch) = self.rec.changes.get(idx as usize).copied() {
+                set_lane(&mut self.lanes_now, ch.consumer, ch.lane, ch.counts);
             }
         }
         self.cursor += 1;
@@ -789,14 +783,11 @@ impl Replay {
             return None;
         }
         let e = self.cursor - 1;
-        let a = self.rec.change_start.get(e).copied().unwrap_or(0);
-        let b = self.rec.change_start.get(e + 1).copied().unwrap_or(a);
+        let (a, b) = (self.rec.change_start(e), self.rec.change_start(e + 1));
         for idx in (a..b).rev() {
             let before = self.before_change(idx);
             if let Some(ch) = self.rec.changes.get(idx as usize).copied() {
-                if let Some(m) = self.lanes_now.get_mut(ch.consumer as usize) {
-                    m.insert(ch.lane, before);
-                }
+                set_lane(&mut self.lanes_now, ch.consumer, ch.lane, before);
             }
         }
         self.cursor = e;
@@ -808,7 +799,7 @@ impl Replay {
     pub fn seek(&mut self, cursor: usize) {
         let cursor = cursor.min(self.len());
         for m in &mut self.lanes_now {
-            m.clear();
+            m.fill(None);
         }
         let k = cursor / self.rec.checkpoint_every;
         let a = self.rec.checkpoint_start.get(k).copied().unwrap_or(0) as usize;
@@ -819,26 +810,12 @@ impl Replay {
             .copied()
             .unwrap_or(a as u32) as usize;
         for (c, lane, counts) in self.rec.checkpoint_lanes.get(a..b).unwrap_or(&[]) {
-            if let Some(m) = self.lanes_now.get_mut(*c as usize) {
-                m.insert(*lane, *counts);
-            }
+            set_lane(&mut self.lanes_now, *c, *lane, *counts);
         }
-        let from = self
-            .rec
-            .change_start
-            .get(k * self.rec.checkpoint_every)
-            .copied()
-            .unwrap_or(0) as usize;
-        let to = self
-            .rec
-            .change_start
-            .get(cursor)
-            .copied()
-            .unwrap_or(self.rec.changes.len() as u32) as usize;
+        let from = self.rec.change_start(k * self.rec.checkpoint_every) as usize;
+        let to = self.rec.change_start(cursor) as usize;
         for ch in self.rec.changes.get(from..to).unwrap_or(&[]) {
-            if let Some(m) = self.lanes_now.get_mut(ch.consumer as usize) {
-                m.insert(ch.lane, ch.counts);
-            }
+            set_lane(&mut self.lanes_now, ch.consumer, ch.lane, ch.counts);
         }
         self.cursor = cursor;
     }
@@ -1011,7 +988,7 @@ impl Replay {
                 .filter(|r| r.1 as usize == c)
                 .map(|r| r.2.clone())
                 .collect();
-            let a = self.rec.change_start.get(i).copied().unwrap_or(0);
+            let a = self.rec.change_start(i);
             let lanes = self
                 .changes_of(i)
                 .iter()
@@ -1065,13 +1042,15 @@ impl Replay {
                     .get(c)
                     .map(|m| {
                         m.iter()
-                            .map(|(lane, counts)| {
-                                let (source, tier) = self.lane_names(*lane);
-                                LaneSnapshot {
+                            .enumerate()
+                            .filter_map(|(lane, counts)| {
+                                let counts = (*counts)?;
+                                let (source, tier) = self.lane_names(lane as u16);
+                                Some(LaneSnapshot {
                                     source,
                                     tier,
-                                    counts: unpack(*counts),
-                                }
+                                    counts: unpack(counts),
+                                })
                             })
                             .collect()
                     })
@@ -1100,11 +1079,14 @@ impl Replay {
         // Jobs are interned in order of their first event: only jobs starting within the
         // longest job span before the cursor can still be active.
         let jobs = &self.analysis.index.jobs;
-        let end = self.skip_jobs.count_lt(jobs, c, |j| j.first_event);
+        let row = self.rec.rows.get(c).copied().unwrap_or_default();
+        let end = row.jobs as usize;
         let lo = c.saturating_sub(self.max_job_span);
         let start = self
-            .skip_jobs
-            .count_lt(jobs, lo, |j| j.first_event)
+            .rec
+            .rows
+            .get(lo)
+            .map_or(0, |r| r.jobs as usize)
             .min(end);
         let mut active: Vec<&Job> = jobs
             .get(start..end)
@@ -1139,14 +1121,8 @@ impl Replay {
             last_event: c.checked_sub(1).and_then(|e| self.event_info(e)),
             consumers,
             active_jobs,
-            blocks_seen: self.skip_first_store.count_lt(
-                &self.rec.blocks_seen.first_store_events,
-                c,
-                |e| *e as usize,
-            ),
-            findings_so_far: self
-                .skip_findings
-                .count_lt(&self.finding_events, c, |f| f.0),
+            blocks_seen: row.first_stores as usize,
+            findings_so_far: row.findings as usize,
         }
     }
 
@@ -1210,11 +1186,8 @@ impl Replay {
                 .values()
                 .map(|v| v.capacity() * 4)
                 .sum::<usize>()
-            + self.rec.change_start.capacity() * 4
+            + self.rec.rows.capacity() * std::mem::size_of::<Row>()
             + self.rec.checkpoint_start.capacity() * 4
-            + self.skip_first_store.bytes()
-            + self.skip_findings.bytes()
-            + self.skip_jobs.bytes()
             + self.rec.checkpoint_lanes.capacity() * std::mem::size_of::<LaneEntry>()
             + self.rec.blocks_seen.bytes()
             + self
