@@ -146,13 +146,24 @@ impl Presence {
 #[derive(Default)]
 struct LossTrack {
     /// Lost block → root lost event.
-    root_of: HashMap<u64, usize>,
-    /// Root event → (events, blocks, missing parent, first block).
-    roots: BTreeMap<usize, UnreachablePrefix>,
-    /// Event → number of later events lost because of it.
-    cascade: HashMap<usize, usize>,
+    root_of: HashMap<u64, u32>,
+    /// Unreachable prefixes, by root event (ascending: a root is created at the event being
+    /// processed). Its cascade (later events lost because of it) is `events - 1`.
+    roots: Vec<UnreachablePrefix>,
     /// Final verdict counts (kept up to date as pending events resolve).
     counts: [usize; VerdictKind::COUNT],
+}
+
+impl LossTrack {
+    fn root(&self, event: usize) -> Option<&UnreachablePrefix> {
+        let i = self.roots.binary_search_by_key(&event, |r| r.event).ok()?;
+        self.roots.get(i)
+    }
+
+    /// Events lost later because `event` was lost.
+    fn cascade(&self, event: usize) -> usize {
+        self.root(event).map_or(0, |r| r.events.saturating_sub(1))
+    }
 }
 
 /// Where a [`Run`] is.
@@ -180,7 +191,8 @@ pub(crate) struct Run {
     next_record: usize,
     /// Last seq per (source, rank); empty batches waiting for the next event's source; gap
     /// records (`(event, record)`).
-    last_seq: HashMap<(u32, u32), u64>,
+    /// By `source << 32 | dp_rank`.
+    last_seq: HashMap<u64, u64>,
     empty_batches: Vec<usize>,
     gap_records: Vec<(usize, usize)>,
     consumers: Vec<AnyConsumer>,
@@ -353,7 +365,10 @@ impl Run {
     /// the previous batch of its (source, rank).
     fn check_seq(&mut self, b: &crate::trace::TraceBatch, gi: usize, sid: u32) {
         let key = (sid, b.dp_rank.unwrap_or(0));
-        let Some(prev) = self.last_seq.insert(key, b.seq) else {
+        let Some(prev) = self
+            .last_seq
+            .insert((key.0 as u64) << 32 | key.1 as u64, b.seq)
+        else {
             return;
         };
         if b.seq == prev.wrapping_add(1) {
@@ -524,22 +539,32 @@ impl Run {
                     .map(|b| b.hash)
                     .collect();
                 if !lost.is_empty() {
-                    let parent_root = v.missing_parent.and_then(|p| t.root_of.get(&p).copied());
+                    let parent_root = v
+                        .missing_parent
+                        .and_then(|p| t.root_of.get(&p).map(|r| *r as usize));
                     let root = parent_root.unwrap_or(i);
-                    if parent_root.is_some() {
-                        *t.cascade.entry(root).or_default() += 1;
+                    let at = match t.roots.binary_search_by_key(&root, |r| r.event) {
+                        Ok(at) => at,
+                        Err(at) => {
+                            t.roots.insert(
+                                at,
+                                UnreachablePrefix {
+                                    event: root,
+                                    missing_parent: v.missing_parent,
+                                    first_block: lost.first().copied(),
+                                    events: 0,
+                                    blocks: 0,
+                                },
+                            );
+                            at
+                        }
+                    };
+                    if let Some(entry) = t.roots.get_mut(at) {
+                        entry.events += 1;
+                        entry.blocks += lost.len();
                     }
-                    let entry = t.roots.entry(root).or_insert(UnreachablePrefix {
-                        event: root,
-                        missing_parent: v.missing_parent,
-                        first_block: lost.first().copied(),
-                        events: 0,
-                        blocks: 0,
-                    });
-                    entry.events += 1;
-                    entry.blocks += lost.len();
                     for h in &lost {
-                        t.root_of.insert(*h, root);
+                        t.root_of.insert(*h, root as u32);
                         if let Some(l) = self.lost_blocks.get_mut(c) {
                             l.push((i, *h));
                         }
@@ -758,7 +783,7 @@ impl Run {
 
         // Consumer-loss findings: one per unreachable prefix root.
         for ((kind, track), kinds) in config.consumers.iter().zip(&tracks).zip(&kinds) {
-            for root in track.roots.values() {
+            for root in &track.roots {
                 let Some(loc) = index.events.get(root.event).copied() else {
                     continue;
                 };
@@ -808,7 +833,7 @@ impl Run {
                 if let Some(v) = kinds.get(f.event) {
                     f.verdicts.insert(kind.as_str().into(), *v);
                 }
-                let casc = track.cascade.get(&f.event).copied().unwrap_or(0);
+                let casc = track.cascade(f.event);
                 f.cascade.insert(kind.as_str().into(), casc);
             }
         }
@@ -850,7 +875,7 @@ impl Run {
                 hashes.dedup();
                 let prefixes = track
                     .roots
-                    .values()
+                    .iter()
                     .filter(|r| kinds.get(r.event) != Some(&VerdictKind::Replayed))
                     .cloned()
                     .collect();

@@ -43,7 +43,7 @@ type Blk = (u64, u64, u32);
 
 /// `(worker, dp_rank)`: interned source id and rank.
 type Worker = (u32, u32);
-type NodeId = u64;
+type NodeId = u32;
 
 /// Dynamo's `StorageTier` (`protocols.rs` `StorageTier::from_kv_medium`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -79,7 +79,8 @@ impl StorageTier {
 #[derive(Clone, Debug, Default)]
 struct Node {
     edge: Vec<Blk>,
-    edge_index: Map<u64, usize>,
+    /// Engine hash → position in `edge`.
+    edge_index: Map<u64, u32>,
     /// The worker covers `edge[..cutoff]` (`full_edge_workers` ⇔ `cutoff == edge.len()`).
     cutoff: usize,
     children: Map<u64, NodeId>,
@@ -115,12 +116,18 @@ pub struct Dynamo {
     /// By node id (nodes are never freed, only unlinked).
     nodes: Vec<Node>,
     /// Root children per worker (`root.children`, split per worker).
-    roots: Map<(Worker, u64), NodeId>,
+    /// By worker id (see `workers`): local hash → node.
+    roots: Vec<Map<u64, NodeId>>,
+    /// `(worker << 32 | dp_rank)` → dense worker id.
+    workers: Map<u64, u32>,
+    /// By worker id.
+    worker_list: Vec<Worker>,
     /// `lookup[(worker, dp_rank)]: engine hash → node`, stored by dense block id:
     /// `(worker, node, kvscope tier id)` entries.
     lookup: Vec<SmallVec<[(Worker, NodeId, u32); 1]>>,
     /// The workers `lookup` has a map for.
-    lookup_workers: Set<Worker>,
+    /// By worker id: whether `lookup` has a map for the worker.
+    lookup_workers: Vec<bool>,
     /// Lower tiers: `edges[(tier, publisher, parent, local)] = child`. Each rank publisher's
     /// `LocalKvIndexer` has its own `LowerTierIndexer`s (`indexer/local.rs`), so edges of
     /// different `(worker, dp_rank)`s never conflict.
@@ -149,9 +156,11 @@ impl Dynamo {
             block_sizes,
             clear_all_ranks,
             nodes: Vec::new(),
-            roots: Map::default(),
+            roots: Vec::new(),
+            workers: Map::default(),
+            worker_list: Vec::new(),
             lookup: Vec::new(),
-            lookup_workers: Set::default(),
+            lookup_workers: Vec::new(),
             edges: Map::default(),
             worker_blocks: Vec::new(),
             lanes: LaneBook::default(),
@@ -209,8 +218,19 @@ impl Dynamo {
         }
     }
 
+    /// The dense id of worker `w`.
+    fn worker_id(&mut self, w: Worker) -> u32 {
+        let next = self.worker_list.len() as u32;
+        let id = *self.workers.entry(worker_key(w)).or_insert(next);
+        if id == next {
+            self.worker_list.push(w);
+        }
+        id
+    }
+
     fn lookup_insert(&mut self, w: Worker, bid: u32, node: NodeId, lane: LaneKey) -> bool {
-        self.lookup_workers.insert(w);
+        let wid = self.worker_id(w);
+        *slot(&mut self.lookup_workers, wid) = true;
         let l = slot(&mut self.lookup, bid);
         let prev = match l.iter_mut().find(|e| e.0 == w) {
             Some(e) => Some((
@@ -267,7 +287,11 @@ impl Dynamo {
     fn new_node(&mut self, blocks: &[Blk], parent: Option<NodeId>) -> NodeId {
         let id = self.nodes.len() as NodeId;
         let edge: Vec<Blk> = blocks.to_vec();
-        let edge_index = blocks.iter().enumerate().map(|(i, b)| (b.1, i)).collect();
+        let edge_index = blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.1, i as u32))
+            .collect();
         self.nodes.push(Node {
             cutoff: edge.len(),
             edge,
@@ -310,7 +334,7 @@ impl Dynamo {
             edge_index: suffix_edge
                 .iter()
                 .enumerate()
-                .map(|(i, b)| (b.1, i))
+                .map(|(i, b)| (b.1, i as u32))
                 .collect(),
             cutoff: suffix_cut,
             children: std::mem::take(&mut node.children),
@@ -357,8 +381,11 @@ impl Dynamo {
                     }
                 }
                 None => {
-                    if self.roots.get(&(w, key)) == Some(&id) {
-                        self.roots.remove(&(w, key));
+                    let wid = self.workers.get(&worker_key(w)).copied();
+                    if let Some(m) = wid.and_then(|wid| self.roots.get_mut(wid as usize)) {
+                        if m.get(&key) == Some(&id) {
+                            m.remove(&key);
+                        }
                     }
                 }
             }
@@ -367,7 +394,11 @@ impl Dynamo {
 
     fn child_of(&self, w: Worker, parent: Option<NodeId>, local: u64) -> Option<NodeId> {
         match parent {
-            None => self.roots.get(&(w, local)).copied(),
+            None => self
+                .workers
+                .get(&worker_key(w))
+                .and_then(|wid| self.roots.get(*wid as usize))
+                .and_then(|m| m.get(&local).copied()),
             Some(p) => self
                 .nodes
                 .get(p as usize)
@@ -378,7 +409,8 @@ impl Dynamo {
     fn attach_child(&mut self, w: Worker, parent: Option<NodeId>, local: u64, child: NodeId) {
         match parent {
             None => {
-                self.roots.insert((w, local), child);
+                let wid = self.worker_id(w);
+                slot(&mut self.roots, wid).insert(local, child);
             }
             Some(p) => {
                 if let Some(pn) = self.nodes.get_mut(p as usize) {
@@ -394,7 +426,7 @@ impl Dynamo {
             let old = n.edge.len();
             for (i, b) in blocks.iter().enumerate() {
                 n.edge.push(*b);
-                n.edge_index.insert(b.1, old + i);
+                n.edge_index.insert(b.1, (old + i) as u32);
             }
             n.cutoff = n.edge.len();
         }
@@ -430,7 +462,7 @@ impl Dynamo {
                 let Some(node) = self.nodes.get(id as usize) else {
                     return Err("parent_block_not_found");
                 };
-                let Some(pos) = node.edge_index.get(&p).copied() else {
+                let Some(pos) = node.edge_index.get(&p).map(|x| *x as usize) else {
                     return Err("parent_block_not_found");
                 };
                 if !node.covers(pos) {
@@ -545,7 +577,7 @@ impl Dynamo {
                 continue;
             };
             let first_pos = match self.nodes.get(id as usize) {
-                Some(n) => n.edge_index.get(&h).copied(),
+                Some(n) => n.edge_index.get(&h).map(|x| *x as usize),
                 None => continue,
             };
             let Some(first_pos) = first_pos else {
@@ -570,7 +602,7 @@ impl Dynamo {
             if node.covers(first_pos) {
                 while let (Some(&cand), Some(&cand_bid)) = (hashes.get(i), bids.get(i)) {
                     let same = self.lookup_get(w, cand_bid) == Some(id);
-                    let Some(cpos) = node.edge_index.get(&cand).copied() else {
+                    let Some(cpos) = node.edge_index.get(&cand).map(|x| *x as usize) else {
                         break;
                     };
                     if !same || !node.covers(cpos) {
@@ -621,19 +653,28 @@ impl Dynamo {
     }
 
     fn device_clear(&mut self, w: Worker) {
-        let workers: SmallVec<[Worker; 4]> = if self.clear_all_ranks {
-            self.lookup_workers
-                .iter()
-                .filter(|k| k.0 == w.0)
-                .copied()
+        let has_lookup = |wid: u32| self.lookup_workers.get(wid as usize) == Some(&true);
+        let workers: SmallVec<[u32; 4]> = if self.clear_all_ranks {
+            (0..self.worker_list.len() as u32)
+                .filter(|wid| {
+                    has_lookup(*wid)
+                        && self
+                            .worker_list
+                            .get(*wid as usize)
+                            .is_some_and(|k| k.0 == w.0)
+                })
                 .collect()
         } else {
-            smallvec::smallvec![w]
+            self.workers
+                .get(&worker_key(w))
+                .copied()
+                .into_iter()
+                .collect()
         };
         let had: SmallVec<[Worker; 4]> = workers
             .iter()
-            .copied()
-            .filter(|wk| self.lookup_workers.contains(wk))
+            .filter(|wid| has_lookup(**wid))
+            .filter_map(|wid| self.worker_list.get(*wid as usize).copied())
             .collect();
         if !had.is_empty() {
             // `lookup.remove(wk)` for each: drop their entries from every block.
@@ -654,11 +695,12 @@ impl Dynamo {
                 });
             }
         }
-        for wk in workers {
-            self.lookup_workers.remove(&wk);
-            self.roots.retain(|k, _| k.0 != wk);
-            if self.clear_all_ranks {
-                self.lookup_workers.insert(wk);
+        for wid in workers {
+            if let Some(m) = self.roots.get_mut(wid as usize) {
+                m.clear();
+            }
+            if let Some(has) = self.lookup_workers.get_mut(wid as usize) {
+                *has = self.clear_all_ranks && *has;
             }
         }
     }
@@ -981,6 +1023,11 @@ impl Dynamo {
             }
         }
     }
+}
+
+/// The `workers` key of a publisher.
+fn worker_key(w: Worker) -> u64 {
+    (w.0 as u64) << 32 | w.1 as u64
 }
 
 /// Whether the store's hashes (with its parent) repeat one (`convert_event`'s

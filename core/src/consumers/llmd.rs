@@ -48,6 +48,11 @@ type ReqKeys = smallvec::SmallVec<[u64; 2]>;
 /// Pods holding one request key (usually one or two: inline).
 type Pods = smallvec::SmallVec<[PodEntry; 2]>;
 
+/// The `groups` key of a pod's group.
+fn group_key(pod: u32, group: u32) -> u64 {
+    (pod as u64) << 32 | group as u64
+}
+
 /// A dedup refcount's key: `(pod, tier, group)`.
 type RefKey = (u32, u32, i64);
 
@@ -71,7 +76,8 @@ pub struct Llmd {
     /// Number of engine hashes with a mapping.
     mapped: usize,
     req_to_pods: Map<u64, Pods>,
-    groups: Map<(u32, u32), bool>,
+    /// `(pod << 32 | group)` → supported (1) or not (0).
+    groups: Map<u64, u32>,
     pub(super) lanes: LaneBook,
     /// Block ids when the model is used on its own ([`Consumer::apply`]).
     own: Interner,
@@ -164,7 +170,8 @@ impl Llmd {
                 .kv_cache_spec_kind
                 .as_deref()
                 .is_none_or(|k| SUPPORTED_KINDS.contains(&k));
-            self.groups.insert((ctx.source, g), supported);
+            self.groups
+                .insert(group_key(ctx.source, g), supported as u32);
             if !supported {
                 self.dropped(lane, hashes.len());
                 return EventVerdict::uniform(VerdictKind::Ignored, hashes)
@@ -300,7 +307,7 @@ impl Llmd {
         let hashes: Hashes = hashes_of(&e.block_hashes);
         let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
-            if self.groups.get(&(ctx.source, g)) != Some(&true) {
+            if self.groups.get(&group_key(ctx.source, g)) != Some(&1) {
                 return EventVerdict::uniform(VerdictKind::Ignored, hashes)
                     .with_reason("removals_skipped_unknown_group");
             }

@@ -314,8 +314,58 @@ pub struct LaneCounts {
     pub unreachable: i64,
 }
 
-/// Per-lane counters kept incrementally by every model (cheap snapshots).
-pub type Lanes = std::collections::BTreeMap<LaneKey, LaneCounts>;
+/// Per-lane counters kept incrementally by every model (cheap snapshots): a small map sorted
+/// by lane (a trace has few lanes; a sorted vector needs no tree code).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lanes {
+    entries: Vec<(LaneKey, LaneCounts)>,
+}
+
+impl Lanes {
+    /// No lanes.
+    pub fn new() -> Self {
+        Lanes::default()
+    }
+
+    /// The counters of `lane`, if it was ever touched.
+    pub fn get(&self, lane: &LaneKey) -> Option<&LaneCounts> {
+        let i = self.entries.binary_search_by_key(lane, |e| e.0).ok()?;
+        self.entries.get(i).map(|e| &e.1)
+    }
+
+    /// Whether `lane` was ever touched.
+    pub fn contains_key(&self, lane: &LaneKey) -> bool {
+        self.get(lane).is_some()
+    }
+
+    /// The lanes and their counters, sorted by lane.
+    pub fn iter(&self) -> impl Iterator<Item = (&LaneKey, &LaneCounts)> + '_ {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+
+    /// Number of lanes.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no lane was touched.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The counters of `lane`, created at zero if new.
+    fn entry(&mut self, lane: LaneKey) -> &mut LaneCounts {
+        let i = match self.entries.binary_search_by_key(&lane, |e| e.0) {
+            Ok(i) => i,
+            Err(i) => {
+                self.entries.insert(i, (lane, LaneCounts::default()));
+                i
+            }
+        };
+        // In range: found or just inserted at `i`.
+        &mut self.entries[i].1
+    }
+}
 
 /// The hash map used by the models.
 pub(crate) type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
@@ -339,7 +389,7 @@ impl LaneBook {
         if self.logging && !self.touched.iter().any(|t| t.0 == key) {
             self.touched.push((key, self.lanes.get(&key).copied()));
         }
-        f(self.lanes.entry(key).or_default());
+        f(self.lanes.entry(key));
     }
 
     /// The counters.

@@ -30,6 +30,11 @@ type HashNodes = SmallVec<[NodeId; 1]>;
 /// hash's nodes; beyond, through the `children` map (so hostile traces stay linear).
 const SCAN: usize = 4;
 
+/// The `children` key of a parent node and a block id.
+fn child_key(parent: NodeId, hid: u32) -> u64 {
+    (parent as u64) << 32 | hid as u64
+}
+
 #[derive(Clone, Debug)]
 struct SNode {
     /// Dense block id of its hash.
@@ -48,8 +53,9 @@ pub struct Sglang {
     /// By node id (`None`: pruned, or the root).
     nodes: Vec<Option<SNode>>,
     live: usize,
-    /// `(parent node, block id) → node`, kept for hashes with more than [`SCAN`] nodes.
-    children: Map<(NodeId, u32), NodeId>,
+    /// `(parent node << 32 | block id) → node`, kept for hashes with more than [`SCAN`]
+    /// nodes.
+    children: Map<u64, NodeId>,
     /// By dense block id: the nodes with that hash (`by_hash`).
     by_hash: Vec<HashNodes>,
     pub(super) lanes: LaneBook,
@@ -95,7 +101,7 @@ impl Sglang {
                 .copied()
                 .find(|n| self.node(*n).is_some_and(|x| x.parent == cur))
         } else {
-            self.children.get(&(cur, hid)).copied()
+            self.children.get(&child_key(cur, hid)).copied()
         }
     }
 
@@ -108,12 +114,12 @@ impl Sglang {
                 let all = list.clone();
                 for n in all {
                     if let Some(p) = self.node(n).map(|x| x.parent) {
-                        self.children.insert((p, hid), n);
+                        self.children.insert(child_key(p, hid), n);
                     }
                 }
             }
             n if n > SCAN => {
-                self.children.insert((parent, hid), id);
+                self.children.insert(child_key(parent, hid), id);
             }
             _ => {}
         }
@@ -247,7 +253,7 @@ impl Sglang {
                 self.live -= 1;
             }
             if !self.children.is_empty() {
-                self.children.remove(&(parent, hid));
+                self.children.remove(&child_key(parent, hid));
             }
             if let Some(list) = self.by_hash.get_mut(hid as usize) {
                 list.retain(|x| *x != cur);

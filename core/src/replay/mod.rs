@@ -60,8 +60,6 @@
 //! ```
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
-
 type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 mod blocks;
@@ -72,7 +70,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analysis, AnalysisConfig, Finding, Job, Recorder, Rule, Run, Stage};
 use crate::consumers::{
-    BlockVerdict, Blocks, ConsumerKind, EventVerdict, LaneCounts, LaneKey, Resolution, VerdictKind,
+    slot, BlockVerdict, Blocks, ConsumerKind, EventVerdict, LaneCounts, LaneKey, Resolution,
+    VerdictKind,
 };
 use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
@@ -136,14 +135,18 @@ struct Recording {
     strings: Vec<Cow<'static, str>>,
     string_ids: HashMap<Cow<'static, str>, u16>,
     verdicts: Vec<Vec<Compact>>,
-    missing: HashMap<(u8, u32), u64>,
-    blocks: HashMap<(u8, u32), Box<[BlockVerdict]>>,
+    /// `(verdict key, missing parent)`, sorted by key (see [`verdict_key`]).
+    missing: Vec<(u64, u64)>,
+    /// `(verdict key, per-block outcomes)` where they differ from the event's, sorted by key.
+    blocks: Vec<(u64, Box<[BlockVerdict]>)>,
     resolutions: Vec<(u32, u8, Resolution)>,
     lane_keys: Vec<LaneKey>,
-    lane_ids: HashMap<LaneKey, u16>,
+    /// Lane key (`source << 32 | tier`) → lane slot.
+    lane_ids: HashMap<u64, u32>,
     changes: Vec<Change>,
     /// Per (consumer, lane slot): indices into `changes`, in event order.
-    per_lane: HashMap<(u8, u16), Vec<u32>>,
+    /// (index `lane slot · consumers + consumer`).
+    per_lane: Vec<Vec<u32>>,
     /// Per cursor `0..=n` (the last one added when closed).
     rows: Vec<Row>,
     /// Jobs started by the events recorded so far.
@@ -157,7 +160,7 @@ struct Recording {
     checkpoint_start: Vec<u32>,
     checkpoint_lanes: Vec<LaneEntry>,
     /// Lane counters after the events recorded so far.
-    lane_state: BTreeMap<(u8, u16), [i32; 4]>,
+    lane_state: Vec<Vec<Option<[i32; 4]>>>,
 }
 
 impl Recording {
@@ -165,8 +168,13 @@ impl Recording {
     fn checkpoint(&mut self) {
         self.checkpoint_start
             .push(self.checkpoint_lanes.len() as u32);
-        self.checkpoint_lanes
-            .extend(self.lane_state.iter().map(|((c, l), v)| (*c, *l, *v)));
+        for (c, lanes) in self.lane_state.iter().enumerate() {
+            for (l, v) in lanes.iter().enumerate() {
+                if let Some(v) = v {
+                    self.checkpoint_lanes.push((c as u8, l as u16, *v));
+                }
+            }
+        }
     }
 
     /// Close the tables after the last event (`n` events).
@@ -229,13 +237,20 @@ impl Recording {
     }
 
     fn lane_slot(&mut self, k: LaneKey) -> u16 {
-        if let Some(id) = self.lane_ids.get(&k) {
-            return *id;
+        let key = (k.source as u64) << 32 | k.tier as u64;
+        if let Some(id) = self.lane_ids.get(&key) {
+            return *id as u16;
         }
         let id = self.lane_keys.len() as u16;
         self.lane_keys.push(k);
-        self.lane_ids.insert(k, id);
+        self.lane_ids.insert(key, id as u32);
         id
+    }
+
+    /// Change indices of lane slot `lane` of consumer `c`, in event order.
+    fn lane_changes(&self, c: u8, lane: u16) -> Option<&Vec<u32>> {
+        self.per_lane
+            .get(lane as usize * self.consumers.max(1) + c as usize)
     }
 }
 
@@ -279,6 +294,7 @@ impl Recorder for Recording {
     ) {
         let c = consumer as u8;
         let e = event as u32;
+        let key = verdict_key(consumer, event);
         if self.verdicts.len() <= consumer {
             self.verdicts.resize_with(consumer + 1, Vec::new);
         }
@@ -293,14 +309,14 @@ impl Recorder for Recording {
             });
         }
         if let Some(p) = v.missing_parent {
-            self.missing.insert((c, e), p);
+            self.missing.push((key, p));
         }
         if v.blocks
             .iter()
             .any(|b| b.verdict != v.verdict || b.reason.is_some())
         {
             self.blocks
-                .insert((c, e), v.blocks.to_vec().into_boxed_slice());
+                .push((key, v.blocks.to_vec().into_boxed_slice()));
         }
         for r in resolved {
             self.resolutions.push((e, c, r.clone()));
@@ -317,11 +333,14 @@ impl Recorder for Recording {
                 lane,
                 counts,
             });
-            self.lane_state.insert((consumer as u8, lane), counts);
-            self.per_lane
-                .entry((consumer as u8, lane))
-                .or_default()
-                .push(idx);
+            if self.lane_state.len() <= consumer {
+                self.lane_state.resize_with(consumer + 1, Vec::new);
+            }
+            if let Some(state) = self.lane_state.get_mut(consumer) {
+                *slot(state, lane as u32) = Some(counts);
+            }
+            let at = lane as u32 * self.consumers.max(1) as u32 + consumer as u32;
+            slot(&mut self.per_lane, at).push(idx);
         }
     }
 }
@@ -496,6 +515,11 @@ pub struct Replay {
 
 /// One checkpointed lane: `(consumer, lane slot, counters)`.
 type LaneEntry = (u8, u16, [i32; 4]);
+
+/// The sort key of consumer `c`'s verdict on event `e` (verdicts are recorded in this order).
+fn verdict_key(c: usize, e: usize) -> u64 {
+    (e as u64) << 8 | (c as u64 & 0xff)
+}
 
 /// Set lane `lane` of consumer `c` in a per-consumer, per-slot lane table.
 fn set_lane(lanes: &mut [Vec<Option<[i32; 4]>>], c: u8, lane: u16, counts: [i32; 4]) {
@@ -747,7 +771,7 @@ impl Replay {
         let Some(ch) = self.rec.changes.get(idx as usize) else {
             return [0; 4];
         };
-        let Some(list) = self.rec.per_lane.get(&(ch.consumer, ch.lane)) else {
+        let Some(list) = self.rec.lane_changes(ch.consumer, ch.lane) else {
             return [0; 4];
         };
         let pos = list.partition_point(|x| *x < idx);
@@ -922,9 +946,10 @@ impl Replay {
     /// Consumer `c`'s verdict on event `i`, as produced at delivery.
     fn verdict(&self, c: usize, i: usize, hashes: &[u64]) -> Option<EventVerdict> {
         let cv = self.rec.verdicts.get(c)?.get(i)?;
-        let key = (c as u8, i as u32);
-        let blocks: Blocks = match self.rec.blocks.get(&key) {
-            Some(b) => b.iter().cloned().collect(),
+        let key = verdict_key(c, i);
+        let blocks_at = self.rec.blocks.binary_search_by_key(&key, |e| e.0).ok();
+        let blocks: Blocks = match blocks_at.and_then(|k| self.rec.blocks.get(k)) {
+            Some((_, b)) => b.iter().cloned().collect(),
             None => hashes
                 .iter()
                 .map(|h| BlockVerdict {
@@ -936,7 +961,13 @@ impl Replay {
         };
         Some(EventVerdict {
             verdict: cv.kind,
-            missing_parent: self.rec.missing.get(&key).copied(),
+            missing_parent: self
+                .rec
+                .missing
+                .binary_search_by_key(&key, |e| e.0)
+                .ok()
+                .and_then(|k| self.rec.missing.get(k))
+                .map(|e| e.1),
             reason: self.rec.string(cv.reason),
             status: self.rec.string(cv.status as u16),
             blocks: if matches!(cv.kind, VerdictKind::Cleared) {
@@ -1165,7 +1196,6 @@ impl Replay {
     /// Approximate heap bytes held by the replay index (not counting the trace itself).
     pub fn index_bytes(&self) -> usize {
         let n = self.len();
-        let per_map_entry = 48;
         n * std::mem::size_of::<crate::analysis::EventLoc>()
             + self
                 .rec
@@ -1183,8 +1213,8 @@ impl Replay {
             + self
                 .rec
                 .per_lane
-                .values()
-                .map(|v| v.capacity() * 4)
+                .iter()
+                .map(|v| 24 + v.capacity() * 4)
                 .sum::<usize>()
             + self.rec.rows.capacity() * std::mem::size_of::<Row>()
             + self.rec.checkpoint_start.capacity() * 4
@@ -1196,7 +1226,13 @@ impl Replay {
                 .iter()
                 .map(|v| 24 + v.capacity() * 4)
                 .sum::<usize>()
-            + (self.rec.missing.len() + self.rec.blocks.len()) * per_map_entry
+            + self.rec.missing.capacity() * 16
+            + self
+                .rec
+                .blocks
+                .iter()
+                .map(|b| 24 + b.1.len() * std::mem::size_of::<BlockVerdict>())
+                .sum::<usize>()
     }
 
     /// Records of the trace that are not batches (header, gaps), for display.
