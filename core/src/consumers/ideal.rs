@@ -26,8 +26,9 @@ struct PendingEvent {
 #[derive(Clone, Debug)]
 pub struct Ideal {
     pending_limit: usize,
-    /// Per dense block id: the lanes holding it (a block is known while any lane holds it).
-    present: Vec<SmallVec<[LaneKey; 1]>>,
+    /// Per dense block id: the lanes holding it (a block is known while any lane holds it;
+    /// two inline: a block usually sits in a GPU and a CPU lane).
+    present: Vec<SmallVec<[LaneKey; 2]>>,
     /// Orphans by the id of their missing parent, in arrival order.
     pending: Map<u32, Vec<PendingEvent>>,
     pending_events: usize,

@@ -62,9 +62,9 @@ struct Slot {
     /// `engine_to_req[hash]` (empty: no mapping).
     req: ReqKeys,
     /// The dedup refcounts `refs[pod][(tier, group, hash)]`, as `((pod, tier, group), n)`.
-    refs: SmallVec<[(RefKey, u32); 1]>,
+    refs: SmallVec<[(RefKey, u32); 2]>,
     /// Lanes counting the block as indexed.
-    held: SmallVec<[LaneKey; 1]>,
+    held: SmallVec<[LaneKey; 2]>,
 }
 
 /// The llm-d model.

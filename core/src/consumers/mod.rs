@@ -11,8 +11,10 @@
 //!
 //! Every model consumes events in delivery order through the [`Consumer`] trait and returns an
 //! [`EventVerdict`] per event, with per-block outcomes where the real consumer works per
-//! block. State lives in plain hash maps (`rustc-hash`'s Fx hasher); the replay engine records
-//! what it needs as it goes instead of copying states.
+//! block. Per-block state lives in vectors indexed by dense block ids (an interner: one
+//! `rustc-hash` Fx map from hash to id, shared with the analysis), other state in Fx hash maps
+//! with packed `u64` keys where possible (few distinct map types keep the wasm small); the
+//! replay engine records what it needs as it goes instead of copying states.
 
 pub mod dynamo;
 pub mod ideal;

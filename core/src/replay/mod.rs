@@ -5,23 +5,29 @@
 //! before the first event and `len()` after the last); "the event at the cursor" is `c - 1`.
 //!
 //! # How seeking stays cheap
-//! [`Replay::new`] runs the analysis once and records, as compact version-stamped histories
-//! (a "fat node" persistent structure), everything a snapshot shows:
-//! * per event and consumer a 4-byte verdict (kind, status, interned reason), with side tables
-//!   for missing parents and non-uniform per-block outcomes;
+//! [`Replay::new`] (or [`ReplayBuilder`], the same work in slices) runs the analysis once and
+//! records, as compact version-stamped histories (a "fat node" persistent structure),
+//! everything a snapshot shows:
+//! * per event and consumer a 4-byte verdict (kind, status, interned reason), with sorted side
+//!   tables for missing parents and non-uniform per-block outcomes;
 //! * per consumer and lane (source × tier) the counters after every event that changed them,
 //!   with an index by event so that a step applies or reverts only that event's changes;
-//! * static tables: each block's first store (parent, event), its children, and each job's
-//!   events.
-//!
+//! * per cursor one 16-byte row: where its lane changes start, distinct blocks stored, findings
+//!   and jobs started before it (one memory access answers those parts of a snapshot);
+//! * static tables by dense block id (`blocks.rs`): each block's first store (parent, event),
+//!   its children, the events naming it; and each job's events;
 //! * every `K` events a checkpoint of the lane counters (`K` grows with the number of lanes so
 //!   that checkpoints cost at most a few bytes per event).
 //!
 //! A seek restores the checkpoint at or before the cursor and applies the recorded lane changes
 //! of at most `K - 1` events (`O(K)`, independent of the trace length, sequential memory),
 //! never a replay; a step is `O(changes of one event)`; memory grows linearly with the trace
-//! (checkpoints hold lane counters only, not consumer states, so never `N²/K`). `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes
-//! per event of the recording.
+//! (checkpoints hold lane counters only, not consumer states, so never `N²/K`).
+//! `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes per event of
+//! the recording. What still grows with the trace is cache misses: a snapshot at a random
+//! cursor of a large trace reads the event's row, checkpoint, change run, the event itself
+//! (its batch and hashes in the trace) and its job, each a likely cache miss that a small trace
+//! keeps in cache.
 //!
 //! # Example
 //! ```
@@ -134,6 +140,8 @@ struct Recording {
     consumers: usize,
     strings: Vec<Cow<'static, str>>,
     string_ids: HashMap<Cow<'static, str>, u16>,
+    /// `((address, length), id)` of static strings already interned (a small cache).
+    static_ids: Vec<((usize, usize), u16)>,
     verdicts: Vec<Vec<Compact>>,
     /// `(verdict key, missing parent)`, sorted by key (see [`verdict_key`]).
     missing: Vec<(u64, u64)>,
@@ -209,6 +217,26 @@ impl Recording {
 
     fn intern(&mut self, s: Option<&Cow<'static, str>>) -> u16 {
         let Some(s) = s else { return 0 };
+        // Statuses and most reasons are static strings: recognise them by address first.
+        let addr = match s {
+            Cow::Borrowed(b) => Some((b.as_ptr() as usize, b.len())),
+            Cow::Owned(_) => None,
+        };
+        if let Some(a) = addr {
+            if let Some(e) = self.static_ids.iter().find(|e| e.0 == a) {
+                return e.1;
+            }
+        }
+        let id = self.intern_slow(s);
+        if let Some(a) = addr {
+            if self.static_ids.len() < 32 {
+                self.static_ids.push((a, id));
+            }
+        }
+        id
+    }
+
+    fn intern_slow(&mut self, s: &Cow<'static, str>) -> u16 {
         if let Some(id) = self.string_ids.get(s) {
             return *id;
         }
