@@ -227,7 +227,11 @@ impl Recording {
                 return e.1;
             }
         }
-        let id = self.intern_slow(s);
+        let stat = match s {
+            Cow::Borrowed(b) => Some(*b),
+            Cow::Owned(_) => None,
+        };
+        let id = self.intern_slow(s, stat);
         if let Some(a) = addr {
             if self.static_ids.len() < 32 {
                 self.static_ids.push((a, id));
@@ -236,7 +240,8 @@ impl Recording {
         id
     }
 
-    fn intern_slow(&mut self, s: &Cow<'static, str>) -> u16 {
+    /// Intern `s` by content (`stat`: the same string when it is static, kept borrowed).
+    fn intern_slow(&mut self, s: &str, stat: Option<&'static str>) -> u16 {
         if let Some(id) = self.string_ids.get(s) {
             return *id;
         }
@@ -247,8 +252,12 @@ impl Recording {
         if id == u16::MAX {
             return id;
         }
-        self.strings.push(s.clone());
-        self.string_ids.insert(s.clone(), id);
+        let owned: Cow<'static, str> = match stat {
+            Some(b) => Cow::Borrowed(b),
+            None => Cow::Owned(s.to_owned()),
+        };
+        self.strings.push(owned.clone());
+        self.string_ids.insert(owned, id);
         id
     }
 
