@@ -177,6 +177,8 @@ pub(crate) enum Stage {
     /// Freeing the models' states, one model per [`Run::advance`] call (freeing a model of a
     /// 1M-event trace takes tens of milliseconds).
     Release,
+    /// Assembling findings and losses, in slices (a legacy trace can have a finding per job).
+    Finish,
     /// Every event processed; [`Run::finish`] assembles the result.
     Done,
 }
@@ -206,6 +208,8 @@ pub(crate) struct Run {
     waiting: HashMap<u64, Vec<Waiter>>,
     raw: Vec<Finding>,
     resolved: Vec<Resolution>,
+    /// The finishing stage's state.
+    fin: Finishing,
     /// Scratch: lane changes of one model for one event.
     lane_changes: Vec<(LaneKey, LaneCounts)>,
     next: usize,
@@ -242,13 +246,9 @@ impl Run {
             raw: Vec::new(),
             resolved: Vec::new(),
             lane_changes: Vec::new(),
+            fin: Finishing::default(),
             next: 0,
         }
-    }
-
-    /// Number of delivered events in the trace.
-    pub(crate) fn total(&self) -> usize {
-        self.total
     }
 
     /// The current stage.
@@ -261,7 +261,16 @@ impl Run {
         match self.stage {
             Stage::Index => self.index.idx.events.len(),
             Stage::Events | Stage::Release => self.next,
+            Stage::Finish => self.fin.done.min(self.fin.total),
             Stage::Done => self.total,
+        }
+    }
+
+    /// The size of the current stage's work (events, or finishing units).
+    pub(crate) fn stage_total(&self) -> usize {
+        match self.stage {
+            Stage::Finish => self.fin.total,
+            _ => self.total,
         }
     }
 
@@ -312,9 +321,21 @@ impl Run {
                     // One model per call: this call ends here.
                     drop(self.consumers.pop());
                     if self.consumers.is_empty() {
-                        self.stage = Stage::Done;
+                        self.start_finish();
+                        self.stage = Stage::Finish;
                     }
                     return spent.max(1);
+                }
+                Stage::Finish => {
+                    let (work, heavy) = self.finish_step(trace, left);
+                    spent += work.max(1);
+                    if self.fin.step == FinishStep::Done {
+                        self.stage = Stage::Done;
+                    }
+                    if heavy {
+                        // A sort or a per-model summary: this call ends here.
+                        return spent;
+                    }
                 }
                 Stage::Done => {}
             }
@@ -722,8 +743,8 @@ impl Run {
         }
     }
 
-    /// Assemble the [`Analysis`] (runs any remaining work first). Cost: sorting the findings
-    /// and the lost block hashes; nothing proportional to the number of events.
+    /// Assemble the [`Analysis`] (runs any remaining work first; after [`Stage::Done`] it only
+    /// moves results).
     pub(crate) fn finish(self, trace: &Trace) -> Analysis {
         self.finish_parts(trace).0
     }
@@ -736,124 +757,229 @@ impl Run {
         let Run {
             config,
             index,
-            waiting,
-            presence,
             interner,
-            mut raw,
             kinds,
-            lost_blocks,
-            tracks,
+            fin,
             ..
         } = self;
-        let index = index.idx;
-        // Children whose parent never arrived anywhere.
-        let mut leftovers: Vec<(u64, Waiter)> = waiting
+        let analysis = Analysis {
+            index: index.idx,
+            config,
+            findings: fin.findings,
+            violations: fin.violations,
+            verdict_kinds: kinds,
+            losses: fin.losses,
+        };
+        (analysis, interner)
+    }
+
+    /// Enter the finishing stage: list the children whose parent never arrived.
+    fn start_finish(&mut self) {
+        let mut leftovers: Vec<(u64, Waiter)> = std::mem::take(&mut self.waiting)
             .into_iter()
             .flat_map(|(p, ws)| ws.into_iter().map(move |w| (p, w)))
             .collect();
         leftovers.sort_by_key(|(_, w)| w.child);
-        for (p, w) in leftovers {
-            if presence.ever(interner.get(p)) {
-                continue;
-            }
-            let wloc = index.events.get(w.child).copied();
-            let Some(wloc) = wloc else { continue };
-            let worigin = match trace.records.get(wloc.record as usize) {
-                Some(TraceRecord::Batch(b)) => b.origin,
-                _ => 0,
-            };
-            let wsource = index
-                .sources
-                .get(w.source as usize)
-                .cloned()
-                .unwrap_or_default();
-            raw.push(finding(
-                Rule::UnknownParent,
-                w.child,
-                worigin,
-                &wloc,
-                &wsource,
-                w.hashes.to_vec(),
-                Some(p),
-                None,
-                false,
-                format!("parent {p} is never stored in this trace"),
-            ));
-        }
+        let roots: usize = self.tracks.iter().map(|t| t.roots.len()).sum();
+        let most = self.raw.len() + leftovers.len() + roots;
+        self.fin = Finishing {
+            total: leftovers.len() + roots + 2 * most + self.tracks.len(),
+            leftovers: leftovers.into_iter(),
+            ..Finishing::default()
+        };
+    }
 
-        // Consumer-loss findings: one per unreachable prefix root.
-        for ((kind, track), kinds) in config.consumers.iter().zip(&tracks).zip(&kinds) {
-            for root in &track.roots {
-                let Some(loc) = index.events.get(root.event).copied() else {
-                    continue;
-                };
-                let origin = match trace.records.get(loc.record as usize) {
-                    Some(TraceRecord::Batch(b)) => b.origin,
-                    _ => 0,
-                };
-                let verdict = kinds.get(root.event).copied();
-                if verdict == Some(VerdictKind::Replayed) {
-                    continue;
+    /// One slice of the finishing work (about `budget` findings). Returns the work done and
+    /// whether the step was a heavy one (a sort, a model's loss summary) after which the
+    /// current [`Run::advance`] call should return.
+    fn finish_step(&mut self, trace: &Trace, budget: usize) -> (usize, bool) {
+        let index = &self.index.idx;
+        let fin = &mut self.fin;
+        let mut work = 0usize;
+        let mut heavy = false;
+        match fin.step {
+            FinishStep::Leftovers => {
+                // Children whose parent never arrived anywhere.
+                for (p, w) in fin.leftovers.by_ref() {
+                    work += 1;
+                    if !self.presence.ever(self.interner.get(p)) {
+                        if let Some(wloc) = index.events.get(w.child).copied() {
+                            let worigin = match trace.records.get(wloc.record as usize) {
+                                Some(TraceRecord::Batch(b)) => b.origin,
+                                _ => 0,
+                            };
+                            let wsource = index
+                                .sources
+                                .get(w.source as usize)
+                                .cloned()
+                                .unwrap_or_default();
+                            self.raw.push(finding(
+                                Rule::UnknownParent,
+                                w.child,
+                                worigin,
+                                &wloc,
+                                &wsource,
+                                w.hashes.to_vec(),
+                                Some(p),
+                                None,
+                                false,
+                                format!("parent {p} is never stored in this trace"),
+                            ));
+                        }
+                    }
+                    if work >= budget {
+                        break;
+                    }
                 }
-                let src = index
-                    .sources
-                    .get(loc.source as usize)
-                    .cloned()
-                    .unwrap_or_default();
-                raw.push(finding(
-                    Rule::ConsumerLoss,
-                    root.event,
-                    origin,
-                    &loc,
-                    &src,
-                    root.first_block.into_iter().collect(),
-                    root.missing_parent,
-                    None,
-                    false,
-                    format!(
-                        "{}: {} ({} event(s), {} block(s) lost including cascade)",
-                        kind.as_str(),
-                        verdict.map_or("lost", VerdictKind::as_str),
-                        root.events,
-                        root.blocks
-                    ),
-                ));
-            }
-        }
-
-        // Attach verdicts and cascades, apply levels.
-        raw.sort_by_key(|f| (f.event, f.rule));
-        for f in &mut raw {
-            f.level = config.rules.level(f.rule);
-            // Gaps are not tied to an event's verdicts; neither are findings without a line.
-            if f.line == 0 || matches!(f.rule, Rule::SeqGap | Rule::SeqGapRecovered) {
-                continue;
-            }
-            for ((kind, track), kinds) in config.consumers.iter().zip(&tracks).zip(&kinds) {
-                if let Some(v) = kinds.get(f.event) {
-                    f.verdicts.insert(kind.as_str().into(), *v);
+                if fin.leftovers.len() == 0 {
+                    fin.step = FinishStep::LossFindings;
+                    // Only `ever` is needed from here on (free the rest early).
+                    self.presence.by_source = Vec::new();
                 }
-                let casc = track.cascade(f.event);
-                f.cascade.insert(kind.as_str().into(), casc);
             }
-        }
-        let violations: Vec<Finding> = raw
-            .iter()
-            .filter(|f| f.rule.is_reorder())
-            .cloned()
-            .collect();
-        let findings: Vec<Finding> = raw
-            .into_iter()
-            .filter(|f| f.level != Level::Allow)
-            .collect();
-
-        let losses = config
-            .consumers
-            .iter()
-            .zip(&tracks)
-            .zip(&kinds)
-            .zip(&lost_blocks)
-            .map(|(((kind, track), kinds), lost)| {
+            FinishStep::LossFindings => {
+                // Consumer-loss findings: one per unreachable prefix root.
+                while work < budget {
+                    let (Some(kind), Some(track), Some(kinds)) = (
+                        self.config.consumers.get(fin.model),
+                        self.tracks.get(fin.model),
+                        self.kinds.get(fin.model),
+                    ) else {
+                        fin.step = FinishStep::Sort;
+                        break;
+                    };
+                    let Some(root) = track.roots.get(fin.pos) else {
+                        fin.model += 1;
+                        fin.pos = 0;
+                        continue;
+                    };
+                    fin.pos += 1;
+                    work += 1;
+                    let Some(loc) = index.events.get(root.event).copied() else {
+                        continue;
+                    };
+                    let origin = match trace.records.get(loc.record as usize) {
+                        Some(TraceRecord::Batch(b)) => b.origin,
+                        _ => 0,
+                    };
+                    let verdict = kinds.get(root.event).copied();
+                    if verdict == Some(VerdictKind::Replayed) {
+                        continue;
+                    }
+                    let src = index
+                        .sources
+                        .get(loc.source as usize)
+                        .cloned()
+                        .unwrap_or_default();
+                    self.raw.push(finding(
+                        Rule::ConsumerLoss,
+                        root.event,
+                        origin,
+                        &loc,
+                        &src,
+                        root.first_block.into_iter().collect(),
+                        root.missing_parent,
+                        None,
+                        false,
+                        format!(
+                            "{}: {} ({} event(s), {} block(s) lost including cascade)",
+                            kind.as_str(),
+                            verdict.map_or("lost", VerdictKind::as_str),
+                            root.events,
+                            root.blocks
+                        ),
+                    ));
+                }
+                if fin.step == FinishStep::Sort {
+                    fin.model = 0;
+                    fin.pos = 0;
+                }
+            }
+            FinishStep::Sort => {
+                // By (event, rule), stable: sort small keys, then move the findings once.
+                let mut order: Vec<(usize, Rule, u32)> = self
+                    .raw
+                    .iter()
+                    .enumerate()
+                    .map(|(k, f)| (f.event, f.rule, k as u32))
+                    .collect();
+                order.sort_unstable();
+                let mut slots: Vec<Option<Finding>> = std::mem::take(&mut self.raw)
+                    .into_iter()
+                    .map(Some)
+                    .collect();
+                self.raw = order
+                    .iter()
+                    .filter_map(|(_, _, k)| slots.get_mut(*k as usize).and_then(Option::take))
+                    .collect();
+                fin.step = FinishStep::Attach;
+                work = 1;
+                heavy = true;
+            }
+            FinishStep::Attach => {
+                // Attach verdicts and cascades, apply levels.
+                let end = fin.pos.saturating_add(budget).min(self.raw.len());
+                for f in self.raw.get_mut(fin.pos..end).unwrap_or(&mut []) {
+                    f.level = self.config.rules.level(f.rule);
+                    // Gaps are not tied to an event's verdicts; neither are findings without a
+                    // line.
+                    if f.line == 0 || matches!(f.rule, Rule::SeqGap | Rule::SeqGapRecovered) {
+                        continue;
+                    }
+                    for ((kind, track), kinds) in self
+                        .config
+                        .consumers
+                        .iter()
+                        .zip(&self.tracks)
+                        .zip(&self.kinds)
+                    {
+                        if let Some(v) = kinds.get(f.event) {
+                            f.verdicts.insert(kind.as_str().into(), *v);
+                        }
+                        f.cascade
+                            .insert(kind.as_str().into(), track.cascade(f.event));
+                    }
+                }
+                work = end - fin.pos;
+                fin.pos = end;
+                if fin.pos >= self.raw.len() {
+                    fin.step = FinishStep::Split;
+                    fin.pos = 0;
+                }
+            }
+            FinishStep::Split => {
+                // Reorders (all levels) and reported findings (warn and deny).
+                let end = fin.pos.saturating_add(budget).min(self.raw.len());
+                for f in self.raw.get_mut(fin.pos..end).unwrap_or(&mut []) {
+                    let f = std::mem::replace(f, finding_placeholder());
+                    if f.rule.is_reorder() {
+                        fin.violations.push(f.clone());
+                    }
+                    if f.level != Level::Allow {
+                        fin.findings.push(f);
+                    }
+                }
+                work = end - fin.pos;
+                fin.pos = end;
+                if fin.pos >= self.raw.len() {
+                    self.raw = Vec::new();
+                    fin.step = FinishStep::Losses;
+                    fin.pos = 0;
+                }
+            }
+            FinishStep::Losses => {
+                // One model's loss summary per step (sorts its lost hashes).
+                let c = fin.losses.len();
+                let (Some(kind), Some(track), Some(kinds)) = (
+                    self.config.consumers.get(c),
+                    self.tracks.get(c),
+                    self.kinds.get(c),
+                ) else {
+                    fin.step = FinishStep::Done;
+                    fin.done = fin.total;
+                    return (1, false);
+                };
+                let lost = self.lost_blocks.get(c).map(Vec::as_slice).unwrap_or(&[]);
                 let verdicts: BTreeMap<VerdictKind, usize> = VerdictKind::ALL
                     .iter()
                     .filter_map(|k| {
@@ -879,7 +1005,7 @@ impl Run {
                     .filter(|r| kinds.get(r.event) != Some(&VerdictKind::Replayed))
                     .cloned()
                     .collect();
-                LossSummary {
+                fin.losses.push(LossSummary {
                     consumer: kind.as_str().into(),
                     blocks_lost,
                     events_lost: events.len(),
@@ -887,19 +1013,62 @@ impl Run {
                     verdicts,
                     unreachable_prefixes: prefixes,
                     lost_hashes: hashes,
-                }
-            })
-            .collect();
+                });
+                work = 1;
+                heavy = true;
+            }
+            FinishStep::Done => {}
+        }
+        fin.done = fin.done.saturating_add(work);
+        (work, heavy)
+    }
+}
 
-        let analysis = Analysis {
-            index,
-            config,
-            findings,
-            violations,
-            verdict_kinds: kinds,
-            losses,
-        };
-        (analysis, interner)
+/// Which part of the finishing work a [`Run`] is doing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum FinishStep {
+    #[default]
+    Leftovers,
+    LossFindings,
+    Sort,
+    Attach,
+    Split,
+    Losses,
+    Done,
+}
+
+/// State of the finishing stage.
+#[derive(Default)]
+struct Finishing {
+    step: FinishStep,
+    leftovers: std::vec::IntoIter<(u64, Waiter)>,
+    /// Model being summarised (loss findings).
+    model: usize,
+    /// Position in the current list (roots, findings).
+    pos: usize,
+    violations: Vec<Finding>,
+    findings: Vec<Finding>,
+    losses: Vec<LossSummary>,
+    done: usize,
+    total: usize,
+}
+
+/// An empty finding (no allocation), left behind when findings are moved out.
+fn finding_placeholder() -> Finding {
+    Finding {
+        rule: Rule::SeqGap,
+        level: Level::Allow,
+        event: 0,
+        line: 0,
+        index: 0,
+        source: String::new(),
+        hashes: Vec::new(),
+        parent: None,
+        related_event: None,
+        inferred: false,
+        message: String::new(),
+        verdicts: BTreeMap::new(),
+        cascade: BTreeMap::new(),
     }
 }
 

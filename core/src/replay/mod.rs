@@ -583,10 +583,13 @@ pub enum BuildPhase {
     /// Indexing the trace (sources, tiers, jobs, sequence numbers).
     Index,
     /// Running the consumer models and the violation index over the events, recording what
-    /// the replay needs.
+    /// the replay needs (then freeing the models, one per call).
     Analysis,
-    /// Everything per event is done: [`ReplayBuilder::finish`] only sorts findings and builds
-    /// small tables.
+    /// Assembling findings (levels, per-model verdicts and cascades) and loss summaries; `done`
+    /// and `total` count findings-sized work units, not events.
+    Finish,
+    /// Everything is done: [`ReplayBuilder::finish`] only builds small tables (one pass over
+    /// the events' rows).
     Done,
 }
 
@@ -595,14 +598,15 @@ pub enum BuildPhase {
 pub struct BuildProgress {
     /// The current phase.
     pub phase: BuildPhase,
-    /// Events done in this phase.
+    /// Work done in this phase (events, except in [`BuildPhase::Finish`]).
     pub done: usize,
-    /// Events in the trace.
+    /// Work in this phase (the trace's events, except in [`BuildPhase::Finish`]).
     pub total: usize,
 }
 
 impl BuildProgress {
-    /// Overall completion in `0.0..=1.0` (indexing counts for a tenth of the work).
+    /// Overall completion in `0.0..=1.0` (indexing and finishing count for a tenth of the work
+    /// each).
     pub fn fraction(&self) -> f64 {
         let part = if self.total == 0 {
             1.0
@@ -611,7 +615,8 @@ impl BuildProgress {
         };
         match self.phase {
             BuildPhase::Index => 0.1 * part,
-            BuildPhase::Analysis => 0.1 + 0.9 * part,
+            BuildPhase::Analysis => 0.1 + 0.8 * part,
+            BuildPhase::Finish => 0.9 + 0.1 * part,
             BuildPhase::Done => 1.0,
         }
     }
@@ -631,8 +636,11 @@ impl BuildProgress {
 /// ])]);
 /// let mut b = ReplayBuilder::new(t, &AnalysisConfig::default()); // cheap
 /// while !b.is_done() {
-///     let p = b.advance(1); // at most about one event of work per call
-///     assert!(p.done <= p.total && p.total == 2);
+///     let p = b.advance(1); // about one event (or finding) of work per call
+///     assert!(p.done <= p.total);
+///     if p.phase == BuildPhase::Analysis {
+///         assert_eq!(p.total, 2); // events
+///     }
 /// }
 /// assert_eq!(b.progress().phase, BuildPhase::Done);
 /// let replay = b.finish();
@@ -641,9 +649,10 @@ impl BuildProgress {
 ///
 /// [`Replay::new`] is `ReplayBuilder::new(..).finish()`: the result does not depend on how the
 /// work was sliced. Every step of [`ReplayBuilder::advance`] is bounded by its budget (whole
-/// batch records while indexing, single events after); [`ReplayBuilder::finish`] after
-/// [`ReplayBuilder::is_done`] sorts the findings and builds tables of size `events / 64`, and
-/// assembles the loss summaries (sorting the lost block hashes).
+/// batch records while indexing, single events, then findings) except a few whole steps that
+/// each end their call: freeing one model's state, sorting the findings (by small keys), one
+/// model's loss summary (sorting its lost block hashes). [`ReplayBuilder::finish`] after
+/// [`ReplayBuilder::is_done`] makes one pass over the per-cursor rows and the findings.
 pub struct ReplayBuilder {
     trace: Trace,
     run: Run,
@@ -676,16 +685,17 @@ impl ReplayBuilder {
         let phase = match self.run.stage() {
             Stage::Index => BuildPhase::Index,
             Stage::Events | Stage::Release => BuildPhase::Analysis,
+            Stage::Finish => BuildPhase::Finish,
             Stage::Done => BuildPhase::Done,
         };
         BuildProgress {
             phase,
             done: self.run.done(),
-            total: self.run.total(),
+            total: self.run.stage_total(),
         }
     }
 
-    /// Whether every event has been processed (then [`ReplayBuilder::finish`] is cheap).
+    /// Whether all the sliced work is done (then [`ReplayBuilder::finish`] is cheap).
     pub fn is_done(&self) -> bool {
         self.run.stage() == Stage::Done
     }
