@@ -893,10 +893,13 @@ impl Run {
                 if fin.step == FinishStep::Sort {
                     fin.model = 0;
                     fin.pos = 0;
+                    // The sort gets a call of its own.
+                    heavy = true;
                 }
             }
             FinishStep::Sort => {
-                // By (event, rule), stable: sort small keys, then move the findings once.
+                // By (event, rule), stable: sort small keys; the findings move only once, when
+                // they are split.
                 let mut order: Vec<(usize, Rule, u32)> = self
                     .raw
                     .iter()
@@ -904,22 +907,27 @@ impl Run {
                     .map(|(k, f)| (f.event, f.rule, k as u32))
                     .collect();
                 order.sort_unstable();
-                let mut slots: Vec<Option<Finding>> = std::mem::take(&mut self.raw)
-                    .into_iter()
-                    .map(Some)
-                    .collect();
-                self.raw = order
+                fin.order = order.into_iter().map(|(_, _, k)| k).collect();
+                // Room for the split (no reallocation of large vectors later).
+                let reorders = self.raw.iter().filter(|f| f.rule.is_reorder()).count();
+                let reported = self
+                    .raw
                     .iter()
-                    .filter_map(|(_, _, k)| slots.get_mut(*k as usize).and_then(Option::take))
-                    .collect();
+                    .filter(|f| self.config.rules.level(f.rule) != Level::Allow)
+                    .count();
+                fin.violations.reserve_exact(reorders);
+                fin.findings.reserve_exact(reported);
                 fin.step = FinishStep::Attach;
                 work = 1;
                 heavy = true;
             }
             FinishStep::Attach => {
                 // Attach verdicts and cascades, apply levels.
-                let end = fin.pos.saturating_add(budget).min(self.raw.len());
-                for f in self.raw.get_mut(fin.pos..end).unwrap_or(&mut []) {
+                let end = fin.pos.saturating_add(budget).min(fin.order.len());
+                for k in fin.order.get(fin.pos..end).unwrap_or(&[]) {
+                    let Some(f) = self.raw.get_mut(*k as usize) else {
+                        continue;
+                    };
                     f.level = self.config.rules.level(f.rule);
                     // Gaps are not tied to an event's verdicts; neither are findings without a
                     // line.
@@ -942,15 +950,18 @@ impl Run {
                 }
                 work = end - fin.pos;
                 fin.pos = end;
-                if fin.pos >= self.raw.len() {
+                if fin.pos >= fin.order.len() {
                     fin.step = FinishStep::Split;
                     fin.pos = 0;
                 }
             }
             FinishStep::Split => {
                 // Reorders (all levels) and reported findings (warn and deny).
-                let end = fin.pos.saturating_add(budget).min(self.raw.len());
-                for f in self.raw.get_mut(fin.pos..end).unwrap_or(&mut []) {
+                let end = fin.pos.saturating_add(budget).min(fin.order.len());
+                for k in fin.order.get(fin.pos..end).unwrap_or(&[]) {
+                    let Some(f) = self.raw.get_mut(*k as usize) else {
+                        continue;
+                    };
                     let f = std::mem::replace(f, finding_placeholder());
                     if f.rule.is_reorder() {
                         fin.violations.push(f.clone());
@@ -961,10 +972,13 @@ impl Run {
                 }
                 work = end - fin.pos;
                 fin.pos = end;
-                if fin.pos >= self.raw.len() {
+                if fin.pos >= fin.order.len() {
                     self.raw = Vec::new();
+                    fin.order = Vec::new();
                     fin.step = FinishStep::Losses;
                     fin.pos = 0;
+                    // The loss summaries get calls of their own.
+                    heavy = true;
                 }
             }
             FinishStep::Losses => {
@@ -1044,8 +1058,10 @@ struct Finishing {
     leftovers: std::vec::IntoIter<(u64, Waiter)>,
     /// Model being summarised (loss findings).
     model: usize,
-    /// Position in the current list (roots, findings).
+    /// Position in the current list (roots, `order`).
     pos: usize,
+    /// Indices into `raw` in (event, rule) order.
+    order: Vec<u32>,
     violations: Vec<Finding>,
     findings: Vec<Finding>,
     losses: Vec<LossSummary>,

@@ -719,14 +719,37 @@ impl ReplayBuilder {
         let n = analysis.index.events.len();
         rec.close(n);
         rec.blocks_seen.interner = interner;
-        let mut finding_events: Vec<(usize, usize)> = analysis
+        // (event, k) for k over violations then other findings, sorted: both lists are sorted
+        // by event, so a merge (violations first on ties) does it.
+        let reorders = analysis.violations.len();
+        let others: Vec<usize> = analysis
+            .findings
+            .iter()
+            .filter(|f| !f.rule.is_reorder())
+            .map(|f| f.event)
+            .collect();
+        let mut finding_events: Vec<(usize, usize)> = Vec::with_capacity(reorders + others.len());
+        let mut a = analysis
             .violations
             .iter()
-            .chain(analysis.findings.iter().filter(|f| !f.rule.is_reorder()))
+            .map(|f| f.event)
             .enumerate()
-            .map(|(k, f)| (f.event, k))
-            .collect();
-        finding_events.sort_unstable();
+            .peekable();
+        let mut b = others.iter().enumerate().peekable();
+        loop {
+            let take_a = match (a.peek(), b.peek()) {
+                (Some((_, ea)), Some((_, eb))) => *ea <= **eb,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let next = if take_a {
+                a.next().map(|(k, e)| (e, k))
+            } else {
+                b.next().map(|(k, e)| (*e, reorders + k))
+            };
+            finding_events.extend(next);
+        }
         let consumers = analysis.config.consumers.len();
         let mut job_violations: Vec<Vec<u32>> = vec![Vec::new(); analysis.index.jobs.len()];
         for f in analysis
