@@ -76,6 +76,25 @@ impl TryFrom<OrderRepr> for OrderMode {
 }
 
 impl OrderMode {
+    /// The JSON form as a value (what `Serialize` writes), built without serde's tagged-enum
+    /// serializer, for trace headers.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        let (mode, field) = match *self {
+            OrderMode::Fixed => ("fixed", None),
+            OrderMode::Legacy { seed } => ("legacy", Some(("seed", seed))),
+            OrderMode::CPython { python_hash_seed } => (
+                "cpython",
+                Some(("python_hash_seed", u64::from(python_hash_seed))),
+            ),
+        };
+        m.insert("mode".into(), mode.into());
+        if let Some((key, value)) = field {
+            m.insert(key.into(), value.into());
+        }
+        serde_json::Value::Object(m)
+    }
+
     /// Order `keys_to_store` (in `prepare_store` order, possibly with duplicates) as the job's
     /// `TransferJobStatus.keys` would iterate. `job_id` decorrelates legacy permutations.
     pub fn order(&self, keys_to_store: &[OffloadKey], job_id: u64) -> Vec<OffloadKey> {
@@ -171,6 +190,7 @@ mod tests {
         ] {
             let json = serde_json::to_string(&mode).unwrap();
             assert_eq!(serde_json::from_str::<OrderMode>(&json).unwrap(), mode);
+            assert_eq!(serde_json::to_string(&mode.to_json()).unwrap(), json);
         }
         let back: OrderMode = serde_json::from_str(r#"{"seed": 5, "mode": "legacy"}"#).unwrap();
         assert_eq!(back, OrderMode::Legacy { seed: 5 });
