@@ -201,7 +201,9 @@ mod tests {
             (r#"{"seed": 1}"#, "missing field `mode`"),
             (r#"{"mode": "legacy", "seed": -1}"#, "invalid value"),
         ] {
-            let err = serde_json::from_str::<OrderMode>(text).unwrap_err().to_string();
+            let err = serde_json::from_str::<OrderMode>(text)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle), "{text}: {err}");
         }
     }
