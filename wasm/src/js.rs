@@ -57,6 +57,14 @@ pub fn to_js<T: Serialize + ?Sized>(value: &T) -> Result<JsValue, JsValue> {
         .map_err(|e| js_error(&format!("cannot convert result to JavaScript: {e}")))
 }
 
+/// A serde_json error's message without the " at line L column C" suffix (positions inside
+/// `JSON.stringify` output mean nothing to the caller).
+pub fn json_error_message(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    full.strip_suffix(&suffix).unwrap_or(&full).to_owned()
+}
+
 /// A JS `Error` with `message`.
 pub fn js_error(message: &str) -> JsValue {
     js_sys::Error::new(message).into()
