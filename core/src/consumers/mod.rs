@@ -55,6 +55,23 @@ pub enum VerdictKind {
 }
 
 impl VerdictKind {
+    /// Every kind, in declaration (and `Ord`) order.
+    pub const ALL: [VerdictKind; 10] = [
+        VerdictKind::Applied,
+        VerdictKind::DroppedOrphan,
+        VerdictKind::Misrooted,
+        VerdictKind::Pending,
+        VerdictKind::Replayed,
+        VerdictKind::Truncated,
+        VerdictKind::Removed,
+        VerdictKind::RemoveUnknown,
+        VerdictKind::Ignored,
+        VerdictKind::Cleared,
+    ];
+
+    /// Number of kinds (`VerdictKind as usize` is below it).
+    pub const COUNT: usize = Self::ALL.len();
+
     /// The snake_case name used in JSON and reports.
     pub fn as_str(self) -> &'static str {
         match self {
