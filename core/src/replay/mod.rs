@@ -568,12 +568,13 @@ fn set_lane(lanes: &mut [Vec<Option<[i32; 4]>>], c: u8, lane: u16, counts: [i32;
     }
 }
 
-/// Lane checkpoints: every `k` events, where `k` (a power of two, at least 32) keeps their
-/// memory near `lanes · 24 / k` ≤ ~8 bytes per event.
+/// Lane checkpoints: every `k` events, where `k` (a power of two, at least 8) keeps their
+/// memory near `lanes · 20 / k` ≤ ~10 bytes per event, and a seek applies the changes of at
+/// most `k - 1` events.
 fn checkpoint_interval(lanes: usize) -> usize {
-    (lanes.saturating_mul(3))
+    (lanes.saturating_mul(2))
         .next_power_of_two()
-        .clamp(32, 1 << 16)
+        .clamp(8, 1 << 16)
 }
 
 /// Which part of the work a [`ReplayBuilder`] is doing.
