@@ -12,6 +12,7 @@
 //! Trace strings are always rendered as text nodes (never `inner_html`).
 #![deny(missing_docs)]
 
+pub mod chunks;
 #[cfg(feature = "compare")]
 pub mod compare;
 pub mod controls;
@@ -99,6 +100,14 @@ pub enum AnalysisStatus {
     Running {
         /// Events being analysed.
         events: usize,
+        /// Overall completion, `0.0..=1.0`.
+        fraction: f64,
+        /// Events done in the current phase.
+        done: usize,
+        /// Analysis rate so far.
+        events_per_s: f64,
+        /// Still indexing (sources, tiers, jobs) before the consumer models run.
+        indexing: bool,
     },
     /// Done, in `ms` milliseconds.
     Done {
@@ -167,6 +176,8 @@ pub struct AppState {
     pub compare: RwSignal<bool>,
     /// The analysis of the loaded trace.
     pub analysis: RwSignal<AnalysisStatus>,
+    /// Generation of the newest load: loads and analyses of older ones stop.
+    pub load_gen: RwSignal<u64>,
 }
 
 impl AppState {
@@ -192,6 +203,7 @@ impl AppState {
             dragging: RwSignal::new(false),
             compare: RwSignal::new(false),
             analysis: RwSignal::new(AnalysisStatus::Idle),
+            load_gen: RwSignal::new(0),
         }
     }
 

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use kvscope_core::analysis::{AnalysisConfig, EventIndex, Job, Level};
 use kvscope_core::event::{KvEvent, Tier};
-use kvscope_core::replay::Replay;
+use kvscope_core::replay::{BuildProgress, Replay, ReplayBuilder};
 use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
 
 /// One event of the trace, located by batch and position in the batch.
@@ -198,9 +198,9 @@ pub struct Model {
     pub name: String,
     /// The header record, if any.
     pub header: Option<TraceHeader>,
-    /// The trace while the analysis has not run yet ([`Model::analyse`] moves it into the
-    /// replay engine).
-    pending: Mutex<Option<Trace>>,
+    /// The trace and the analysis in progress, until the replay engine takes the trace over
+    /// ([`Model::analyse`], [`Model::analyse_some`]).
+    pending: Mutex<Pending>,
     /// The core's replay engine, once analysed; it then owns the trace. Locked briefly to read
     /// the trace or to seek and snapshot (single-threaded in the browser, so never contended).
     replay: OnceLock<Mutex<Replay>>,
@@ -231,6 +231,16 @@ pub struct Model {
 
 /// Events per block of the timeline's coarse bins ([`Model::bins`]).
 pub const BIN_BLOCK: usize = 64;
+
+/// The analysis of a [`Model`] before it is done.
+enum Pending {
+    /// Not started: the trace.
+    Trace(Trace),
+    /// Under way: the core's resumable builder (it owns the trace meanwhile).
+    Building(Box<ReplayBuilder>),
+    /// Done: the replay engine owns the trace.
+    Done,
+}
 
 /// Rule of the preliminary child-first findings shown before the analysis has run.
 pub const CHILD_FIRST: &str = "child-before-parent";
@@ -314,7 +324,7 @@ impl Model {
         let mut model = Model {
             name: name.to_owned(),
             header,
-            pending: Mutex::new(Some(trace)),
+            pending: Mutex::new(Pending::Trace(trace)),
             replay: OnceLock::new(),
             quick: Vec::new(),
             analysed: OnceLock::new(),
@@ -334,20 +344,34 @@ impl Model {
     }
 
     /// Run the core's analysis (all consumer models and the violation index; see
-    /// `kvscope_core::replay::Replay::new`) if it has not run yet. Synchronous.
+    /// `kvscope_core::replay::Replay::new`), or the rest of it, if it has not completed yet.
+    /// Synchronous: the app uses [`Model::analyse_some`] instead.
     pub fn analyse(&self) {
+        while self.analyse_some(usize::MAX).is_some() {}
+    }
+
+    /// Do about `budget` events of the analysis (`kvscope_core::replay::ReplayBuilder`) and
+    /// report how far it is; `None` once it is done (the replay engine and the findings are
+    /// then available). The app calls this in slices of a few tens of milliseconds so the page
+    /// stays responsive.
+    pub fn analyse_some(&self, budget: usize) -> Option<BuildProgress> {
         if self.replay.get().is_some() {
-            return;
+            return None;
         }
-        let Some(trace) = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        else {
-            return;
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let builder = match std::mem::replace(&mut *pending, Pending::Done) {
+            Pending::Trace(t) => Box::new(ReplayBuilder::new(t, &AnalysisConfig::default())),
+            Pending::Building(b) => b,
+            Pending::Done => return None,
         };
-        let replay = Replay::new(trace, &AnalysisConfig::default());
+        let mut builder = builder;
+        let progress = builder.advance(budget);
+        if !builder.is_done() {
+            *pending = Pending::Building(builder);
+            return Some(progress);
+        }
+        drop(pending);
+        let replay = builder.finish();
         let a = replay.analysis();
         let mut violations: Vec<Violation> = a
             .violations
@@ -368,6 +392,7 @@ impl Model {
         violations.sort_by_key(|v| v.event);
         let _ = self.analysed.set(violations);
         let _ = self.replay.set(Mutex::new(replay));
+        None
     }
 
     /// Whether [`Model::analyse`] has run.
@@ -394,9 +419,17 @@ impl Model {
             return f(r.trace());
         }
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        match pending.as_ref() {
-            Some(t) => f(t),
-            None => f(&Trace::default()),
+        match &*pending {
+            Pending::Trace(t) => f(t),
+            Pending::Building(b) => f(b.trace()),
+            Pending::Done => {
+                drop(pending);
+                // The builder just handed over to the replay engine.
+                match self.replay() {
+                    Some(r) => f(r.trace()),
+                    None => f(&Trace::default()),
+                }
+            }
         }
     }
 
@@ -676,9 +709,14 @@ impl Model {
     fn edges_of(&self, t: &Trace) -> Vec<Edge> {
         let mut edges: Vec<Edge> = Vec::new();
         // (lane, hash) -> latest event storing that block.
-        let mut stored: HashMap<(u16, u64), u32> = HashMap::default();
+        // Sized for every event up front: growing a table of a million entries rehashes it
+        // (hundreds of ms in wasm at each doubling).
+        let n = self.events.len();
+        let mut stored: HashMap<(u16, u64), u32> =
+            HashMap::with_capacity_and_hasher(n, Default::default());
         // hash -> some event storing it in any lane (for cross-lane edges).
-        let mut any_lane: HashMap<u64, u32> = HashMap::default();
+        let mut any_lane: HashMap<u64, u32> =
+            HashMap::with_capacity_and_hasher(n, Default::default());
         // (lane, parent hash) -> children waiting for that parent.
         let mut waiting: HashMap<(u16, u64), Vec<u32>> = HashMap::default();
         for (i, r) in self.events.iter().enumerate() {

@@ -25,6 +25,22 @@ fn fmt_bytes(n: usize) -> String {
     }
 }
 
+/// The analysis' progress as a sentence: `analysing 1000000 events (consumer models,
+/// violation index): 42% · 310000 events/s`.
+pub fn analysis_text(events: usize, fraction: f64, events_per_s: f64, indexing: bool) -> String {
+    let what = if indexing {
+        "indexing"
+    } else {
+        "consumer models, violation index"
+    };
+    let pct = (100.0 * fraction).floor();
+    if events_per_s > 0.0 {
+        format!("analysing {events} events ({what}): {pct:.0}% · {events_per_s:.0} events/s")
+    } else {
+        format!("analysing {events} events ({what}): {pct:.0}%")
+    }
+}
+
 /// Loading progress, success summary (events/s) or a located error.
 #[component]
 pub fn StatusBanner() -> impl IntoView {
@@ -37,8 +53,9 @@ pub fn StatusBanner() -> impl IntoView {
                 view! {
                     <div class="status loading" data-testid="status" role="status">
                         <span class="spinner" aria-hidden="true"></span>
-                        {format!("Loading {name}: {} of {} · {events} events · {:.0} events/s", fmt_bytes(done), fmt_bytes(total), events_per_s)}
-                        <progress max="100" prop:value=pct aria-label="Loading progress"></progress>
+                        {format!("Loading {name}: {} of {} · {events} events · {:.0} events/s{}", fmt_bytes(done), fmt_bytes(total), events_per_s,
+                            if total > 0 && done >= total { " · laying out the timeline…" } else { "" })}
+                        <progress max="100" prop:value=pct aria-label="Loading progress" data-testid="load-progress"></progress>
                     </div>
                 }.into_any()
             }
@@ -49,10 +66,11 @@ pub fn StatusBanner() -> impl IntoView {
                         {format!("Loaded {name}: {events} events in {ms:.0} ms ({rate:.0} events/s)")}
                         <span class="muted small" title="milliseconds per phase">{format!("({breakdown} ms)")}</span>
                         {move || match st.analysis.get() {
-                            AnalysisStatus::Running { events } => Some(view! {
+                            AnalysisStatus::Running { events, fraction, events_per_s, indexing, .. } => Some(view! {
                                 <span class="analysing" data-testid="analysis-state">
                                     <span class="spinner" aria-hidden="true"></span>
-                                    {format!("analysing {events} events (consumer models, violation index)…")}
+                                    {analysis_text(events, fraction, events_per_s, indexing)}
+                                    <progress max="100" prop:value=100.0 * fraction aria-label="Analysis progress" data-testid="analysis-progress"></progress>
                                 </span>
                             }.into_any()),
                             AnalysisStatus::Done { ms } => Some(view! {
