@@ -9,7 +9,7 @@
 //! * Job order: the current event's transfer job, in emitted order vs prefix order, with
 //!   inversions marked.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use kvscope_core::consumers::{ConsumerKind, VerdictKind};
 use kvscope_core::replay::{Snapshot, Step};
@@ -86,7 +86,7 @@ pub fn analysing_view(st: AppState, m: &Model) -> AnyView {
     view! {
         <div class="muted analysing-box" data-testid="analysing" role="status">
             <p class="analysing"><span class="spinner" aria-hidden="true"></span>
-                {move || format!("Analysing {n} events with the consumer models: {:.0}%", pct().floor())}</p>
+                {move || format!("Analysing {n} events with the consumer models: {}%", crate::fixed(pct().floor(), 0))}</p>
             <progress max="100" prop:value=pct aria-label="Analysis progress"></progress>
             <p class="small">"The timeline is ready (pan, zoom, step, jump between child-first deliveries). Verdicts, snapshots, the topology, job order and the full violation list follow."</p>
         </div>
@@ -201,7 +201,7 @@ fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> An
     };
     // Walk up to the root (bounded), then collect the subtree breadth-first (bounded).
     let mut root = start;
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     for _ in 0..256 {
         if !seen.insert(root) {
             break;
@@ -216,11 +216,11 @@ fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> An
         .block(root)
         .parent
         .filter(|p| r.block(*p).first_stored.is_none());
-    let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
-    let mut state: HashMap<u64, &'static str> = HashMap::new();
+    let mut children: HashMap<u64, Vec<u64>> = HashMap::default();
+    let mut state: HashMap<u64, &'static str> = HashMap::default();
     let mut queue = std::collections::VecDeque::from([root]);
     let mut count = 0;
-    let mut visited = HashSet::new();
+    let mut visited = HashSet::default();
     while let Some(h) = queue.pop_front() {
         if count >= TREE_NODES || !visited.insert(h) {
             continue;

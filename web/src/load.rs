@@ -229,7 +229,7 @@ pub fn spawn_analysis(st: AppState) {
         st.model.update(|_| {}); // violations and consumer models changed
         st.status.update(|s| {
             if let LoadStatus::Loaded { breakdown, .. } = s {
-                breakdown.push_str(&format!(" · analysis {ms:.0}"));
+                breakdown.push_str(&format!(" · analysis {}", crate::fixed(ms, 0)));
             }
         });
     });
@@ -338,7 +338,7 @@ pub fn load_bytes(
         st.model.set(Some(Arc::new(model)));
         let breakdown = phases
             .iter()
-            .map(|(p, t)| format!("{p} {t:.0}"))
+            .map(|(p, t)| format!("{p} {}", crate::fixed(*t, 0)))
             .collect::<Vec<_>>()
             .join(" · ");
         st.status.set(LoadStatus::Loaded {

@@ -8,7 +8,7 @@ use leptos::prelude::*;
 
 use crate::controls::SHORTCUTS;
 use crate::model::{EdgeKind, Model};
-use crate::{load, AnalysisStatus, AppState, LoadStatus};
+use crate::{fixed, load, AnalysisStatus, AppState, LoadStatus};
 
 /// At most this many violation rows are in the DOM (a window around the cursor).
 const VIOLATION_ROWS: usize = 200;
@@ -17,9 +17,9 @@ const TOKENS_SHOWN: usize = 64;
 
 fn fmt_bytes(n: usize) -> String {
     if n >= 1 << 20 {
-        format!("{:.1} MB", n as f64 / (1u64 << 20) as f64)
+        format!("{} MB", fixed(n as f64 / (1u64 << 20) as f64, 1))
     } else if n >= 1 << 10 {
-        format!("{:.1} KB", n as f64 / 1024.0)
+        format!("{} KB", fixed(n as f64 / 1024.0, 1))
     } else {
         format!("{n} B")
     }
@@ -35,9 +35,13 @@ pub fn analysis_text(events: usize, fraction: f64, events_per_s: f64, indexing: 
     };
     let pct = (100.0 * fraction).floor();
     if events_per_s > 0.0 {
-        format!("analysing {events} events ({what}): {pct:.0}% · {events_per_s:.0} events/s")
+        format!(
+            "analysing {events} events ({what}): {}% · {} events/s",
+            fixed(pct, 0),
+            fixed(events_per_s, 0)
+        )
     } else {
-        format!("analysing {events} events ({what}): {pct:.0}%")
+        format!("analysing {events} events ({what}): {}%", fixed(pct, 0))
     }
 }
 
@@ -53,7 +57,7 @@ pub fn StatusBanner() -> impl IntoView {
                 view! {
                     <div class="status loading" data-testid="status" role="status">
                         <span class="spinner" aria-hidden="true"></span>
-                        {format!("Loading {name}: {} of {} · {events} events · {:.0} events/s{}", fmt_bytes(done), fmt_bytes(total), events_per_s,
+                        {format!("Loading {name}: {} of {} · {events} events · {} events/s{}", fmt_bytes(done), fmt_bytes(total), fixed(events_per_s, 0),
                             if total > 0 && done >= total { " · laying out the timeline…" } else { "" })}
                         <progress max="100" prop:value=pct aria-label="Loading progress" data-testid="load-progress"></progress>
                     </div>
@@ -63,7 +67,7 @@ pub fn StatusBanner() -> impl IntoView {
                 let rate = if ms > 0.0 { events as f64 / (ms / 1000.0) } else { 0.0 };
                 view! {
                     <div class="status ok" data-testid="status" role="status">
-                        {format!("Loaded {name}: {events} events in {ms:.0} ms ({rate:.0} events/s)")}
+                        {format!("Loaded {name}: {events} events in {} ms ({} events/s)", fixed(ms, 0), fixed(rate, 0))}
                         <span class="muted small" title="milliseconds per phase">{format!("({breakdown} ms)")}</span>
                         {move || match st.analysis.get() {
                             AnalysisStatus::Running { events, fraction, events_per_s, indexing, .. } => Some(view! {
@@ -74,7 +78,7 @@ pub fn StatusBanner() -> impl IntoView {
                                 </span>
                             }.into_any()),
                             AnalysisStatus::Done { ms } => Some(view! {
-                                <span class="muted small" data-testid="analysis-state">{format!("analysed in {ms:.0} ms")}</span>
+                                <span class="muted small" data-testid="analysis-state">{format!("analysed in {} ms", fixed(ms, 0))}</span>
                             }.into_any()),
                             AnalysisStatus::Idle => None,
                         }}
@@ -108,7 +112,7 @@ fn extra_text(v: &ExtraValue) -> String {
         ExtraValue::Bool(b) => b.to_string(),
         ExtraValue::UInt(u) => u.to_string(),
         ExtraValue::Int(i) => i.to_string(),
-        ExtraValue::Float(f) => f.to_string(),
+        ExtraValue::Float(f) => crate::float_text(*f),
         ExtraValue::Str(s) => format!("{s:?}"),
         ExtraValue::Bytes(b) => format!(
             "b'{}'",
@@ -205,7 +209,7 @@ fn event_view(
         {row("source", b.source.clone())}
         {row("dp_rank", opt(&b.dp_rank))}
         {row("seq", b.seq.to_string())}
-        {row("ts", format!("{}", b.ts))}
+        {row("ts", crate::float_text(b.ts))}
         {row("line / batch", b.origin.to_string())}
         {row("index in batch", r.ev.to_string())}
     };

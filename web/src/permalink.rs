@@ -147,7 +147,7 @@ impl LinkState {
             parts.push(format!("l={}", self.lanes.as_str()));
         }
         if let Some((s, p)) = self.viewport {
-            parts.push(format!("v={s:.1},{p:.4}"));
+            parts.push(format!("v={},{}", crate::fixed(s, 1), crate::fixed(p, 4)));
         }
         match &self.origin {
             Some(TraceOrigin::Demo) => parts.push("d=1".into()),
