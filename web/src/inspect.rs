@@ -372,7 +372,7 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
     };
     let mut prefix: Vec<(usize, usize, u64)> =
         rows.iter().map(|(i, h, _)| (depth(*i), *i, *h)).collect();
-    prefix.sort();
+    crate::model::sort_by_u64(&mut prefix, |(d, i, _)| (*d as u64) << 32 | (*i as u64));
     let inverted: HashSet<usize> = rows
         .iter()
         .filter(|(i, _, p)| p.and_then(|p| last_hash.get(&p)).is_some_and(|pi| pi > i))

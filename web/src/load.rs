@@ -317,16 +317,9 @@ pub fn load_bytes(
         };
         let ms = now_ms() - t0;
         let n = model.len();
-        let origin = match origin {
-            TraceOrigin::Inline(_) | TraceOrigin::Local => {
-                if crate::permalink::inline_trace(&bytes).is_some() {
-                    TraceOrigin::Inline(bytes)
-                } else {
-                    TraceOrigin::Local
-                }
-            }
-            o => o,
-        };
+        // A local trace goes into permalinks inline if it compresses small enough: decided
+        // after the first paint (asynchronous compression); `Local` meanwhile.
+        let inline_later = origin == TraceOrigin::Local;
         st.analysis.set(AnalysisStatus::Running {
             events: n,
             fraction: 0.0,
@@ -363,8 +356,16 @@ pub fn load_bytes(
         // (the page stays interactive) and re-render what depends on it when it is done.
         after_paint().await;
         mark("kvscope:first-timeline");
-        if is_current(st, gen) {
-            spawn_analysis(st);
+        if !is_current(st, gen) {
+            return;
+        }
+        spawn_analysis(st);
+        if inline_later {
+            if let Some(text) = crate::permalink::inline_trace(&bytes).await {
+                if is_current(st, gen) {
+                    st.origin.set(Some(TraceOrigin::Inline(text)));
+                }
+            }
         }
     });
 }
@@ -480,13 +481,23 @@ pub fn boot(st: AppState) {
         .and_then(|s| web_sys::UrlSearchParams::new_with_str(&s).ok())
         .and_then(|p| p.get("url"));
     match (link.origin.clone(), query_url) {
-        (Some(TraceOrigin::Inline(bytes)), _) => load_bytes(
-            st,
-            "linked trace".into(),
-            bytes,
-            TraceOrigin::Inline(Vec::new()),
-            Some(link),
-        ),
+        (Some(TraceOrigin::Inline(text)), _) => {
+            leptos::task::spawn_local(async move {
+                match crate::permalink::uninline_trace(&text).await {
+                    Ok(bytes) => load_bytes(
+                        st,
+                        "linked trace".into(),
+                        bytes,
+                        TraceOrigin::Inline(text),
+                        Some(link),
+                    ),
+                    Err(message) => st.status.set(LoadStatus::Error {
+                        name: "permalink".into(),
+                        message,
+                    }),
+                }
+            });
+        }
         (Some(TraceOrigin::Url(u)), _) => load_url(st, u, Some(link)),
         (_, Some(u)) => load_url(st, u, Some(link)),
         (Some(TraceOrigin::Demo), None) => load_demo(st, Some(link)),

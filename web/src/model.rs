@@ -229,6 +229,23 @@ pub struct Model {
     blocks: Vec<u8>,
 }
 
+/// Stable sort of `v` by a `u64` key. Every call goes through one sort of `(key, index)`
+/// pairs, so the wasm carries one sort implementation instead of one per element type (each
+/// is several KB).
+pub fn sort_by_u64<T>(v: &mut Vec<T>, key: impl Fn(&T) -> u64) {
+    let mut keys: Vec<(u64, u32)> = v
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (key(x), i as u32))
+        .collect();
+    keys.sort_unstable();
+    let mut slots: Vec<Option<T>> = std::mem::take(v).into_iter().map(Some).collect();
+    *v = keys
+        .iter()
+        .filter_map(|&(_, i)| slots.get_mut(i as usize).and_then(Option::take))
+        .collect();
+}
+
 /// Events per block of the timeline's coarse bins ([`Model::bins`]).
 pub const BIN_BLOCK: usize = 64;
 
@@ -389,7 +406,7 @@ impl Model {
                 related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
             })
             .collect();
-        violations.sort_by_key(|v| v.event);
+        sort_by_u64(&mut violations, |v| u64::from(v.event));
         let _ = self.analysed.set(violations);
         let _ = self.replay.set(Mutex::new(replay));
         None
@@ -699,10 +716,19 @@ impl Model {
                 related: Some(e.parent),
             })
             .collect();
-        self.quick.sort_by_key(|v| (v.event, v.related));
-        let mut by_parent: Vec<u32> = (0..edges.len() as u32).collect();
-        by_parent.sort_by_key(|&k| edges.get(k as usize).map(|e| (e.parent, e.child)));
-        self.by_parent = by_parent;
+        sort_by_u64(&mut self.quick, |v| {
+            u64::from(v.event) << 32
+                | v.related
+                    .map_or(0, |r| u64::from(r) + 1)
+                    .min(u64::from(u32::MAX))
+        });
+        let mut by_parent: Vec<(u64, u32)> = edges
+            .iter()
+            .enumerate()
+            .map(|(k, e)| (u64::from(e.parent) << 32 | u64::from(e.child), k as u32))
+            .collect();
+        by_parent.sort_unstable();
+        self.by_parent = by_parent.into_iter().map(|(_, k)| k).collect();
         self.edges = edges;
     }
 
@@ -765,7 +791,9 @@ impl Model {
                 }
             }
         }
-        edges.sort_by_key(|e| (e.child, e.parent));
+        sort_by_u64(&mut edges, |e| {
+            u64::from(e.child) << 32 | u64::from(e.parent)
+        });
         edges
     }
 
@@ -817,10 +845,9 @@ impl Model {
 
     /// Rule names present, sorted.
     pub fn rules(&self) -> Vec<String> {
-        let mut r: Vec<String> = self.violations().iter().map(|v| v.rule.clone()).collect();
-        r.sort();
-        r.dedup();
-        r
+        let r: std::collections::BTreeSet<&str> =
+            self.violations().iter().map(|v| v.rule.as_str()).collect();
+        r.into_iter().map(str::to_owned).collect()
     }
 
     /// The first violation strictly after `cursor` (`None`: from the start) of `rule`, or of
@@ -1293,6 +1320,13 @@ mod tests {
             LaneMode::TierJob
         );
         assert_eq!(LaneMode::parse("bogus"), LaneMode::Tier);
+    }
+
+    #[test]
+    fn u64_key_sort_is_stable() {
+        let mut v: Vec<(u32, char)> = vec![(3, 'a'), (1, 'b'), (3, 'c'), (0, 'd'), (1, 'e')];
+        sort_by_u64(&mut v, |x| u64::from(x.0));
+        assert_eq!(v, [(0, 'd'), (1, 'b'), (1, 'e'), (3, 'a'), (3, 'c')]);
     }
 
     #[test]

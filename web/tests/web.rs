@@ -585,3 +585,39 @@ async fn overview_stays_put_when_lanes_scroll() {
     let visible = scroller.get_bounding_client_rect();
     assert!(head.get_bounding_client_rect().bottom() <= visible.top() + 1.0);
 }
+
+/// Inline permalinks use the browser's raw-deflate streams: a trace round-trips; a stream made
+/// by another deflate implementation (zlib, level 9: what links made with miniz_oxide were)
+/// inflates to the same bytes; large traces are not inlined; garbage is a readable error.
+#[wasm_bindgen_test]
+async fn inline_permalinks_round_trip_in_the_browser() {
+    use kvscope_web::permalink::{inline_trace, uninline_trace, INLINE_LIMIT};
+    let demo = kvscope_web::DEMO_TRACE.as_bytes();
+    let text = inline_trace(demo).await.expect("the demo is small");
+    assert!(
+        text.len() < demo.len() / 2,
+        "{} of {}",
+        text.len(),
+        demo.len()
+    );
+    assert_eq!(uninline_trace(&text).await.unwrap(), demo);
+    let zlib = include_str!("fixtures/demo-link.txt").trim();
+    assert_eq!(uninline_trace(zlib).await.unwrap(), demo);
+    // Pseudo-random bytes barely compress: over the limit, not inlined (and the compressor
+    // stops early instead of deflating 8 MB).
+    let mut x = 1u64;
+    let noise: Vec<u8> = (0..8 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    assert!(inline_trace(&noise).await.is_none());
+    assert!(inline_trace(&noise[..INLINE_LIMIT / 2]).await.is_some());
+    let err = uninline_trace("AAAAAAAA").await.unwrap_err();
+    assert!(err.contains("does not inflate"), "{err}");
+    let err = uninline_trace("!!").await.unwrap_err();
+    assert!(err.contains("base64url"), "{err}");
+}
