@@ -25,23 +25,18 @@ fn fmt_bytes(n: usize) -> String {
     }
 }
 
-/// The analysis' progress as a sentence: `analysing 1000000 events (consumer models,
-/// violation index): 42% · 310000 events/s`.
+/// The analysis' progress as a short sentence: `analysing 1000000 events: 42% · 310000
+/// events/s` (`indexing 3%` while the trace is indexed).
 pub fn analysis_text(events: usize, fraction: f64, events_per_s: f64, indexing: bool) -> String {
-    let what = if indexing {
-        "indexing"
-    } else {
-        "consumer models, violation index"
-    };
-    let pct = (100.0 * fraction).floor();
-    if events_per_s > 0.0 {
+    let pct = fixed((100.0 * fraction).floor(), 0);
+    let what = if indexing { "indexing " } else { "" };
+    if events_per_s > 0.0 && !indexing {
         format!(
-            "analysing {events} events ({what}): {}% · {} events/s",
-            fixed(pct, 0),
+            "analysing {events} events: {what}{pct}% · {} events/s",
             fixed(events_per_s, 0)
         )
     } else {
-        format!("analysing {events} events ({what}): {}%", fixed(pct, 0))
+        format!("analysing {events} events: {what}{pct}%")
     }
 }
 
@@ -57,8 +52,12 @@ pub fn StatusBanner() -> impl IntoView {
                 view! {
                     <div class="status loading" data-testid="status" role="status">
                         <span class="spinner" aria-hidden="true"></span>
-                        {format!("Loading {name}: {} of {} · {events} events · {} events/s{}", fmt_bytes(done), fmt_bytes(total), fixed(events_per_s, 0),
-                            if total > 0 && done >= total { " · laying out the timeline…" } else { "" })}
+                        {if done == 0 {
+                            format!("Loading {name} ({}): reading…", fmt_bytes(total))
+                        } else {
+                            format!("Loading {name}: {} of {} · {events} events · {} events/s{}", fmt_bytes(done), fmt_bytes(total), fixed(events_per_s, 0),
+                                if total > 0 && done >= total { " · laying out the timeline…" } else { "" })
+                        }}
                         <progress max="100" prop:value=pct aria-label="Loading progress" data-testid="load-progress"></progress>
                     </div>
                 }.into_any()
@@ -67,11 +66,15 @@ pub fn StatusBanner() -> impl IntoView {
                 let rate = if ms > 0.0 { events as f64 / (ms / 1000.0) } else { 0.0 };
                 view! {
                     <div class="status ok" data-testid="status" role="status">
-                        {format!("Loaded {name}: {events} events in {} ms ({} events/s)", fixed(ms, 0), fixed(rate, 0))}
-                        <span class="muted small" title="milliseconds per phase">{format!("({breakdown} ms)")}</span>
+                        <span title=format!("milliseconds per phase: {breakdown}")>{format!("Loaded {name}: {events} events in {} ms ({} events/s)", fixed(ms, 0), fixed(rate, 0))}</span>
+                        // The per-phase breakdown once the analysis is done (while it runs, the
+                        // line holds its progress).
+                        {move || (!matches!(st.analysis.get(), AnalysisStatus::Running { .. })).then(|| {
+                            view! { <span class="muted small" title="milliseconds per phase">{format!("({breakdown} ms)")}</span> }
+                        })}
                         {move || match st.analysis.get() {
                             AnalysisStatus::Running { events, fraction, events_per_s, indexing, .. } => Some(view! {
-                                <span class="analysing" data-testid="analysis-state">
+                                <span class="analysing" data-testid="analysis-state" title="consumer models (llm-d, Dynamo, SGLang, ideal), violation index, lint rules">
                                     <span class="spinner" aria-hidden="true"></span>
                                     {analysis_text(events, fraction, events_per_s, indexing)}
                                     <progress max="100" prop:value=100.0 * fraction aria-label="Analysis progress" data-testid="analysis-progress"></progress>
