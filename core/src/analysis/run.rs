@@ -10,7 +10,10 @@ use super::{
     Analysis, AnalysisConfig, EventIndex, EventLoc, Finding, IndexBuilder, Level, LossSummary,
     Rule, UnreachablePrefix, VerdictSink,
 };
-use crate::consumers::{AnyConsumer, Consumer, EventVerdict, Lanes, Resolution, VerdictKind};
+use crate::consumers::{
+    hashes_of, AnyConsumer, Consumer, EventVerdict, Hashes, LaneCounts, LaneKey, Resolution,
+    VerdictKind,
+};
 use crate::event::{KvEvent, Tier};
 use crate::trace::{ProvenanceKind, Trace, TraceRecord};
 
@@ -20,7 +23,8 @@ type HashSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
 pub(crate) trait Recorder {
     fn verdict(&mut self, event: usize, consumer: usize, v: &EventVerdict, resolved: &[Resolution]);
-    fn lanes(&mut self, event: usize, consumer: usize, before: &Lanes, after: &Lanes);
+    /// The lanes event `event` changed for `consumer`, sorted, with their new counters.
+    fn lanes(&mut self, event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]);
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -37,7 +41,7 @@ struct Waiter {
     job: u32,
     scope: Scope,
     promotion: bool,
-    hashes: Vec<u64>,
+    hashes: Hashes,
 }
 
 /// Lane presence for the violation index (what a tier of a source holds).
@@ -144,6 +148,8 @@ pub(crate) struct Run {
     waiting: HashMap<u64, Vec<Waiter>>,
     raw: Vec<Finding>,
     resolved: Vec<Resolution>,
+    /// Scratch: lane changes of one model for one event.
+    lane_changes: Vec<(LaneKey, LaneCounts)>,
     next: usize,
 }
 
@@ -175,6 +181,7 @@ impl Run {
             waiting: HashMap::default(),
             raw: Vec::new(),
             resolved: Vec::new(),
+            lane_changes: Vec::new(),
             next: 0,
         }
     }
@@ -435,17 +442,20 @@ impl Run {
             .map(String::as_str)
             .unwrap_or("");
         let resolved = &mut self.resolved;
+        let recording = recorder.is_some();
         // Consumers.
         for (c, consumer) in self.consumers.iter_mut().enumerate() {
             resolved.clear();
-            let before = recorder.as_ref().map(|_| consumer.lanes().clone());
+            consumer.set_lane_log(recording);
             let v = consumer.apply(&ctx, ev, resolved);
             if let Some(s) = sink.as_mut() {
                 s(i, consumer.kind(), &v, resolved);
             }
-            if let (Some(r), Some(before)) = (recorder.as_mut(), before) {
+            if let Some(r) = recorder.as_mut() {
                 r.verdict(i, c, &v, resolved);
-                r.lanes(i, c, &before, consumer.lanes());
+                self.lane_changes.clear();
+                consumer.take_lane_changes(&mut self.lane_changes);
+                r.lanes(i, c, &self.lane_changes);
             }
             let (Some(kinds), Some(t)) = (self.kinds.get_mut(c), self.tracks.get_mut(c)) else {
                 continue;
@@ -460,7 +470,7 @@ impl Run {
                 }
             }
             if matches!(ev, KvEvent::BlockStored(_)) {
-                let lost: Vec<u64> = v
+                let lost: Hashes = v
                     .blocks
                     .iter()
                     .filter(|b| !matches!(b.verdict, VerdictKind::Applied | VerdictKind::Replayed))
@@ -496,8 +506,7 @@ impl Run {
         let raw = &mut self.raw;
         match ev {
             KvEvent::BlockStored(e) => {
-                let hashes: smallvec::SmallVec<[u64; 4]> =
-                    e.block_hashes.iter().map(|h| h.as_u64()).collect();
+                let hashes = hashes_of(&e.block_hashes);
                 let promotion = ctx
                     .provenance
                     .is_some_and(|p| p.kind == ProvenanceKind::Promotion);
@@ -511,7 +520,7 @@ impl Run {
                             job: loc.job,
                             scope,
                             promotion,
-                            hashes: hashes.to_vec(),
+                            hashes: hashes.clone(),
                         });
                     }
                 }
@@ -596,7 +605,7 @@ impl Run {
                             worigin,
                             &wloc,
                             &wsource,
-                            w.hashes,
+                            w.hashes.to_vec(),
                             Some(*h),
                             Some(i),
                             inferred,
@@ -682,7 +691,7 @@ impl Run {
                 worigin,
                 &wloc,
                 &wsource,
-                w.hashes,
+                w.hashes.to_vec(),
                 Some(p),
                 None,
                 false,

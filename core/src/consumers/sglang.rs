@@ -13,8 +13,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    bump, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map, Resolution,
-    VerdictKind,
+    hashes_of, BlockVerdict, Blocks, Consumer, EventCtx, EventVerdict, Hashes, LaneBook, LaneKey,
+    Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -44,7 +44,7 @@ pub struct Sglang {
     nodes: Map<NodeId, SNode>,
     children: Map<(NodeId, u64), NodeId>,
     by_hash: Map<u64, HashNodes>,
-    lanes: Lanes,
+    pub(super) lanes: LaneBook,
 }
 
 fn known_medium(m: Option<&str>) -> bool {
@@ -88,9 +88,9 @@ impl Sglang {
             tier: ctx.tier,
         };
         let w: Worker = (ctx.source, ctx.dp_rank);
-        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        let hashes: Hashes = hashes_of(&e.block_hashes);
         if !known_medium(e.medium.as_deref()) {
-            bump(&mut self.lanes, lane, |c| c.dropped += hashes.len() as i64);
+            self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
             return EventVerdict::uniform(VerdictKind::Ignored, hashes)
                 .with_reason("unknown_medium");
         }
@@ -131,7 +131,7 @@ impl Sglang {
                 if !n.owners.contains(&(w, ctx.tier)) {
                     n.owners.push((w, ctx.tier));
                     let unreachable = n.unreachable;
-                    bump(&mut self.lanes, lane, |c| {
+                    self.lanes.bump(lane, |c| {
                         c.indexed += 1;
                         if unreachable {
                             c.unreachable += 1;
@@ -166,8 +166,7 @@ impl Sglang {
         }
         for o in n.owners.iter().filter(|o| !keep(o)) {
             let unreachable = n.unreachable;
-            bump(
-                &mut self.lanes,
+            self.lanes.bump(
                 LaneKey {
                     source: o.0 .0,
                     tier: o.1,
@@ -213,7 +212,7 @@ impl Sglang {
     fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved) -> EventVerdict {
         let w: Worker = (ctx.source, ctx.dp_rank);
         let tier = ctx.tier;
-        let mut blocks = Vec::with_capacity(e.block_hashes.len());
+        let mut blocks = Blocks::with_capacity(e.block_hashes.len());
         for h in e.block_hashes.iter().map(|h| h.as_u64()) {
             let target = self.by_hash.get(&h).and_then(|v| {
                 v.iter().copied().find(|n| {
@@ -281,6 +280,6 @@ impl Consumer for Sglang {
     }
 
     fn lanes(&self) -> &Lanes {
-        &self.lanes
+        self.lanes.lanes()
     }
 }

@@ -66,7 +66,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analysis, AnalysisConfig, Finding, Job, Recorder, Rule, Run, Stage};
 use crate::consumers::{
-    BlockVerdict, ConsumerKind, EventVerdict, LaneCounts, LaneKey, Lanes, Resolution, VerdictKind,
+    BlockVerdict, Blocks, ConsumerKind, EventVerdict, LaneCounts, LaneKey, Resolution, VerdictKind,
 };
 use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
@@ -197,29 +197,15 @@ impl Recorder for Recording {
             .any(|b| b.verdict != v.verdict || b.reason.is_some())
         {
             self.blocks
-                .insert((c, e), v.blocks.clone().into_boxed_slice());
+                .insert((c, e), v.blocks.to_vec().into_boxed_slice());
         }
         for r in resolved {
             self.resolutions.push((e, c, r.clone()));
         }
     }
 
-    fn lanes(&mut self, event: usize, consumer: usize, before: &Lanes, after: &Lanes) {
-        if before == after {
-            return;
-        }
-        let mut changed: Vec<(LaneKey, LaneCounts)> = Vec::new();
-        for (k, v) in after.iter() {
-            if before.get(k) != Some(v) {
-                changed.push((*k, *v));
-            }
-        }
-        for (k, _) in before.iter() {
-            if !after.contains_key(k) {
-                changed.push((*k, LaneCounts::default()));
-            }
-        }
-        for (k, v) in changed {
+    fn lanes(&mut self, event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]) {
+        for &(k, v) in changed {
             let lane = self.lane_slot(k);
             let idx = self.changes.len() as u32;
             self.changes.push(Change {
@@ -1025,8 +1011,8 @@ impl Replay {
     fn verdict(&self, c: usize, i: usize, hashes: &[u64]) -> Option<EventVerdict> {
         let cv = self.rec.verdicts.get(c)?.get(i)?;
         let key = (c as u8, i as u32);
-        let blocks = match self.rec.blocks.get(&key) {
-            Some(b) => b.to_vec(),
+        let blocks: Blocks = match self.rec.blocks.get(&key) {
+            Some(b) => b.iter().cloned().collect(),
             None => hashes
                 .iter()
                 .map(|h| BlockVerdict {
@@ -1042,7 +1028,7 @@ impl Replay {
             reason: self.rec.string(cv.reason),
             status: self.rec.string(cv.status as u16),
             blocks: if matches!(cv.kind, VerdictKind::Cleared) {
-                Vec::new()
+                Blocks::new()
             } else {
                 blocks
             },
