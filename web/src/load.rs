@@ -296,7 +296,8 @@ pub fn load_bytes(
         if !is_current(st, gen) {
             return;
         }
-        let mode = st.lane_mode.get_untracked();
+        // Lay the timeline out in three steps (flatten, lanes, edges), yielding in between so no
+        // single task blocks the page for the whole layout of a large trace.
         let mut phases = vec![("parse", now_ms() - t0)];
         let mut last = now_ms();
         let mut phase = |p: &'static str| {
@@ -304,7 +305,7 @@ pub fn load_bytes(
             phases.push((p, t - last));
             last = t;
         };
-        let model = match Model::from_trace_timed(&name, trace, mode, &mut phase) {
+        let mut model = match Model::flatten(&name, trace) {
             Ok(m) => m,
             Err(e) => {
                 st.status.set(LoadStatus::Error {
@@ -315,6 +316,20 @@ pub fn load_bytes(
                 return;
             }
         };
+        phase("flatten");
+        yield_now().await;
+        if !is_current(st, gen) {
+            return;
+        }
+        let mode = st.lane_mode.get_untracked();
+        model.layout_lanes(mode);
+        phase("lanes");
+        yield_now().await;
+        if !is_current(st, gen) {
+            return;
+        }
+        model.index_edges();
+        phase("edges");
         let ms = now_ms() - t0;
         let n = model.len();
         // A local trace goes into permalinks inline if it compresses small enough: decided
@@ -329,6 +344,9 @@ pub fn load_bytes(
         });
         st.origin.set(Some(origin));
         st.model.set(Some(Arc::new(model)));
+        if st.lane_mode.get_untracked() != mode {
+            relayout(st); // the lane picker changed while this trace was laid out
+        }
         let breakdown = phases
             .iter()
             .map(|(p, t)| format!("{p} {}", crate::fixed(*t, 0)))

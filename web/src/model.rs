@@ -302,13 +302,26 @@ impl Model {
 
     /// Flatten a trace and lay it out for drawing (lanes, edges, child-first findings), without
     /// the core's analysis: call [`Model::analyse`] later. Calls `mark(phase)` after each phase
-    /// (`flatten`, `layout`) so the caller can time them.
+    /// (`flatten`, `lanes`, `edges`) so the caller can time them.
     pub fn from_trace_timed(
         name: &str,
         trace: Trace,
         mode: LaneMode,
         mark: &mut dyn FnMut(&'static str),
     ) -> Result<Model, ModelError> {
+        let mut model = Model::flatten(name, trace)?;
+        mark("flatten");
+        model.layout_lanes(mode);
+        mark("lanes");
+        model.index_edges();
+        mark("edges");
+        Ok(model)
+    }
+
+    /// Flatten a trace into delivery-ordered events, not laid out yet: call
+    /// [`Model::layout_lanes`] and [`Model::index_edges`] (or [`Model::layout`]) next. The
+    /// loader yields to the browser between these steps.
+    pub fn flatten(name: &str, trace: Trace) -> Result<Model, ModelError> {
         let header = trace.records.iter().find_map(|r| match r {
             TraceRecord::Header(h) => Some(h.clone()),
             _ => None,
@@ -337,8 +350,7 @@ impl Model {
                 }
             }
         }
-        mark("flatten");
-        let mut model = Model {
+        Ok(Model {
             name: name.to_owned(),
             header,
             pending: Mutex::new(Pending::Trace(trace)),
@@ -354,10 +366,7 @@ impl Model {
             edges: Vec::new(),
             by_parent: Vec::new(),
             blocks: Vec::new(),
-        };
-        model.layout(mode);
-        mark("layout");
-        Ok(model)
+        })
     }
 
     /// Run the core's analysis (all consumer models and the violation index; see
@@ -492,6 +501,12 @@ impl Model {
     /// (no allocation per event), then sorted (GPU, CPU, STORAGE tiers, others; per job: the
     /// tier's "no job" lane, then jobs in order of appearance).
     pub fn layout(&mut self, mode: LaneMode) {
+        self.layout_lanes(mode);
+        self.index_edges();
+    }
+
+    /// The lanes part of [`Model::layout`]: each event's lane and the coarse bins.
+    pub fn layout_lanes(&mut self, mode: LaneMode) {
         type Key<'t> = (
             Option<&'t str>,
             Option<&'t str>,
@@ -604,7 +619,6 @@ impl Model {
             .collect();
         self.lanes = distinct;
         self.index_blocks();
-        self.index_edges();
     }
 
     /// Fill [`Model::blocks`] from `lane_of` and `kinds`.
@@ -698,9 +712,10 @@ impl Model {
         bins
     }
 
-    /// Single pass: for each stored child, link to the latest earlier store of its parent in
-    /// the same lane; a parent stored only later gives a child-first edge (and a violation).
-    fn index_edges(&mut self) {
+    /// The edges part of [`Model::layout`] (after [`Model::layout_lanes`]). Single pass: for
+    /// each stored child, link to the latest earlier store of its parent in the same lane; a
+    /// parent stored only later gives a child-first edge (and a violation).
+    pub fn index_edges(&mut self) {
         let edges = self.with_trace(|t| self.edges_of(t));
         self.quick = edges
             .iter()
