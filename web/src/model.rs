@@ -748,30 +748,30 @@ impl Model {
     }
 
     fn edges_of(&self, t: &Trace) -> Vec<Edge> {
-        let mut edges: Vec<Edge> = Vec::new();
-        // (lane, hash) -> latest event storing that block.
-        // Sized for every event up front: growing a table of a million entries rehashes it
-        // (hundreds of ms in wasm at each doubling).
+        let stored_event =
+            |r: &EventRef| match batch_of(t, *r).and_then(|b| b.events.get(r.ev as usize)) {
+                Some(KvEvent::BlockStored(s)) => Some(s),
+                _ => None,
+            };
+        // Forward edges come out in child order (one per child event); the others are sorted
+        // and merged in at the end.
         let n = self.events.len();
+        let mut forward: Vec<Edge> = Vec::with_capacity(n);
+        let mut late: Vec<Edge> = Vec::new();
+        // (lane, hash) -> latest event storing that block. Sized for every event up front:
+        // growing a table of a million entries rehashes it (hundreds of ms in wasm).
         let mut stored: HashMap<(u16, u64), u32> =
-            HashMap::with_capacity_and_hasher(n, Default::default());
-        // hash -> some event storing it in any lane (for cross-lane edges).
-        let mut any_lane: HashMap<u64, u32> =
             HashMap::with_capacity_and_hasher(n, Default::default());
         // (lane, parent hash) -> children waiting for that parent.
         let mut waiting: HashMap<(u16, u64), Vec<u32>> = HashMap::default();
         for (i, r) in self.events.iter().enumerate() {
             let i = i as u32;
             let lane = self.lane_of.get(i as usize).copied().unwrap_or(0);
-            let Some(KvEvent::BlockStored(s)) =
-                batch_of(t, *r).and_then(|b| b.events.get(r.ev as usize))
-            else {
-                continue;
-            };
+            let Some(s) = stored_event(r) else { continue };
             if let Some(p) = &s.parent_block_hash {
                 let key = (lane, p.as_u64());
                 match stored.get(&key) {
-                    Some(&pe) => edges.push(Edge {
+                    Some(&pe) => forward.push(Edge {
                         parent: pe,
                         child: i,
                         kind: EdgeKind::Forward,
@@ -782,33 +782,61 @@ impl Model {
             for h in &s.block_hashes {
                 let key = (lane, h.as_u64());
                 stored.insert(key, i);
-                any_lane.entry(key.1).or_insert(i);
+                if waiting.is_empty() {
+                    continue;
+                }
                 if let Some(children) = waiting.remove(&key) {
-                    for c in children {
-                        edges.push(Edge {
-                            parent: i,
-                            child: c,
-                            kind: EdgeKind::ChildFirst,
-                        });
+                    late.extend(children.into_iter().map(|c| Edge {
+                        parent: i,
+                        child: c,
+                        kind: EdgeKind::ChildFirst,
+                    }));
+                }
+            }
+        }
+        drop(stored);
+        // Children whose parent never arrived in their lane: a cross-lane edge from the first
+        // store of that parent in any lane, found by a second pass (only when there are some).
+        if !waiting.is_empty() {
+            let mut first: HashMap<u64, u32> =
+                waiting.keys().map(|(_, p)| (*p, u32::MAX)).collect();
+            let mut missing = first.len();
+            for (i, r) in self.events.iter().enumerate() {
+                if missing == 0 {
+                    break;
+                }
+                let Some(s) = stored_event(r) else { continue };
+                for h in &s.block_hashes {
+                    if let Some(slot) = first.get_mut(&h.as_u64()) {
+                        if *slot == u32::MAX {
+                            *slot = i as u32;
+                            missing -= 1;
+                        }
                     }
                 }
             }
-        }
-        // Children whose parent never arrived in their lane: cross-lane edge if known elsewhere.
-        for ((_, p), children) in waiting {
-            if let Some(&pe) = any_lane.get(&p) {
-                for c in children {
-                    edges.push(Edge {
+            for ((_, p), children) in waiting {
+                if let Some(&pe) = first.get(&p).filter(|e| **e != u32::MAX) {
+                    late.extend(children.into_iter().map(|c| Edge {
                         parent: pe,
                         child: c,
                         kind: EdgeKind::CrossLane,
-                    });
+                    }));
                 }
             }
         }
-        sort_by_u64(&mut edges, |e| {
-            u64::from(e.child) << 32 | u64::from(e.parent)
-        });
+        let key = |e: &Edge| u64::from(e.child) << 32 | u64::from(e.parent);
+        sort_by_u64(&mut late, key);
+        // Merge the two sorted lists.
+        let mut edges = Vec::with_capacity(forward.len() + late.len());
+        let mut late = late.into_iter().peekable();
+        for e in forward {
+            while let Some(l) = late.next_if(|l| key(l) < key(&e)) {
+                edges.push(l);
+            }
+            edges.push(e);
+        }
+        edges.extend(late);
         edges
     }
 
@@ -1198,6 +1226,30 @@ mod tests {
         assert_eq!(children(2), [4]);
         assert_eq!(children(0), [1]);
         assert!(children(4).is_empty());
+    }
+
+    /// A child whose parent is only stored in another lane gets a cross-lane edge from that
+    /// parent's first store; edges stay sorted by child with the others.
+    #[test]
+    fn cross_lane_edges() {
+        let trace = Trace {
+            records: vec![
+                batch(0, vec![stored(1, None, "GPU"), stored(7, Some(9), "CPU")]),
+                batch(1, vec![stored(5, Some(1), "CPU"), stored(1, None, "GPU")]),
+                batch(2, vec![stored(9, None, "CPU"), stored(6, Some(5), "CPU")]),
+            ],
+        };
+        let m = Model::from_trace("t", trace, LaneMode::Tier).unwrap();
+        let e = |parent, child, kind| Edge { parent, child, kind };
+        assert_eq!(
+            m.edges,
+            [
+                e(4, 1, EdgeKind::ChildFirst),
+                e(0, 2, EdgeKind::CrossLane),
+                e(2, 5, EdgeKind::Forward),
+            ]
+        );
+        assert_eq!(m.children_of(0).map(|x| x.child).collect::<Vec<_>>(), [2]);
     }
 
     /// Zoomed far out the timeline bins whole blocks of events: the same marks as binning
