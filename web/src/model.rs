@@ -1240,7 +1240,11 @@ mod tests {
             ],
         };
         let m = Model::from_trace("t", trace, LaneMode::Tier).unwrap();
-        let e = |parent, child, kind| Edge { parent, child, kind };
+        let e = |parent, child, kind| Edge {
+            parent,
+            child,
+            kind,
+        };
         assert_eq!(
             m.edges,
             [
