@@ -42,7 +42,9 @@ pub struct CaptureConfig {
     pub data_parallel_size: u32,
     /// Keep the exact payload bytes (base64 `raw` key next to the decoded batch).
     pub raw: bool,
-    /// Stop once this many batches were written.
+    /// Stop once this many batches were written. Checked between messages: a live message
+    /// whose gap is being recovered writes its replayed batches and itself first, so the count
+    /// can exceed the limit by one recovery (never leaving a recovered gap half-written).
     pub max_batches: Option<u64>,
     /// Stop after this long.
     pub duration: Option<Duration>,

@@ -5,7 +5,7 @@
 //! with `fn = sha256(cbor2.dumps(x, canonical=True))`. `NONE_HASH = fn(seed)` where the seed is
 //! the string `"vllm-none-hash"` by default (vLLM #51875) or `PYTHONHASHSEED` when set.
 
-use ciborium::value::{Integer, Value};
+use ciborium_ll::{simple, Encoder, Header};
 use sha2::{Digest as _, Sha256};
 
 use crate::event::{ExtraValue, TokenId};
@@ -38,30 +38,44 @@ impl std::fmt::Debug for Digest {
     }
 }
 
-fn extra_to_cbor(v: &ExtraValue) -> Value {
-    match v {
-        ExtraValue::Nil => Value::Null,
-        ExtraValue::Bool(b) => Value::Bool(*b),
-        ExtraValue::UInt(u) => Value::Integer(Integer::from(*u)),
-        ExtraValue::Int(i) => Value::Integer(Integer::from(*i)),
-        ExtraValue::Float(x) => Value::Float(*x),
-        ExtraValue::Str(s) => Value::Text(s.clone()),
-        ExtraValue::Bytes(b) => Value::Bytes(b.clone()),
-        ExtraValue::Array(items) => Value::Array(items.iter().map(extra_to_cbor).collect()),
-        ExtraValue::Map(pairs) => Value::Map(
-            pairs
-                .iter()
-                .map(|(k, v)| (extra_to_cbor(k), extra_to_cbor(v)))
-                .collect(),
-        ),
-    }
-}
+/// A CBOR writer into a `Vec` (ciborium's low-level encoder: the same header encoding as
+/// `ciborium::into_writer`, including the shortest lossless float width, without building a
+/// `ciborium::Value` tree first).
+type Cbor<'a> = Encoder<&'a mut Vec<u8>>;
 
-fn sha256_of_cbor(value: &Value) -> Digest {
-    let mut buf = Vec::with_capacity(128);
-    // Writing into a Vec cannot fail.
-    ciborium::into_writer(value, &mut buf).expect("CBOR encoding into a Vec is infallible");
-    Digest(Sha256::digest(&buf).into())
+// Writing into a Vec cannot fail, so the encoder's `io::Result`s are dropped below.
+
+fn put_extra(e: &mut Cbor<'_>, v: &ExtraValue) {
+    let _ = match v {
+        ExtraValue::Nil => e.push(Header::Simple(simple::NULL)),
+        ExtraValue::Bool(b) => e.push(Header::Simple(if *b {
+            simple::TRUE
+        } else {
+            simple::FALSE
+        })),
+        ExtraValue::UInt(u) => e.push(Header::Positive(*u)),
+        ExtraValue::Int(i) if *i < 0 => e.push(Header::Negative(*i as u64 ^ !0)),
+        ExtraValue::Int(i) => e.push(Header::Positive(*i as u64)),
+        ExtraValue::Float(x) => e.push(Header::Float(*x)),
+        ExtraValue::Str(s) => e.text(s, None),
+        ExtraValue::Bytes(b) => e.bytes(b, None),
+        ExtraValue::Array(items) => {
+            let r = e.push(Header::Array(Some(items.len())));
+            for item in items {
+                put_extra(e, item);
+            }
+            r
+        }
+        ExtraValue::Map(pairs) => {
+            // In the given order (as `ciborium::Value::Map` would be written).
+            let r = e.push(Header::Map(Some(pairs.len())));
+            for (k, v) in pairs {
+                put_extra(e, k);
+                put_extra(e, v);
+            }
+            r
+        }
+    };
 }
 
 /// The canonical CBOR bytes vLLM hashes for one block: `(parent or NONE_HASH, tokens, extra)`.
@@ -70,31 +84,42 @@ pub fn block_cbor(
     tokens: &[TokenId],
     extra_keys: Option<&[ExtraValue]>,
 ) -> Vec<u8> {
-    let value = block_value(parent, tokens, extra_keys);
     let mut buf = Vec::with_capacity(64 + tokens.len() * 3);
-    ciborium::into_writer(&value, &mut buf).expect("CBOR encoding into a Vec is infallible");
+    write_block(&mut buf, parent, tokens, extra_keys);
     buf
 }
 
-fn block_value(parent: &Digest, tokens: &[TokenId], extra_keys: Option<&[ExtraValue]>) -> Value {
-    Value::Array(vec![
-        Value::Bytes(parent.0.to_vec()),
-        Value::Array(
-            tokens
-                .iter()
-                .map(|t| Value::Integer(Integer::from(*t)))
-                .collect(),
-        ),
-        match extra_keys {
-            None => Value::Null,
-            Some(keys) => Value::Array(keys.iter().map(extra_to_cbor).collect()),
-        },
-    ])
+fn write_block(
+    buf: &mut Vec<u8>,
+    parent: &Digest,
+    tokens: &[TokenId],
+    extra_keys: Option<&[ExtraValue]>,
+) {
+    let mut e: Cbor<'_> = Encoder::from(buf);
+    let _ = e.push(Header::Array(Some(3)));
+    let _ = e.bytes(&parent.0, None);
+    let _ = e.push(Header::Array(Some(tokens.len())));
+    for t in tokens {
+        let _ = e.push(Header::Positive(u64::from(*t)));
+    }
+    match extra_keys {
+        None => {
+            let _ = e.push(Header::Simple(simple::NULL));
+        }
+        Some(keys) => {
+            let _ = e.push(Header::Array(Some(keys.len())));
+            for k in keys {
+                put_extra(&mut e, k);
+            }
+        }
+    }
 }
 
 /// `NONE_HASH = sha256_cbor(seed)` with the seed as a CBOR text string.
 pub fn none_hash(seed: &str) -> Digest {
-    sha256_of_cbor(&Value::Text(seed.to_owned()))
+    let mut buf = Vec::with_capacity(seed.len() + 9);
+    let _ = Cbor::from(&mut buf).text(seed, None);
+    Digest(Sha256::digest(&buf).into())
 }
 
 /// `hash_block_tokens(sha256_cbor, parent, tokens, extra_keys)`.
@@ -104,11 +129,9 @@ pub fn hash_block_tokens(
     tokens: &[TokenId],
     extra_keys: Option<&[ExtraValue]>,
 ) -> Digest {
-    sha256_of_cbor(&block_value(
-        parent.unwrap_or(none_hash),
-        tokens,
-        extra_keys,
-    ))
+    let mut buf = Vec::with_capacity(64 + tokens.len() * 3);
+    write_block(&mut buf, parent.unwrap_or(none_hash), tokens, extra_keys);
+    Digest(Sha256::digest(&buf).into())
 }
 
 /// Per-request inputs to `generate_block_hash_extra_keys` that kvscope models.
@@ -158,6 +181,96 @@ pub fn request_block_hashes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ciborium::value::{Integer, Value};
+    use proptest::prelude::*;
+
+    /// The reference encoding: the `ciborium::Value` tree written by `ciborium::into_writer`.
+    fn extra_to_value(v: &ExtraValue) -> Value {
+        match v {
+            ExtraValue::Nil => Value::Null,
+            ExtraValue::Bool(b) => Value::Bool(*b),
+            ExtraValue::UInt(u) => Value::Integer(Integer::from(*u)),
+            ExtraValue::Int(i) => Value::Integer(Integer::from(*i)),
+            ExtraValue::Float(x) => Value::Float(*x),
+            ExtraValue::Str(s) => Value::Text(s.clone()),
+            ExtraValue::Bytes(b) => Value::Bytes(b.clone()),
+            ExtraValue::Array(items) => Value::Array(items.iter().map(extra_to_value).collect()),
+            ExtraValue::Map(pairs) => Value::Map(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (extra_to_value(k), extra_to_value(v)))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn block_via_ciborium(
+        parent: &Digest,
+        tokens: &[TokenId],
+        extra: Option<&[ExtraValue]>,
+    ) -> Vec<u8> {
+        let v = Value::Array(vec![
+            Value::Bytes(parent.0.to_vec()),
+            Value::Array(tokens.iter().map(|t| Value::Integer((*t).into())).collect()),
+            match extra {
+                None => Value::Null,
+                Some(keys) => Value::Array(keys.iter().map(extra_to_value).collect()),
+            },
+        ]);
+        let mut buf = Vec::new();
+        ciborium::into_writer(&v, &mut buf).unwrap();
+        buf
+    }
+
+    fn extra_strategy() -> impl Strategy<Value = ExtraValue> {
+        let leaf = prop_oneof![
+            Just(ExtraValue::Nil),
+            any::<bool>().prop_map(ExtraValue::Bool),
+            any::<u64>().prop_map(ExtraValue::UInt),
+            any::<i64>().prop_map(ExtraValue::Int),
+            prop_oneof![
+                any::<f64>(),
+                Just(1.5),
+                Just(-0.0),
+                Just(f64::INFINITY),
+                Just(f64::NAN),
+                Just(65504.0),
+                Just(1e-7)
+            ]
+            .prop_map(ExtraValue::Float),
+            ".{0,30}".prop_map(ExtraValue::Str),
+            prop::collection::vec(any::<u8>(), 0..40).prop_map(ExtraValue::Bytes),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(ExtraValue::Array),
+                prop::collection::vec((inner.clone(), inner), 0..4).prop_map(ExtraValue::Map),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The direct encoder writes exactly what ciborium writes for the `Value` tree.
+        #[test]
+        fn block_cbor_matches_ciborium(
+            parent in any::<[u8; 32]>(),
+            tokens in prop::collection::vec(any::<u32>(), 0..40),
+            extra in prop::option::of(prop::collection::vec(extra_strategy(), 0..5)),
+        ) {
+            let parent = Digest(parent);
+            prop_assert_eq!(
+                block_cbor(&parent, &tokens, extra.as_deref()),
+                block_via_ciborium(&parent, &tokens, extra.as_deref())
+            );
+        }
+
+        #[test]
+        fn none_hash_matches_ciborium(seed in ".{0,300}") {
+            let mut buf = Vec::new();
+            ciborium::into_writer(&Value::Text(seed.clone()), &mut buf).unwrap();
+            prop_assert_eq!(none_hash(&seed), Digest(Sha256::digest(&buf).into()));
+        }
+    }
 
     // Vectors from ../shared/reference/vllm-kv-events.md §4.
     const NONE_DEFAULT: &str = "9bd96a485ad84efdafb72ee48a1d7a69bcead0f8f0433173941b276b9581eef0";

@@ -10,9 +10,13 @@
 //     wall time file input -> analysis complete and re-rendered;
 //   * after the analysis, per step while stepping (ArrowRight) and while scrubbing (random seeks): median / p95 ms
 //     from the input event to the next animation frame (16.7 ms = 60 fps);
-//   * the app's wasm size, raw and gzip -9.
+//   * main-thread blocking: the longest task (PerformanceObserver 'longtask') while loading
+//     (bytes -> first timeline) and while analysing (first timeline -> analysis complete), and the
+//     response time of a pan key pressed during the analysis (measured from Node: includes any
+//     wait for a busy main thread);
+//   * the app's wasm size, raw and gzip -9 (plus any lazily loaded wasm in dist/).
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, createWriteStream, readFileSync, existsSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, createWriteStream, readFileSync, readdirSync, existsSync, rmSync, statSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -62,8 +66,18 @@ const ctx = await chromium.launchPersistentContext(join(tmp, 'profile'), {
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium', headless: true, viewport: { width: 1280, height: 720 },
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
-const wasm = readFileSync(join(dist, 'kvscope_web_bg.wasm'));
-console.log(`wasm: ${wasm.length} B raw, ${gzipSync(wasm, { level: 9 }).length} B gzip -9`);
+// Long tasks from page start (installed before any page script runs).
+await ctx.addInitScript(() => {
+  window.__longtasks = [];
+  try {
+    new PerformanceObserver((l) => { for (const e of l.getEntries()) window.__longtasks.push([e.startTime, e.duration]); })
+      .observe({ type: 'longtask', buffered: true });
+  } catch { /* no longtask support */ }
+});
+for (const f of readdirSync(dist).filter((f) => f.endsWith('.wasm')).sort()) {
+  const wasm = readFileSync(join(dist, f));
+  console.log(`${f}: ${wasm.length} B raw, ${gzipSync(wasm, { level: 9 }).length} B gzip -9`);
+}
 try {
   for (const n of sizes) {
     const jsonl = join(tmp, `bench-${n}.jsonl`);
@@ -89,6 +103,19 @@ try {
       const wall = Date.now() - t0;
       const status = await page.locator('[data-testid=status]').innerText();
       const appMs = Number((status.match(/in (\d+) ms/) || [])[1]);
+      // Pan while the analysis runs: time from sending the key to the next frame, seen from Node.
+      const pans = [];
+      for (let k = 0; k < 8; k++) {
+        const running = await page.locator('[data-testid=analysis-state]').innerText().catch(() => '');
+        if (!/analysing/.test(running)) break;
+        const tp = Date.now();
+        await page.evaluate((key) => new Promise((r) => {
+          window.dispatchEvent(new KeyboardEvent('keydown', { key, bubbles: true }));
+          requestAnimationFrame(() => r());
+        }), k % 2 ? 'a' : 'd');
+        pans.push(Date.now() - tp);
+        await new Promise((r) => setTimeout(r, 150));
+      }
       // The core analysis runs after the first paint; wait for it.
       await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")', { timeout: 600000 });
       await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
@@ -99,6 +126,13 @@ try {
       const marks = await page.evaluate(() => Object.fromEntries(['bytes', 'first-timeline', 'analysed']
         .map((k) => [k, (performance.getEntriesByName(`kvscope:${k}`).pop() || {}).startTime])));
       const firstMs = marks['first-timeline'] - marks.bytes, doneMs = marks.analysed - marks.bytes;
+      const longtasks = await page.evaluate(() => window.__longtasks || []);
+      const longest = (keep) => Math.max(0, ...longtasks.filter(keep).map(([, d]) => d));
+      // Loading: tasks that ended by the first painted timeline; analysing: tasks that ran
+      // (partly) between it and the analysis' end.
+      const ft = marks['first-timeline'];
+      const loadBlock = longest(([s, d]) => s + d > marks.bytes - 50 && s + d <= ft + 1);
+      const analysisBlock = longest(([s, d]) => s + d > ft + 1 && s < marks.analysed);
       const breakdown = (status.match(/\(([^)]*ms)\)/) || [])[1] || '';
       const steps = await page.evaluate(async () => {
         const frame = () => new Promise((r) => requestAnimationFrame(r));
@@ -124,11 +158,39 @@ try {
         }
         return out;
       }, n);
-      const st = stats(steps), sk = stats(seeks);
+      // Script work per step: keydown -> a zero-delay timeout (the effects, incl. the canvas
+      // redraw, run in microtasks before it), and steps driven once per animation frame
+      // (60 fps means a 16.7 ms frame interval).
+      const work = await page.evaluate(async () => {
+        const out = [];
+        for (let k = 0; k < 120; k++) {
+          const t = performance.now();
+          window.dispatchEvent(new KeyboardEvent('keydown', { key: k % 2 ? 'ArrowLeft' : 'ArrowRight', bubbles: true }));
+          await new Promise((r) => setTimeout(r, 0));
+          out.push(performance.now() - t);
+          await new Promise((r) => requestAnimationFrame(r));
+        }
+        return out;
+      });
+      const frames = await page.evaluate(async () => {
+        const out = [];
+        let last = await new Promise((r) => requestAnimationFrame(r));
+        for (let k = 0; k < 120; k++) {
+          window.dispatchEvent(new KeyboardEvent('keydown', { key: 'ArrowRight', bubbles: true }));
+          const t = await new Promise((r) => requestAnimationFrame(r));
+          out.push(t - last);
+          last = t;
+        }
+        return out;
+      });
+      const st = stats(steps), sk = stats(seeks), wk = stats(work), fr = stats(frames);
       console.log(`${n} events ${fmt} (${(statSync(file).size / 1e6).toFixed(1)} MB): app bytes->timeline model ${appMs} ms, wall file->first timeline ${wall} ms; ` +
         `analysis ${analysisMs} ms, wall file->analysis complete ${wallDone} ms; ` +
         `IN PAGE bytes->first painted timeline ${firstMs.toFixed(0)} ms, bytes->analysis complete ${doneMs.toFixed(0)} ms [${breakdown}]; ` +
-        `step median ${st.median.toFixed(1)} ms p95 ${st.p95.toFixed(1)} ms; scrub-seek median ${sk.median.toFixed(1)} ms p95 ${sk.p95.toFixed(1)} ms` +
+        `longest task: loading ${loadBlock.toFixed(0)} ms, analysing ${analysisBlock.toFixed(0)} ms; ` +
+        `pan during analysis: ${pans.length ? `${pans.length} samples, max ${Math.max(...pans)} ms` : 'none (analysis already done)'}; ` +
+        `step median ${st.median.toFixed(1)} ms p95 ${st.p95.toFixed(1)} ms; scrub-seek median ${sk.median.toFixed(1)} ms p95 ${sk.p95.toFixed(1)} ms; ` +
+        `step script work median ${wk.median.toFixed(1)} ms p95 ${wk.p95.toFixed(1)} ms; one step per frame: frame interval median ${fr.median.toFixed(1)} ms p95 ${fr.p95.toFixed(1)} ms` +
         (errors.length ? `; PAGE ERRORS: ${errors.join(' | ')}` : ''));
       await page.close();
     }

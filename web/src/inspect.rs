@@ -134,8 +134,13 @@ fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>
                 view! { <tr><th>{label}</th><td class="mono" class:changed=changed>{v.to_string()}</td></tr> }
             };
             let loss = r.analysis().loss(k);
-            let prefixes: Vec<_> = loss.map(|l| l.unreachable_prefixes.iter().filter(|p| p.event < cursor as usize).cloned().collect()).unwrap_or_default();
-            let n_prefixes = prefixes.len();
+            // Prefixes are in delivery order: the ones before the cursor are a prefix of the list.
+            let so_far: &[_] = loss.map_or(&[], |l| {
+                let k = l.unreachable_prefixes.partition_point(|p| p.event < cursor as usize);
+                l.unreachable_prefixes.get(..k).unwrap_or_default()
+            });
+            let n_prefixes = so_far.len();
+            let prefixes: Vec<_> = so_far.iter().take(5).cloned().collect();
             let whole = loss.map(|l| format!("whole trace: {} blocks, {} events lost", l.blocks_lost, l.events_lost)).unwrap_or_default();
             view! {
                 <div class="card" data-testid=format!("consumer-{}", k.as_str())>

@@ -181,6 +181,17 @@ pub enum EventKind {
     Cleared,
 }
 
+impl EventKind {
+    /// The kind's bit in the timeline's bins (1 stored, 2 removed, 4 cleared).
+    pub fn bit(self) -> u8 {
+        match self {
+            EventKind::Stored => 1,
+            EventKind::Removed => 2,
+            EventKind::Cleared => 4,
+        }
+    }
+}
+
 /// A loaded trace, ready to render.
 pub struct Model {
     /// Display name (file name, URL or `demo`).
@@ -211,7 +222,15 @@ pub struct Model {
     pub lane_of: Vec<u16>,
     /// Parent→child edges, sorted by child.
     pub edges: Vec<Edge>,
+    /// Indices into `edges`, sorted by parent (for [`Model::children_of`]).
+    by_parent: Vec<u32>,
+    /// Per block of [`BIN_BLOCK`] events and lane, the OR of the events' [`EventKind::bit`]s:
+    /// zoomed far out, the timeline bins whole blocks instead of single events.
+    blocks: Vec<u8>,
 }
+
+/// Events per block of the timeline's coarse bins ([`Model::bins`]).
+pub const BIN_BLOCK: usize = 64;
 
 /// Rule of the preliminary child-first findings shown before the analysis has run.
 pub const CHILD_FIRST: &str = "child-before-parent";
@@ -306,6 +325,8 @@ impl Model {
             kinds,
             lane_of: Vec::new(),
             edges: Vec::new(),
+            by_parent: Vec::new(),
+            blocks: Vec::new(),
         };
         model.layout(mode);
         mark("layout");
@@ -532,7 +553,99 @@ impl Model {
             })
             .collect();
         self.lanes = distinct;
+        self.index_blocks();
         self.index_edges();
+    }
+
+    /// Fill [`Model::blocks`] from `lane_of` and `kinds`.
+    fn index_blocks(&mut self) {
+        let lanes = self.lanes.len();
+        let nblocks = self.events.len().div_ceil(BIN_BLOCK);
+        self.blocks = vec![0u8; nblocks * lanes];
+        for (i, (&l, &k)) in self.lane_of.iter().zip(&self.kinds).enumerate() {
+            if let Some(slot) = self.blocks.get_mut(i / BIN_BLOCK * lanes + l as usize) {
+                *slot |= k.bit();
+            }
+        }
+    }
+
+    /// The timeline's bins for events `lo..=hi`: `lanes × cols` bytes (lane-major), each the OR
+    /// of the [`EventKind::bit`]s of the events of that lane whose index falls in the column
+    /// (column `c` holds `start + c·per_px ..`). Far zoomed out (a column spans several
+    /// [`BIN_BLOCK`]s) whole blocks are binned (a block may mark the column next to its own),
+    /// so a frame costs O(visible events / BIN_BLOCK × lanes) instead of O(visible events).
+    pub fn bins(&self, lo: u32, hi: u32, start: f64, per_px: f64, cols: usize) -> Vec<u8> {
+        let coarse = per_px >= 2.0 * BIN_BLOCK as f64 && self.lanes.len() < BIN_BLOCK;
+        self.bins_with(lo, hi, start, per_px, cols, coarse)
+    }
+
+    fn bins_with(
+        &self,
+        lo: u32,
+        hi: u32,
+        start: f64,
+        per_px: f64,
+        cols: usize,
+        coarse: bool,
+    ) -> Vec<u8> {
+        let lanes = self.lanes.len();
+        let mut bins = vec![0u8; cols * lanes];
+        let col = |i: usize| -> Option<usize> {
+            let c = ((i as f64 - start) / per_px).floor();
+            (c >= 0.0 && (c as usize) < cols).then_some(c as usize)
+        };
+        let one = |bins: &mut [u8], i: usize| {
+            let (Some(&l), Some(&k)) = (self.lane_of.get(i), self.kinds.get(i)) else {
+                return;
+            };
+            if let Some(slot) = col(i).and_then(|c| bins.get_mut(l as usize * cols + c)) {
+                *slot |= k.bit();
+            }
+        };
+        let (lo, hi) = (lo as usize, (hi as usize).min(self.len().saturating_sub(1)));
+        if lo > hi {
+            return bins;
+        }
+        if !coarse {
+            for i in lo..=hi {
+                one(&mut bins, i);
+            }
+            return bins;
+        }
+        // Partial blocks at both ends event by event, whole blocks in between.
+        let first_full = lo.div_ceil(BIN_BLOCK);
+        let end_full = (hi + 1) / BIN_BLOCK; // exclusive
+        if first_full >= end_full {
+            for i in lo..=hi {
+                one(&mut bins, i);
+            }
+            return bins;
+        }
+        for i in lo..first_full * BIN_BLOCK {
+            one(&mut bins, i);
+        }
+        for i in end_full * BIN_BLOCK..=hi {
+            one(&mut bins, i);
+        }
+        for b in first_full..end_full {
+            let row = self
+                .blocks
+                .get(b * lanes..(b + 1) * lanes)
+                .unwrap_or_default();
+            let c0 = col(b * BIN_BLOCK);
+            let c1 = col(b * BIN_BLOCK + BIN_BLOCK - 1);
+            for (l, &bits) in row.iter().enumerate() {
+                if bits == 0 {
+                    continue;
+                }
+                for c in [c0, c1].into_iter().flatten() {
+                    if let Some(slot) = bins.get_mut(l * cols + c) {
+                        *slot |= bits;
+                    }
+                }
+            }
+        }
+        bins
     }
 
     /// Single pass: for each stored child, link to the latest earlier store of its parent in
@@ -554,6 +667,9 @@ impl Model {
             })
             .collect();
         self.quick.sort_by_key(|v| (v.event, v.related));
+        let mut by_parent: Vec<u32> = (0..edges.len() as u32).collect();
+        by_parent.sort_by_key(|&k| edges.get(k as usize).map(|e| (e.parent, e.child)));
+        self.by_parent = by_parent;
         self.edges = edges;
     }
 
@@ -705,13 +821,16 @@ impl Model {
         self.edges_with_child_in(i, i)
     }
 
-    /// Edges out of event `i` (its children). O(edges).
-    pub fn children_of(&self, i: u32) -> Vec<Edge> {
-        self.edges
+    /// Edges out of event `i` (its children), by child. O(log edges + children).
+    pub fn children_of(&self, i: u32) -> impl Iterator<Item = &Edge> + '_ {
+        let parent = |k: &u32| self.edges.get(*k as usize).map_or(u32::MAX, |e| e.parent);
+        let a = self.by_parent.partition_point(|k| parent(k) < i);
+        let b = self.by_parent.partition_point(|k| parent(k) <= i);
+        self.by_parent
+            .get(a..b.max(a))
+            .unwrap_or_default()
             .iter()
-            .filter(|e| e.parent == i)
-            .copied()
-            .collect()
+            .filter_map(|k| self.edges.get(*k as usize))
     }
 
     /// The first event after `from` (wrapping) matching `query` (see [`Query`]).
@@ -994,6 +1113,60 @@ mod tests {
             "consumer-loss findings are skipped by default"
         );
         assert!(m.is_violation(2) && !m.is_violation(0));
+        let children = |i| m.children_of(i).map(|e| e.child).collect::<Vec<_>>();
+        assert_eq!(children(3), [2]);
+        assert_eq!(children(2), [4]);
+        assert_eq!(children(0), [1]);
+        assert!(children(4).is_empty());
+    }
+
+    /// Zoomed far out the timeline bins whole blocks of events: the same marks as binning
+    /// event by event, each at most one column off.
+    #[test]
+    fn coarse_bins_match_fine_bins() {
+        let n = 20_000u64;
+        let records = (0..n / 10)
+            .map(|b| {
+                let evs = (0..10)
+                    .map(|j| {
+                        let i = b * 10 + j;
+                        let medium = ["GPU", "CPU", "GPU"][(i % 3) as usize];
+                        if i % 97 == 0 {
+                            removed(i, medium)
+                        } else {
+                            stored(i + 1_000_000, None, medium)
+                        }
+                    })
+                    .collect();
+                batch(b, evs)
+            })
+            .collect();
+        let m =
+            Model::from_trace_timed("t", Trace { records }, LaneMode::Tier, &mut |_| {}).unwrap();
+        assert_eq!(m.lanes.len(), 2);
+        for (lo, hi, start, per_px) in [
+            (0u32, 19_999u32, 0.0, 128.0),
+            (0, 19_999, -37.0, 150.0),
+            (130, 17_001, 100.0, 200.0),
+            (5_000, 5_100, 4_990.0, 130.0),
+        ] {
+            let cols = 200;
+            let fine = m.bins_with(lo, hi, start, per_px, cols, false);
+            let coarse = m.bins_with(lo, hi, start, per_px, cols, true);
+            assert!(fine.iter().any(|b| *b != 0));
+            for l in 0..2 {
+                let row = |v: &[u8], c: usize| v.get(l * cols + c).copied().unwrap_or(0);
+                for c in 0..cols {
+                    let near = |v: &[u8]| {
+                        row(v, c) | row(v, c + 1) | c.checked_sub(1).map_or(0, |d| row(v, d))
+                    };
+                    assert_eq!(row(&fine, c) & !near(&coarse), 0, "lane {l} col {c}");
+                    assert_eq!(row(&coarse, c) & !near(&fine), 0, "lane {l} col {c}");
+                }
+            }
+            // The removals (every 97th event) stay visible.
+            assert!(coarse.iter().any(|b| b & 2 != 0));
+        }
     }
 
     fn prov(tier: &str, job: Option<u64>) -> Provenance {

@@ -257,11 +257,7 @@ fn event_view(
         }
     });
     let parents: Vec<_> = m.parents_of(i).to_vec();
-    let children = if m.len() <= 200_000 {
-        m.children_of(i)
-    } else {
-        Vec::new()
-    };
+    let children: Vec<_> = m.children_of(i).take(64).copied().collect();
     let link_list = |edges: Vec<crate::model::Edge>, parent_side: bool| {
         edges
             .into_iter()
@@ -311,41 +307,75 @@ pub fn Details() -> impl IntoView {
     }
 }
 
-/// The violation list (filtered by rule), a window of rows around the cursor.
+/// The window of the violation list is re-cut when the cursor comes within this many rows of
+/// its edge, so most steps leave the rows alone.
+const VIOLATION_WINDOW_STEP: usize = 50;
+
+/// The first row of the violation list's window for the row `at` nearest the cursor, among
+/// `total` rows: a multiple of [`VIOLATION_WINDOW_STEP`], so it moves in jumps.
+pub fn violation_window(at: usize, total: usize) -> (usize, usize) {
+    let lo = at.saturating_sub(VIOLATION_ROWS / 2) / VIOLATION_WINDOW_STEP * VIOLATION_WINDOW_STEP;
+    let hi = (lo + VIOLATION_ROWS).min(total);
+    (hi.saturating_sub(VIOLATION_ROWS), hi)
+}
+
+/// The violation list (filtered by rule), a window of rows around the cursor. A step only
+/// moves the "current" mark (two rows notified); the rows are rebuilt when the window moves,
+/// the rule filter changes or the analysis lands.
 #[component]
 pub fn Violations() -> impl IntoView {
     let st = expect_context::<AppState>();
-    let rows = move || {
-        let cursor = st.cursor.get().saturating_sub(1);
+    // Positions (in `violations()`) of the rows passing the rule filter.
+    let filtered = Memo::new(move |_| {
         let rule = st.rule.get();
         st.model.with(|m| {
-            let Some(m) = m else { return (Vec::new(), 0) };
-            let list: Vec<_> = m
-                .violations()
-                .iter()
-                .filter(|v| crate::model::rule_matches(v, rule.as_deref()))
-                .collect();
-            let total = list.len();
-            let at = list.partition_point(|v| v.event < cursor);
-            let lo = at.saturating_sub(VIOLATION_ROWS / 2);
-            let hi = (lo + VIOLATION_ROWS).min(total);
-            let lo = hi.saturating_sub(VIOLATION_ROWS);
-            (
-                list.get(lo..hi)
+            m.as_ref()
+                .map(|m| {
+                    m.violations()
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, v)| crate::model::rule_matches(v, rule.as_deref()))
+                        .map(|(k, _)| k as u32)
+                        .collect::<Vec<u32>>()
+                })
+                .unwrap_or_default()
+        })
+    });
+    let window = Memo::new(move |_| {
+        let cursor = st.cursor.get().saturating_sub(1);
+        st.model.with_untracked(|m| {
+            let Some(m) = m else { return (0, 0) };
+            filtered.with(|f| {
+                let event = |k: &u32| {
+                    m.violations()
+                        .get(*k as usize)
+                        .map_or(u32::MAX, |v| v.event)
+                };
+                violation_window(f.partition_point(|k| event(k) < cursor), f.len())
+            })
+        })
+    });
+    let rows = move || {
+        let (lo, hi) = window.get();
+        st.model.with(|m| {
+            let Some(m) = m else { return Vec::new() };
+            filtered.with(|f| {
+                f.get(lo..hi)
                     .unwrap_or_default()
                     .iter()
+                    .filter_map(|k| m.violations().get(*k as usize))
                     .map(|v| (v.event, v.rule.clone(), v.message.clone()))
-                    .collect::<Vec<_>>(),
-                total,
-            )
+                    .collect::<Vec<_>>()
+            })
         })
     };
+    let current = Selector::new(move || st.current());
     view! {
         <section class="pane violations" aria-label="Violations" data-testid="violations">
             {move || {
-                let (rows, total) = rows();
-                let shown = rows.len();
-                let cursor = st.current();
+                let total = filtered.with(|f| f.len());
+                let (lo, hi) = window.get();
+                let shown = hi - lo;
                 let analysing = matches!(st.analysis.get(), AnalysisStatus::Running { .. });
                 view! {
                     <h2>{format!("Violations ({total}{})", if analysing { " so far" } else { "" })}{(shown < total).then(|| format!(" · showing {shown} near the cursor"))}</h2>
@@ -356,19 +386,25 @@ pub fn Violations() -> impl IntoView {
                         </p>
                     })}
                     {(total == 0 && !analysing).then(|| view! { <p class="muted">"No ordering violations in this trace."</p> })}
-                    <ol class="vlist">
-                        {rows.into_iter().map(|(ev, rule, msg)| view! {
-                            <li class:current=move || cursor == Some(ev)>
+                }
+            }}
+            <ol class="vlist">
+                {move || {
+                    let current = current.clone();
+                    rows().into_iter().map(move |(ev, rule, msg)| {
+                        let current = current.clone();
+                        view! {
+                            <li class:current=move || current.selected(&Some(ev))>
                                 <button class="vrow" on:click=move |_| { st.playing.set(false); st.seek(ev) }>
                                     <span class="mono idx">{format!("#{ev}")}</span>
                                     <span class="rule">{rule}</span>
                                     <span class="msg">{msg}</span>
                                 </button>
                             </li>
-                        }).collect_view()}
-                    </ol>
-                }
-            }}
+                        }
+                    }).collect_view()
+                }}
+            </ol>
         </section>
     }
 }

@@ -3,6 +3,12 @@
 //! delivery order, parent→child edges (child-first edges as red backwards arrows), the cursor,
 //! and an overview strip of the whole trace with its violations.
 //!
+//! Three canvases: the **head** (overview strip and axis labels) stays put above the lanes'
+//! scroll container; the **lanes** canvas (bands, marks, edges) is redrawn only when the model,
+//! viewport, size or theme change; a transparent **cursor** canvas on top of it holds what a step
+//! changes (the cursor band and mark, the edges touching the current event), so a step redraws
+//! O(edges at the cursor), not the lanes.
+//!
 //! Only the visible index range is drawn. Zoomed out (more than one event per pixel) marks are
 //! binned per pixel column and lane, so a frame costs O(visible events) array reads plus
 //! O(lanes × width) rectangles, never one draw call per event.
@@ -13,13 +19,19 @@ use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::CanvasRenderingContext2d as Ctx;
 
-use crate::model::{EdgeKind, EventKind, Model};
+use crate::model::{Edge, EdgeKind, EventKind, Model};
 use crate::{AppState, Theme, Viewport};
 
 /// Width of the lane-label gutter, CSS px.
 pub const GUTTER: f64 = 128.0;
-/// Height of the overview strip + axis, CSS px.
-const TOP: f64 = 30.0;
+/// Height of the head canvas (overview strip + axis labels), CSS px.
+pub const HEAD: f64 = 28.0;
+/// Bottom of the overview strip in the head canvas (clicks above it jump), CSS px.
+const OVERVIEW_H: f64 = 12.0;
+/// Lanes start this far below the top of the lanes canvas.
+const TOP: f64 = 2.0;
+/// Tallest the lanes' scroll container gets (CSS `max-height` of `.timeline-scroll`).
+pub const SCROLL_MAX: f64 = 312.0;
 /// Edges are drawn when at most this many events are visible.
 const EDGE_LIMIT: f64 = 6000.0;
 
@@ -119,13 +131,13 @@ impl Frame {
 /// Smallest lane height before the canvas grows (and its container scrolls) instead.
 const MIN_LANE: f64 = 24.0;
 
-/// Canvas height (CSS px) for a lane count: about 56 px per lane within 120..=340, taller
-/// when that would squeeze lanes under [`MIN_LANE`] px (many per-job lanes): the timeline's
-/// lane area then scrolls.
+/// Lanes canvas height (CSS px) for a lane count: about 56 px per lane within
+/// 92..=[`SCROLL_MAX`], taller when that would squeeze lanes under [`MIN_LANE`] px (many per-job
+/// lanes): the lanes then scroll under the fixed head.
 pub fn canvas_height(lanes: usize) -> f64 {
     let n = lanes.max(1) as f64;
     (TOP + 8.0 + 56.0 * n)
-        .clamp(120.0, 340.0)
+        .clamp(92.0, SCROLL_MAX)
         .max(TOP + 4.0 + MIN_LANE * n)
 }
 
@@ -180,9 +192,160 @@ fn arrow_head(ctx: &Ctx, x: f64, y: f64, dx: f64, dy: f64, size: f64) {
     ctx.fill();
 }
 
-/// Draw one frame.
-pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) {
-    let cursor = current.unwrap_or(u32::MAX);
+/// Mark width and height for a frame.
+fn mark_size(f: &Frame) -> (f64, f64) {
+    (
+        (0.72 / f.vp.per_px).clamp(1.0, 18.0),
+        (f.lane_h * 0.56).clamp(6.0, 26.0),
+    )
+}
+
+/// Pixel columns (offsets from the gutter, plot width `ow`) of the overview strip that hold a
+/// violation, ascending and distinct: computed once per model and width, drawn every step.
+pub fn overview_columns(m: &Model, ow: f64) -> Vec<u32> {
+    let n = m.len();
+    let mut cols: Vec<u32> = Vec::new();
+    if n == 0 {
+        return cols;
+    }
+    for v in m
+        .violations()
+        .iter()
+        .filter(|v| v.rule != crate::model::CONSUMER_LOSS)
+    {
+        let c = (f64::from(v.event) / n as f64 * ow).floor().max(0.0) as u32;
+        if cols.last() != Some(&c) {
+            cols.push(c);
+        }
+    }
+    cols
+}
+
+/// Draw the head: the overview strip (the whole trace, its violations, the viewport window and
+/// the cursor) and the axis labels of the lanes below. `f` is the lanes' frame (same x axis);
+/// `cols` comes from [`overview_columns`].
+pub fn draw_head(ctx: &Ctx, n: u32, current: Option<u32>, f: Frame, theme: Theme, cols: &[u32]) {
+    let p = palette(theme);
+    ctx.set_fill_style_str(p.bg);
+    ctx.fill_rect(0.0, 0.0, f.w.max(GUTTER) + 64.0, HEAD);
+    ctx.set_fill_style_str(p.grid);
+    ctx.fill_rect(0.0, HEAD - 1.0, f.w + 64.0, 1.0);
+    ctx.set_font("10px system-ui, sans-serif");
+    ctx.set_text_baseline("middle");
+    ctx.set_fill_style_str(p.muted);
+    let _ = ctx.fill_text("overview", 8.0, 6.5);
+    let _ = ctx.fill_text("event #", 8.0, 20.0);
+    if n == 0 {
+        return;
+    }
+    let ow = f.plot_w();
+    ctx.set_fill_style_str(p.band);
+    ctx.fill_rect(GUTTER, 2.0, ow, 8.0);
+    ctx.set_fill_style_str(p.violation);
+    for &c in cols {
+        ctx.fill_rect(GUTTER + f64::from(c), 2.0, 1.5, 8.0);
+    }
+    let nf = f64::from(n);
+    let a = GUTTER + (f.vp.start.max(0.0) / nf) * ow;
+    let b = GUTTER + ((f.vp.start + ow * f.vp.per_px).min(nf) / nf) * ow;
+    ctx.set_stroke_style_str(p.muted);
+    ctx.set_line_width(1.0);
+    ctx.stroke_rect(a.min(GUTTER + ow - 2.0), 1.5, (b - a).max(2.0), 9.0);
+    if let Some(c) = current {
+        ctx.set_fill_style_str(p.cursor);
+        ctx.fill_rect(GUTTER + f64::from(c) / nf * ow, 0.0, 2.0, OVERVIEW_H);
+    }
+    // Axis labels (event index) for the visible range.
+    let Some((lo, hi)) = f.range(n) else { return };
+    ctx.save();
+    ctx.begin_path();
+    ctx.rect(GUTTER, OVERVIEW_H, ow, HEAD - OVERVIEW_H);
+    ctx.clip();
+    ctx.set_font("11px system-ui, sans-serif");
+    ctx.set_fill_style_str(p.muted);
+    let step = nice_step(90.0 * f.vp.per_px);
+    let mut t = (f64::from(lo) / step).floor() * step;
+    while t <= f64::from(hi) {
+        let x = f.x(t as u32);
+        ctx.fill_rect(x.floor(), HEAD - 5.0, 1.0, 4.0);
+        let _ = ctx.fill_text(&format!("#{}", t as u64), x + 3.0, 19.0);
+        t += step;
+    }
+    ctx.restore();
+}
+
+/// Draw one edge (`touches`: it touches the current event: thicker, cursor-coloured).
+fn draw_edge(ctx: &Ctx, m: &Model, f: &Frame, p: &Palette, e: &Edge, touches: bool) {
+    let (Some(&lp), Some(&lc)) = (
+        m.lane_of.get(e.parent as usize),
+        m.lane_of.get(e.child as usize),
+    ) else {
+        return;
+    };
+    let (_, mark_h) = mark_size(f);
+    let (xp, yp, xc, yc) = (f.x(e.parent), f.y(lp), f.x(e.child), f.y(lc));
+    let (colour, width, bow) = match e.kind {
+        EdgeKind::Forward => (
+            if touches { p.cursor } else { p.edge },
+            if touches { 2.0 } else { 1.0 },
+            -1.0,
+        ),
+        EdgeKind::ChildFirst => (p.violation, if touches { 3.0 } else { 2.0 }, 1.0),
+        EdgeKind::CrossLane => (
+            if touches { p.cursor } else { p.edge },
+            if touches { 1.5 } else { 0.8 },
+            -1.0,
+        ),
+    };
+    ctx.set_stroke_style_str(colour);
+    ctx.set_fill_style_str(colour);
+    ctx.set_line_width(width);
+    if e.kind == EdgeKind::CrossLane {
+        let _ = ctx.set_line_dash(&js_sys::Array::of2(&4.0.into(), &4.0.into()));
+    }
+    let dx = (xc - xp).abs();
+    // Short lanes (many per-job lanes) cap the bow below 8 px: `clamp` needs min <= max.
+    let max_lift = f.lane_h * 0.45;
+    let lift = (dx * 0.35).clamp(max_lift.min(8.0), max_lift) * bow;
+    let (sy, ey) = if lp == lc {
+        (yp + bow * mark_h / 2.0, yc + bow * mark_h / 2.0)
+    } else {
+        (yp, yc)
+    };
+    let cx = (xp + xc) / 2.0;
+    let cy = (sy + ey) / 2.0 + if lp == lc { lift } else { 0.0 };
+    ctx.begin_path();
+    ctx.move_to(xp, sy);
+    ctx.quadratic_curve_to(cx, cy, xc, ey);
+    ctx.stroke();
+    if e.kind == EdgeKind::CrossLane {
+        let _ = ctx.set_line_dash(&js_sys::Array::new());
+    }
+    if e.kind != EdgeKind::CrossLane || touches {
+        arrow_head(
+            ctx,
+            xc,
+            ey,
+            xc - cx,
+            ey - cy,
+            if e.kind == EdgeKind::ChildFirst {
+                8.0
+            } else {
+                5.0
+            },
+        );
+    }
+}
+
+/// Whether the lanes canvas draws every edge of the visible range (else only child-first
+/// edges of violations).
+fn all_edges(lo: u32, hi: u32) -> bool {
+    f64::from(hi - lo + 1) <= EDGE_LIMIT
+}
+
+/// Draw the lanes (bands, labels, grid, marks, edges): everything but the cursor. Redrawn when
+/// the model, viewport, size or theme change, not on a step.
+pub fn draw_lanes(ctx: &Ctx, m: &Model, f: Frame, theme: Theme) {
     let p = palette(theme);
     let n = m.len() as u32;
     ctx.set_fill_style_str(p.bg);
@@ -220,62 +383,30 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
     ctx.set_stroke_style_str(p.grid);
     ctx.set_line_width(1.0);
     ctx.begin_path();
-    ctx.move_to(GUTTER - 0.5, TOP);
+    ctx.move_to(GUTTER - 0.5, 0.0);
     ctx.line_to(GUTTER - 0.5, TOP + plot_h);
     ctx.stroke();
-
-    // Overview strip: the whole trace, violations, and the viewport window.
-    if n > 0 {
-        let ow = f.plot_w();
-        ctx.set_fill_style_str(p.band);
-        ctx.fill_rect(GUTTER, 2.0, ow, 8.0);
-        ctx.set_fill_style_str(p.violation);
-        let mut last_px = -1.0;
-        for v in m
-            .violations()
-            .iter()
-            .filter(|v| v.rule != crate::model::CONSUMER_LOSS)
-        {
-            let x = (GUTTER + f64::from(v.event) / f64::from(n) * ow).floor();
-            if x != last_px {
-                ctx.fill_rect(x, 2.0, 1.5, 8.0);
-                last_px = x;
-            }
-        }
-        let a = GUTTER + (f.vp.start.max(0.0) / f64::from(n)) * ow;
-        let b = GUTTER + ((f.vp.start + ow * f.vp.per_px).min(f64::from(n)) / f64::from(n)) * ow;
-        ctx.set_stroke_style_str(p.muted);
-        ctx.stroke_rect(a.min(GUTTER + ow - 2.0), 1.5, (b - a).max(2.0), 9.0);
-        if let Some(c) = current {
-            ctx.set_fill_style_str(p.cursor);
-            ctx.fill_rect(GUTTER + f64::from(c) / f64::from(n) * ow, 0.0, 2.0, 12.0);
-        }
-    }
 
     let Some((lo, hi)) = f.range(n) else { return };
     ctx.save();
     ctx.begin_path();
-    ctx.rect(GUTTER, 12.0, f.plot_w(), f.h - 12.0);
+    ctx.rect(GUTTER, 0.0, f.plot_w(), f.h);
     ctx.clip();
 
-    // Axis ticks (event index).
+    // Grid lines at the axis ticks (labels are in the head).
     let step = nice_step(90.0 * f.vp.per_px);
-    ctx.set_fill_style_str(p.muted);
-    ctx.set_font("11px system-ui, sans-serif");
     ctx.set_stroke_style_str(p.grid);
+    ctx.begin_path();
     let mut t = (f64::from(lo) / step).floor() * step;
     while t <= f64::from(hi) {
-        let x = f.x(t as u32);
-        ctx.begin_path();
-        ctx.move_to(x.floor() + 0.5, TOP - 4.0);
-        ctx.line_to(x.floor() + 0.5, TOP + plot_h);
-        ctx.stroke();
-        let _ = ctx.fill_text(&format!("#{}", t as u64), x + 3.0, 20.0);
+        let x = f.x(t as u32).floor() + 0.5;
+        ctx.move_to(x, 0.0);
+        ctx.line_to(x, TOP + plot_h);
         t += step;
     }
+    ctx.stroke();
 
-    let mark_w = (0.72 / f.vp.per_px).clamp(1.0, 18.0);
-    let mark_h = (f.lane_h * 0.56).clamp(6.0, 26.0);
+    let (mark_w, mark_h) = mark_size(&f);
     if f.vp.per_px <= 0.5 {
         // Batch separators when there is room.
         if f.vp.per_px <= 0.1 {
@@ -327,24 +458,7 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
         // Binned: one column per pixel and lane; colour priority violation > removed > stored.
         let cols = f.plot_w().ceil() as usize + 1;
         let lanes = m.lanes.len();
-        let mut bins = vec![0u8; cols * lanes];
-        for i in lo..=hi {
-            let (Some(&l), Some(&k)) = (m.lane_of.get(i as usize), m.kinds.get(i as usize)) else {
-                continue;
-            };
-            let c = ((f64::from(i) - f.vp.start) / f.vp.per_px).floor();
-            if c < 0.0 {
-                continue;
-            }
-            let bit = match k {
-                EventKind::Stored => 1,
-                EventKind::Removed => 2,
-                EventKind::Cleared => 4,
-            };
-            if let Some(slot) = bins.get_mut(l as usize * cols + c as usize) {
-                *slot |= bit;
-            }
-        }
+        let bins = m.bins(lo, hi, f.vp.start, f.vp.per_px, cols);
         for (bit, colour) in [(1u8, p.stored), (2, p.removed), (4, p.cleared)] {
             ctx.set_fill_style_str(colour);
             ctx.begin_path();
@@ -371,6 +485,7 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
         let a = m.violations().partition_point(|v| v.event < lo);
         let b = m.violations().partition_point(|v| v.event <= hi);
         ctx.set_fill_style_str(p.violation);
+        let mut last = (f64::NAN, u16::MAX);
         for v in m
             .violations()
             .get(a..b)
@@ -379,114 +494,81 @@ pub fn draw(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) 
             .filter(|v| v.rule != crate::model::CONSUMER_LOSS)
         {
             let l = m.lane_of.get(v.event as usize).copied().unwrap_or(0);
-            ctx.fill_rect(
-                f.x(v.event).floor() - 1.0,
-                f.y(l) - mark_h / 2.0 - 2.0,
-                3.0,
-                mark_h + 4.0,
-            );
+            let x = f.x(v.event).floor();
+            if (x, l) == last {
+                continue;
+            }
+            last = (x, l);
+            ctx.fill_rect(x - 1.0, f.y(l) - mark_h / 2.0 - 2.0, 3.0, mark_h + 4.0);
         }
     }
 
     // Edges.
-    let visible = f64::from(hi - lo + 1);
-    let edges: Vec<_> = if visible <= EDGE_LIMIT {
-        m.edges_with_child_in(lo, hi).to_vec()
+    if all_edges(lo, hi) {
+        for e in m.edges_with_child_in(lo, hi) {
+            draw_edge(ctx, m, &f, &p, e, false);
+        }
     } else {
         let a = m.violations().partition_point(|v| v.event < lo);
         let b = m.violations().partition_point(|v| v.event <= hi);
-        m.violations()
+        for v in m
+            .violations()
             .get(a..b)
             .unwrap_or_default()
             .iter()
             .take(400)
-            .flat_map(|v| m.parents_of(v.event).iter().copied())
-            .filter(|e| e.kind == EdgeKind::ChildFirst)
-            .collect()
-    };
-    for e in &edges {
-        let (Some(&lp), Some(&lc)) = (
-            m.lane_of.get(e.parent as usize),
-            m.lane_of.get(e.child as usize),
-        ) else {
-            continue;
-        };
-        let (xp, yp, xc, yc) = (f.x(e.parent), f.y(lp), f.x(e.child), f.y(lc));
-        let touches = e.parent == cursor || e.child == cursor;
-        let (colour, width, bow) = match e.kind {
-            EdgeKind::Forward => (
-                if touches { p.cursor } else { p.edge },
-                if touches { 2.0 } else { 1.0 },
-                -1.0,
-            ),
-            EdgeKind::ChildFirst => (p.violation, if touches { 3.0 } else { 2.0 }, 1.0),
-            EdgeKind::CrossLane => (
-                if touches { p.cursor } else { p.edge },
-                if touches { 1.5 } else { 0.8 },
-                -1.0,
-            ),
-        };
-        ctx.set_stroke_style_str(colour);
-        ctx.set_fill_style_str(colour);
-        ctx.set_line_width(width);
-        if e.kind == EdgeKind::CrossLane {
-            let _ = ctx.set_line_dash(&js_sys::Array::of2(&4.0.into(), &4.0.into()));
-        }
-        let dx = (xc - xp).abs();
-        // Short lanes (many per-job lanes) cap the bow below 8 px: `clamp` needs min <= max.
-        let max_lift = f.lane_h * 0.45;
-        let lift = (dx * 0.35).clamp(max_lift.min(8.0), max_lift) * bow;
-        let (sy, ey) = if lp == lc {
-            (yp + bow * mark_h / 2.0, yc + bow * mark_h / 2.0)
-        } else {
-            (yp, yc)
-        };
-        let cx = (xp + xc) / 2.0;
-        let cy = (sy + ey) / 2.0 + if lp == lc { lift } else { 0.0 };
-        ctx.begin_path();
-        ctx.move_to(xp, sy);
-        ctx.quadratic_curve_to(cx, cy, xc, ey);
-        ctx.stroke();
-        if e.kind == EdgeKind::CrossLane {
-            let _ = ctx.set_line_dash(&js_sys::Array::new());
-        }
-        if e.kind != EdgeKind::CrossLane || touches {
-            arrow_head(
-                ctx,
-                xc,
-                ey,
-                xc - cx,
-                ey - cy,
+        {
+            for e in m.parents_of(v.event) {
                 if e.kind == EdgeKind::ChildFirst {
-                    8.0
-                } else {
-                    5.0
-                },
-            );
+                    draw_edge(ctx, m, &f, &p, e, false);
+                }
+            }
         }
     }
     ctx.set_line_width(1.0);
+    ctx.restore();
+}
 
-    // Cursor: the current event (nothing before the first step).
-    if let Some(c) = current {
-        let cursor_x = f.x(c);
-        ctx.set_fill_style_str(p.cursor_fill);
-        let cw = (1.0 / f.vp.per_px).max(3.0);
-        ctx.fill_rect(cursor_x - cw / 2.0, TOP, cw, plot_h);
-        ctx.set_stroke_style_str(p.cursor);
-        ctx.set_line_width(2.0);
-        ctx.begin_path();
-        ctx.move_to(cursor_x, TOP - 6.0);
-        ctx.line_to(cursor_x, TOP + plot_h);
-        ctx.stroke();
-        if let Some(&l) = m.lane_of.get(c as usize) {
-            ctx.stroke_rect(
-                cursor_x - mark_w / 2.0 - 3.0,
-                f.y(l) - mark_h / 2.0 - 3.0,
-                mark_w + 6.0,
-                mark_h + 6.0,
-            );
-        }
+/// Draw the cursor layer (transparent canvas over the lanes): the current event's band, line
+/// and mark, and the edges touching it, highlighted. Redrawn on every step: O(its edges).
+pub fn draw_cursor(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: Theme) {
+    ctx.clear_rect(0.0, 0.0, f.w, f.h);
+    let Some(c) = current else { return };
+    let n = m.len() as u32;
+    let Some((lo, hi)) = f.range(n) else { return };
+    let p = palette(theme);
+    let plot_h = f.lane_h * m.lanes.len() as f64;
+    ctx.save();
+    ctx.begin_path();
+    ctx.rect(GUTTER, 0.0, f.plot_w(), f.h);
+    ctx.clip();
+    let all = all_edges(lo, hi);
+    let touching = m
+        .parents_of(c)
+        .iter()
+        .chain(m.children_of(c))
+        .filter(|e| all || e.kind == EdgeKind::ChildFirst);
+    for e in touching {
+        draw_edge(ctx, m, &f, &p, e, true);
+    }
+    let (mark_w, mark_h) = mark_size(&f);
+    let cursor_x = f.x(c);
+    ctx.set_fill_style_str(p.cursor_fill);
+    let cw = (1.0 / f.vp.per_px).max(3.0);
+    ctx.fill_rect(cursor_x - cw / 2.0, TOP, cw, plot_h);
+    ctx.set_stroke_style_str(p.cursor);
+    ctx.set_line_width(2.0);
+    ctx.begin_path();
+    ctx.move_to(cursor_x, 0.0);
+    ctx.line_to(cursor_x, TOP + plot_h);
+    ctx.stroke();
+    if let Some(&l) = m.lane_of.get(c as usize) {
+        ctx.stroke_rect(
+            cursor_x - mark_w / 2.0 - 3.0,
+            f.y(l) - mark_h / 2.0 - 3.0,
+            mark_w + 6.0,
+            mark_h + 6.0,
+        );
     }
     ctx.set_line_width(1.0);
     ctx.restore();
@@ -511,34 +593,61 @@ pub fn pick(m: &Model, f: Frame, x: f64, y: f64) -> Option<u32> {
     best_in_lane.or_else(|| (nearest < n).then_some(nearest))
 }
 
+/// Size a canvas for `w × h` CSS px at the device pixel ratio and return its 2-D context,
+/// scaled so drawing uses CSS px.
+fn context(c: &web_sys::HtmlCanvasElement, w: f64, h: f64) -> Option<Ctx> {
+    let dpr = window().device_pixel_ratio().max(1.0);
+    let (pw, ph) = ((w * dpr).round() as u32, (h * dpr).round() as u32);
+    if c.width() != pw || c.height() != ph {
+        c.set_width(pw);
+        c.set_height(ph);
+    }
+    let ctx = c
+        .get_context("2d")
+        .ok()
+        .flatten()
+        .and_then(|x| x.dyn_into::<Ctx>().ok())?;
+    let _ = ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0);
+    Some(ctx)
+}
+
 /// The timeline component.
 #[component]
 pub fn Timeline() -> impl IntoView {
     let st = expect_context::<AppState>();
+    let head = NodeRef::<Canvas>::new();
     let canvas = NodeRef::<Canvas>::new();
-    let size = RwSignal::new((1000.0f64, 240.0f64));
+    let overlay = NodeRef::<Canvas>::new();
+    // (lanes canvas width, head canvas width), CSS px.
+    let size = RwSignal::new((1000.0f64, 1000.0f64));
     let measure = move || {
-        if let Some(c) = canvas.get_untracked() {
-            let el: &web_sys::Element = c.as_ref();
-            let r = el.get_bounding_client_rect();
-            if r.width() > 0.0 {
-                size.set((r.width(), r.height()));
-                st.plot_width.set((r.width() - GUTTER).max(1.0));
-            }
+        let width = |c: Option<web_sys::HtmlCanvasElement>| {
+            c.map(|c| {
+                let el: &web_sys::Element = c.as_ref();
+                el.get_bounding_client_rect().width()
+            })
+            .unwrap_or(0.0)
+        };
+        let (w, hw) = (width(canvas.get_untracked()), width(head.get_untracked()));
+        if w > 0.0 && (w, hw) != size.get_untracked() {
+            size.set((w, hw.max(w)));
+            st.plot_width.set((w - GUTTER).max(1.0));
         }
     };
     let resize = window_event_listener(ev::resize, move |_| measure());
     on_cleanup(move || resize.remove());
-    // Measure once mounted, and when the lane count changes (height follows lanes).
+    // Measure once mounted, and when the lane count changes (a scrollbar may appear).
     Effect::new(move |_| {
         st.model.track();
         request_animation_frame(measure);
     });
+    let lane_count = Memo::new(move |_| {
+        st.model
+            .with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1))
+    });
     let frame = move || {
         let (w, _) = size.get();
-        let lanes = st
-            .model
-            .with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1));
+        let lanes = lane_count.get();
         // The CSS height follows the lane count: use it, not a measurement that may lag a
         // re-layout by a frame (a stretched, mis-scaled first frame).
         let h = canvas_height(lanes);
@@ -549,40 +658,65 @@ pub fn Timeline() -> impl IntoView {
             vp: st.viewport.get(),
         }
     };
+    // Lanes: not on a step.
     Effect::new(move |_| {
         let f = frame();
-        let cursor = st.current();
         let theme = st.theme.get();
         let Some(c) = canvas.get() else { return };
-        let dpr = window().device_pixel_ratio().max(1.0);
-        let (pw, ph) = ((f.w * dpr).round() as u32, (f.h * dpr).round() as u32);
-        if c.width() != pw || c.height() != ph {
-            c.set_width(pw);
-            c.set_height(ph);
-        }
-        let Some(ctx) = c
-            .get_context("2d")
-            .ok()
-            .flatten()
-            .and_then(|x| x.dyn_into::<Ctx>().ok())
-        else {
+        let Some(ctx) = context(&c, f.w, f.h) else {
             return;
         };
-        let _ = ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0);
         st.model.with(|m| match m {
-            Some(m) => draw(&ctx, m, cursor, f, theme),
+            Some(m) => draw_lanes(&ctx, m, f, theme),
             None => {
-                let p = palette(theme);
-                ctx.set_fill_style_str(p.bg);
+                ctx.set_fill_style_str(palette(theme).bg);
                 ctx.fill_rect(0.0, 0.0, f.w, f.h);
             }
         });
     });
-    // Many lanes scroll: keep the current event's lane in view.
+    // Cursor layer: every step.
+    Effect::new(move |_| {
+        let f = frame();
+        let cursor = st.current();
+        let theme = st.theme.get();
+        let Some(c) = overlay.get() else { return };
+        let Some(ctx) = context(&c, f.w, f.h) else {
+            return;
+        };
+        st.model.with(|m| match m {
+            Some(m) => draw_cursor(&ctx, m, cursor, f, theme),
+            None => ctx.clear_rect(0.0, 0.0, f.w, f.h),
+        });
+    });
+    // Head: the overview's violation columns once per model and width, the rest every step.
+    let columns = Memo::new(move |_| {
+        let ow = (size.get().0 - GUTTER).max(1.0);
+        st.model.with(|m| {
+            m.as_ref()
+                .map(|m| overview_columns(m, ow))
+                .unwrap_or_default()
+        })
+    });
+    Effect::new(move |_| {
+        let f = frame();
+        let (_, hw) = size.get();
+        let cursor = st.current();
+        let theme = st.theme.get();
+        let n = st.len();
+        let Some(c) = head.get() else { return };
+        let Some(ctx) = context(&c, hw, HEAD) else {
+            return;
+        };
+        columns.with(|cols| draw_head(&ctx, n, cursor, f, theme, cols));
+    });
+    // Many lanes scroll under the head: keep the current event's lane in view.
     let scroller = NodeRef::<leptos::html::Div>::new();
     Effect::new(move |_| {
         let Some(c) = st.current() else { return };
         let f = frame();
+        if f.h <= SCROLL_MAX {
+            return; // no scrolling
+        }
         let Some(lane) = st
             .model
             .with(|m| m.as_ref().and_then(|m| m.lane_of.get(c as usize).copied()))
@@ -633,13 +767,6 @@ pub fn Timeline() -> impl IntoView {
         if let Some(i) = hit {
             st.playing.set(false);
             st.cursor.set(i + 1);
-        } else if f64::from(e.offset_y()) < 12.0 && f64::from(e.offset_x()) > GUTTER {
-            // Click in the overview strip: jump there.
-            let n = f64::from(st.len());
-            let i = ((f64::from(e.offset_x()) - GUTTER) / f.plot_w() * n)
-                .floor()
-                .max(0.0);
-            st.seek(i as u32);
         }
     };
     let on_wheel = move |e: ev::WheelEvent| {
@@ -650,6 +777,20 @@ pub fn Timeline() -> impl IntoView {
         } else {
             st.zoom((dy * 0.0015).exp(), f64::from(e.offset_x()) - GUTTER);
         }
+    };
+    // The overview: click or drag to jump.
+    let overview_seek = move |e: &ev::MouseEvent| {
+        let x = f64::from(e.offset_x());
+        if x <= GUTTER {
+            return;
+        }
+        let plot_w = (size.get_untracked().0 - GUTTER).max(1.0);
+        let n = f64::from(st.len());
+        let i = ((x - GUTTER) / plot_w * n)
+            .floor()
+            .clamp(0.0, (n - 1.0).max(0.0));
+        st.playing.set(false);
+        st.seek(i as u32);
     };
     let label = move || {
         st.model.with(|m| match m {
@@ -662,6 +803,7 @@ pub fn Timeline() -> impl IntoView {
             None => "Timeline: no trace".into(),
         })
     };
+    let height = move || format!("{}px", canvas_height(lane_count.get()));
     view! {
         <section class="timeline" aria-label="Timeline">
             <div class="legend">
@@ -672,10 +814,17 @@ pub fn Timeline() -> impl IntoView {
                 <span class="hint">"drag to pan · wheel to zoom · click to select · ? for keys"</span>
                 <crate::controls::LanePicker/>
             </div>
-            <div class="timeline-scroll" node_ref=scroller>
-            <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
-                style:height=move || format!("{}px", canvas_height(st.model.with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1))))
-                on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up on:wheel=on_wheel></canvas>
+            <canvas node_ref=head class="timeline-head" data-testid="timeline-head" role="img"
+                aria-label="Overview of the whole trace (click to jump) and event index axis"
+                on:mousedown=move |e: ev::MouseEvent| overview_seek(&e)
+                on:mousemove=move |e: ev::MouseEvent| if e.buttons() & 1 != 0 { overview_seek(&e) }></canvas>
+            <div class="timeline-scroll" node_ref=scroller data-testid="timeline-scroll">
+                <div class="timeline-lanes" style:height=height>
+                    <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
+                        style:height=height
+                        on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up on:wheel=on_wheel></canvas>
+                    <canvas node_ref=overlay class="timeline-overlay" data-testid="timeline-cursor" aria-hidden="true"></canvas>
+                </div>
             </div>
             <ol class="visually-hidden" data-testid="lane-list" aria-label="Lanes">
                 {move || st.model.with(|m| m.as_ref().map(|m| {
@@ -707,10 +856,12 @@ mod tests {
         assert!((f.x(10) - (GUTTER + 5.0)).abs() < 1e-9);
         assert_eq!(f.lane_at(TOP + 45.0, 3), Some(1));
         assert_eq!(f.lane_at(TOP + 500.0, 3), None);
-        // Few lanes fit in 120..=340 px; many lanes (per job) grow the canvas instead of
+        // Few lanes fit in 92..=SCROLL_MAX px; many lanes (per job) grow the canvas instead of
         // squeezing lanes under MIN_LANE.
-        assert_eq!(canvas_height(2), 150.0);
-        assert_eq!(canvas_height(5), 318.0);
+        assert_eq!(canvas_height(1), 92.0);
+        assert_eq!(canvas_height(2), 122.0);
+        assert_eq!(canvas_height(5), 290.0);
+        assert_eq!(canvas_height(6), SCROLL_MAX);
         for n in [6, 41, 300] {
             let h = canvas_height(n);
             assert!(lane_height(h, n) >= MIN_LANE, "{n} lanes in {h} px");

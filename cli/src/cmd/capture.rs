@@ -41,7 +41,9 @@ pub struct Args {
     /// Keep each batch's exact payload bytes (base64 `raw` next to the decoded batch).
     #[arg(long)]
     raw: bool,
-    /// Stop after this many batches.
+    /// Stop after this many batches. A gap being recovered when N is reached is completed
+    /// first (replayed batches are written before the live one), so up to one recovery's
+    /// batches more can be written.
     #[arg(long, value_name = "N")]
     max_batches: Option<u64>,
     /// Stop after this many seconds.

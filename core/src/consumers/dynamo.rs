@@ -31,8 +31,8 @@
 //! cascade: `tests/dynamo-diff/MISMATCHES.md` classes D, E); that view is not modelled.
 
 use super::{
-    bump, content_hash, BlockSizes, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes,
-    Map, Resolution, Set, VerdictKind,
+    content_hash, hashes_of, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventVerdict,
+    Hashes, LaneBook, LaneKey, Lanes, Map, Resolution, Set, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -111,7 +111,7 @@ pub struct Dynamo {
     edges: Map<(StorageTier, Worker, Option<u64>, u64), u64>,
     /// Lower tiers: `worker_blocks[(tier, worker)][hash] = (parent, local)`.
     worker_blocks: Map<(StorageTier, Worker), OwnerBlocks>,
-    lanes: Lanes,
+    pub(super) lanes: LaneBook,
     /// The last batch checked for a bytes hash: `(events address, length, undecodable)`.
     /// Only the address is compared (never dereferenced).
     batch_check: Option<(usize, usize, bool)>,
@@ -135,7 +135,7 @@ impl Dynamo {
             lookup: Map::default(),
             edges: Map::default(),
             worker_blocks: Map::default(),
-            lanes: Lanes::new(),
+            lanes: LaneBook::default(),
             batch_check: None,
         }
     }
@@ -182,7 +182,7 @@ impl Dynamo {
 
     fn lane_delta(&mut self, lane: LaneKey, d: i64) {
         if d != 0 {
-            bump(&mut self.lanes, lane, |c| c.indexed += d);
+            self.lanes.bump(lane, |c| c.indexed += d);
         }
     }
 
@@ -482,8 +482,8 @@ impl Dynamo {
     }
 
     /// `RadixTree::apply_removed`: per-hash outcomes plus hashes dropped with their edge.
-    fn device_remove(&mut self, w: Worker, hashes: &[u64], lane: LaneKey) -> Vec<BlockVerdict> {
-        let mut out = Vec::with_capacity(hashes.len());
+    fn device_remove(&mut self, w: Worker, hashes: &[u64], lane: LaneKey) -> Blocks {
+        let mut out = Blocks::with_capacity(hashes.len());
         let mut eagerly: Set<u64> = Set::default();
         let mut i = 0;
         while let Some(&h) = hashes.get(i) {
@@ -653,9 +653,9 @@ impl Dynamo {
         w: Worker,
         hashes: &[u64],
         lane: LaneKey,
-    ) -> Vec<BlockVerdict> {
+    ) -> Blocks {
         let mut map = self.worker_blocks.remove(&(tier, w)).unwrap_or_default();
-        let mut out = Vec::with_capacity(hashes.len());
+        let mut out = Blocks::with_capacity(hashes.len());
         for &h in hashes {
             match map.remove(&h) {
                 Some((key, t)) => {
@@ -718,7 +718,7 @@ impl Dynamo {
             tier: ctx.tier,
         };
         let w: Worker = (ctx.source, ctx.dp_rank);
-        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        let hashes: Hashes = hashes_of(&e.block_hashes);
         let ignore = |reason: &'static str| {
             EventVerdict::uniform(VerdictKind::Ignored, hashes.iter().copied()).with_reason(reason)
         };
@@ -741,7 +741,8 @@ impl Dynamo {
         // create_stored_blocks
         let kv_block_size = self.block_sizes.for_source(ctx.source);
         let bs = kv_block_size as usize;
-        let mut blocks = Vec::with_capacity(hashes.len());
+        let mut blocks: smallvec::SmallVec<[(u64, u64); 4]> =
+            smallvec::SmallVec::with_capacity(hashes.len());
         let mut trunc_reason = None;
         for (i, h) in hashes.iter().enumerate() {
             if e.block_size != kv_block_size {
@@ -756,7 +757,7 @@ impl Dynamo {
         }
         if tier == StorageTier::Device {
             if let Err(status) = self.device_store(w, parent, &blocks, lane) {
-                bump(&mut self.lanes, lane, |c| c.dropped += hashes.len() as i64);
+                self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
                 let v = if status == "parent_block_not_found" {
                     let mut v = EventVerdict::uniform(VerdictKind::DroppedOrphan, hashes);
                     v.missing_parent = parent;
@@ -782,15 +783,15 @@ impl Dynamo {
     fn finish_store(
         &mut self,
         lane: LaneKey,
-        hashes: Vec<u64>,
+        hashes: Hashes,
         kept: usize,
         reason: Option<&'static str>,
     ) -> EventVerdict {
         let lost = hashes.len() - kept;
         if lost > 0 {
-            bump(&mut self.lanes, lane, |c| c.dropped += lost as i64);
+            self.lanes.bump(lane, |c| c.dropped += lost as i64);
         }
-        let blocks: Vec<BlockVerdict> = hashes
+        let blocks: Blocks = hashes
             .iter()
             .enumerate()
             .map(|(i, h)| {
@@ -833,7 +834,7 @@ impl Dynamo {
             tier: ctx.tier,
         };
         let w: Worker = (ctx.source, ctx.dp_rank);
-        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        let hashes: Hashes = hashes_of(&e.block_hashes);
         if self.batch_undecodable(ctx.batch) {
             return EventVerdict::uniform(VerdictKind::Ignored, hashes)
                 .with_reason("batch_decode_error");
@@ -931,6 +932,6 @@ impl Consumer for Dynamo {
     }
 
     fn lanes(&self) -> &Lanes {
-        &self.lanes
+        self.lanes.lanes()
     }
 }

@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use super::{
-    bump, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map, Resolution, Set,
-    VerdictKind,
+    hashes_of, BlockVerdict, Blocks, Consumer, EventCtx, EventVerdict, Hashes, LaneBook, LaneKey,
+    Lanes, Map, Resolution, Set, VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -29,7 +29,7 @@ pub struct Ideal {
     present: Set<(u64, LaneKey)>,
     pending: Map<u64, Arc<[PendingEvent]>>,
     pending_events: usize,
-    lanes: Lanes,
+    pub(super) lanes: LaneBook,
 }
 
 impl Ideal {
@@ -41,7 +41,7 @@ impl Ideal {
             present: Set::default(),
             pending: Map::default(),
             pending_events: 0,
-            lanes: Lanes::new(),
+            lanes: LaneBook::default(),
         }
     }
 
@@ -52,7 +52,7 @@ impl Ideal {
 
     fn hold(&mut self, h: u64, lane: LaneKey) {
         if self.present.insert((h, lane)) {
-            bump(&mut self.lanes, lane, |c| c.indexed += 1);
+            self.lanes.bump(lane, |c| c.indexed += 1);
             let n = self.known.get(&h).copied().unwrap_or(0);
             self.known.insert(h, n + 1);
         }
@@ -62,7 +62,7 @@ impl Ideal {
         if !self.present.remove(&(h, lane)) {
             return false;
         }
-        bump(&mut self.lanes, lane, |c| c.indexed -= 1);
+        self.lanes.bump(lane, |c| c.indexed -= 1);
         match self.known.get(&h).copied() {
             Some(n) if n > 1 => {
                 self.known.insert(h, n - 1);
@@ -86,9 +86,8 @@ impl Ideal {
             };
             for p in waiting.iter() {
                 self.pending_events = self.pending_events.saturating_sub(1);
-                bump(&mut self.lanes, p.lane, |c| {
-                    c.pending -= p.hashes.len() as i64
-                });
+                self.lanes
+                    .bump(p.lane, |c| c.pending -= p.hashes.len() as i64);
                 for &x in p.hashes.iter() {
                     self.hold(x, p.lane);
                     work.push(x);
@@ -120,12 +119,12 @@ impl Consumer for Ideal {
         };
         match ev {
             KvEvent::BlockStored(e) => {
-                let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+                let hashes: Hashes = hashes_of(&e.block_hashes);
                 let parent = e.parent_block_hash.as_ref().map(|p| p.as_u64());
                 match parent {
                     Some(p) if !self.known.contains_key(&p) => {
                         if self.pending_events >= self.pending_limit {
-                            bump(&mut self.lanes, lane, |c| c.dropped += hashes.len() as i64);
+                            self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
                             return EventVerdict::uniform(VerdictKind::DroppedOrphan, hashes)
                                 .with_missing_parent(p)
                                 .with_reason("pending_buffer_full");
@@ -134,11 +133,11 @@ impl Consumer for Ideal {
                         v.push(PendingEvent {
                             event: ctx.index,
                             lane,
-                            hashes: hashes.clone().into(),
+                            hashes: Arc::from(&hashes[..]),
                         });
                         self.pending.insert(p, v.into());
                         self.pending_events += 1;
-                        bump(&mut self.lanes, lane, |c| c.pending += hashes.len() as i64);
+                        self.lanes.bump(lane, |c| c.pending += hashes.len() as i64);
                         EventVerdict::uniform(VerdictKind::Pending, hashes).with_missing_parent(p)
                     }
                     _ => {
@@ -148,7 +147,7 @@ impl Consumer for Ideal {
                 }
             }
             KvEvent::BlockRemoved(e) => {
-                let mut blocks = Vec::with_capacity(e.block_hashes.len());
+                let mut blocks = Blocks::with_capacity(e.block_hashes.len());
                 for h in e.block_hashes.iter().map(|h| h.as_u64()) {
                     let verdict = if self.release(h, lane) {
                         VerdictKind::Removed
@@ -196,6 +195,6 @@ impl Consumer for Ideal {
     }
 
     fn lanes(&self) -> &Lanes {
-        &self.lanes
+        self.lanes.lanes()
     }
 }

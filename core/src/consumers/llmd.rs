@@ -18,8 +18,8 @@
 //! keys are an independent hash space that never needs to match vLLM's).
 
 use super::{
-    bump, content_hash, BlockSizes, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes,
-    Map, Resolution, Set, VerdictKind,
+    content_hash, hashes_of, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventVerdict,
+    Hashes, LaneBook, LaneKey, Lanes, Map, Resolution, Set, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -51,7 +51,7 @@ pub struct Llmd {
     dedup: Map<(u32, u32, i64, u64), u32>,
     groups: Map<(u32, u32), bool>,
     held: Set<(u64, LaneKey)>,
-    lanes: Lanes,
+    pub(super) lanes: LaneBook,
 }
 
 impl Llmd {
@@ -69,7 +69,7 @@ impl Llmd {
             dedup: Map::default(),
             groups: Map::default(),
             held: Set::default(),
-            lanes: Lanes::new(),
+            lanes: LaneBook::default(),
         }
     }
 
@@ -94,18 +94,18 @@ impl Llmd {
 
     fn hold(&mut self, hash: u64, lane: LaneKey) {
         if self.held.insert((hash, lane)) {
-            bump(&mut self.lanes, lane, |c| c.indexed += 1);
+            self.lanes.bump(lane, |c| c.indexed += 1);
         }
     }
 
     fn release(&mut self, hash: u64, lane: LaneKey) {
         if self.held.remove(&(hash, lane)) {
-            bump(&mut self.lanes, lane, |c| c.indexed -= 1);
+            self.lanes.bump(lane, |c| c.indexed -= 1);
         }
     }
 
     fn dropped(&mut self, lane: LaneKey, n: usize) {
-        bump(&mut self.lanes, lane, |c| c.dropped += n as i64);
+        self.lanes.bump(lane, |c| c.dropped += n as i64);
     }
 
     fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored) -> EventVerdict {
@@ -113,7 +113,7 @@ impl Llmd {
             source: ctx.source,
             tier: ctx.tier,
         };
-        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        let hashes: Hashes = hashes_of(&e.block_hashes);
         let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
             let supported = e
@@ -166,7 +166,7 @@ impl Llmd {
         if rks.is_empty() {
             if e.token_ids.is_empty() && !hashes.is_empty() {
                 // Token-less offload event: a tier update of known engine keys (#561).
-                let mut blocks = Vec::with_capacity(hashes.len());
+                let mut blocks = Blocks::with_capacity(hashes.len());
                 let mut any = false;
                 for &h in &hashes {
                     if let Some(keys) = self.engine_to_req.get(&h).cloned() {
@@ -243,7 +243,7 @@ impl Llmd {
             source: ctx.source,
             tier: ctx.tier,
         };
-        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        let hashes: Hashes = hashes_of(&e.block_hashes);
         let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
             if self.groups.get(&(ctx.source, g)) != Some(&true) {
@@ -256,7 +256,7 @@ impl Llmd {
             tier: ctx.tier,
             group,
         };
-        let mut blocks = Vec::with_capacity(hashes.len());
+        let mut blocks = Blocks::with_capacity(hashes.len());
         for h in hashes {
             let key = (entry.pod, entry.tier, entry.group, h);
             if let Some(n) = self.dedup.get(&key).copied() {
@@ -380,6 +380,6 @@ impl Consumer for Llmd {
     }
 
     fn lanes(&self) -> &Lanes {
-        &self.lanes
+        self.lanes.lanes()
     }
 }

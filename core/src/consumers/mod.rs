@@ -55,6 +55,23 @@ pub enum VerdictKind {
 }
 
 impl VerdictKind {
+    /// Every kind, in declaration (and `Ord`) order.
+    pub const ALL: [VerdictKind; 10] = [
+        VerdictKind::Applied,
+        VerdictKind::DroppedOrphan,
+        VerdictKind::Misrooted,
+        VerdictKind::Pending,
+        VerdictKind::Replayed,
+        VerdictKind::Truncated,
+        VerdictKind::Removed,
+        VerdictKind::RemoveUnknown,
+        VerdictKind::Ignored,
+        VerdictKind::Cleared,
+    ];
+
+    /// Number of kinds (`VerdictKind as usize` is below it).
+    pub const COUNT: usize = Self::ALL.len();
+
     /// The snake_case name used in JSON and reports.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -110,7 +127,19 @@ pub struct EventVerdict {
     pub status: Option<Cow<'static, str>>,
     /// Per-block outcomes, in the event's block order (empty for `AllBlocksCleared`).
     #[serde(default)]
-    pub blocks: Vec<BlockVerdict>,
+    pub blocks: Blocks,
+}
+
+/// Per-block outcomes of one event: a vector with one block inline (most events carry one
+/// block), so a verdict costs no allocation. Serialises as a JSON array.
+pub type Blocks = smallvec::SmallVec<[BlockVerdict; 1]>;
+
+/// An event's block hashes, normalised to u64 (inline up to 4: no allocation per event).
+pub(crate) type Hashes = smallvec::SmallVec<[u64; 4]>;
+
+/// The u64-normalised hashes of `hashes`.
+pub(crate) fn hashes_of(hashes: &[crate::hash::BlockHash]) -> Hashes {
+    hashes.iter().map(|h| h.as_u64()).collect()
 }
 
 impl EventVerdict {
@@ -216,9 +245,51 @@ pub(crate) type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildH
 /// The hash set used by the models.
 pub(crate) type Set<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
 
-/// Adjust one lane's counters.
-pub(crate) fn bump(lanes: &mut Lanes, key: LaneKey, f: impl FnOnce(&mut LaneCounts)) {
-    f(lanes.entry(key).or_default());
+/// A model's lane counters plus, while the replay engine records, the lanes changed by the
+/// current event (so that recording costs no copy of the counters per event).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LaneBook {
+    lanes: Lanes,
+    /// Lanes bumped since the last [`LaneBook::take_changes`], with their counters before
+    /// (`None`: the lane did not exist). Only kept while `logging`.
+    touched: smallvec::SmallVec<[(LaneKey, Option<LaneCounts>); 4]>,
+    logging: bool,
+}
+
+impl LaneBook {
+    /// Adjust one lane's counters.
+    pub(crate) fn bump(&mut self, key: LaneKey, f: impl FnOnce(&mut LaneCounts)) {
+        if self.logging && !self.touched.iter().any(|t| t.0 == key) {
+            self.touched.push((key, self.lanes.get(&key).copied()));
+        }
+        f(self.lanes.entry(key).or_default());
+    }
+
+    /// The counters.
+    pub(crate) fn lanes(&self) -> &Lanes {
+        &self.lanes
+    }
+
+    /// Start or stop logging changes.
+    fn set_logging(&mut self, on: bool) {
+        self.logging = on;
+        self.touched.clear();
+    }
+
+    /// Append the lanes whose counters differ from before the logged changes (sorted by lane,
+    /// with their new counters) to `out` and forget the log.
+    fn take_changes(&mut self, out: &mut Vec<(LaneKey, LaneCounts)>) {
+        let from = out.len();
+        for (k, before) in self.touched.drain(..) {
+            let after = self.lanes.get(&k).copied();
+            if after != before {
+                out.push((k, after.unwrap_or_default()));
+            }
+        }
+        if let Some(new) = out.get_mut(from..) {
+            new.sort_unstable_by_key(|c| c.0);
+        }
+    }
 }
 
 /// The common interface of the consumer models.
@@ -425,6 +496,28 @@ impl AnyConsumer {
             AnyConsumer::Sglang(c) => c,
             AnyConsumer::Ideal(c) => c,
         }
+    }
+
+    fn book(&mut self) -> &mut LaneBook {
+        match self {
+            AnyConsumer::Llmd(c) => &mut c.lanes,
+            AnyConsumer::Dynamo(c) => &mut c.lanes,
+            AnyConsumer::Sglang(c) => &mut c.lanes,
+            AnyConsumer::Ideal(c) => &mut c.lanes,
+        }
+    }
+
+    /// Log lane changes per event (for [`AnyConsumer::take_lane_changes`]) or not.
+    pub(crate) fn set_lane_log(&mut self, on: bool) {
+        if self.book().logging != on {
+            self.book().set_logging(on);
+        }
+    }
+
+    /// Append the lanes the last event changed (sorted, with their new counters) to `out`;
+    /// nothing unless logging is on.
+    pub(crate) fn take_lane_changes(&mut self, out: &mut Vec<(LaneKey, LaneCounts)>) {
+        self.book().take_changes(out);
     }
 
     fn inner_mut(&mut self) -> &mut dyn Consumer {

@@ -10,24 +10,28 @@
 //! stored under it. A remove clears only its tier for that worker; empty childless nodes are
 //! pruned upward. Media other than GPU/CPU/STORAGE-like ones drop the store.
 
-use std::sync::Arc;
+use smallvec::SmallVec;
 
 use super::{
-    bump, BlockVerdict, Consumer, EventCtx, EventVerdict, LaneKey, Lanes, Map, Resolution,
-    VerdictKind,
+    hashes_of, BlockVerdict, Blocks, Consumer, EventCtx, EventVerdict, Hashes, LaneBook, LaneKey,
+    Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
 type Worker = (u32, u32);
 type NodeId = u64;
 const ROOT: NodeId = 0;
+/// A node's owners (almost always one or two: inline, no allocation per node).
+type Owners = SmallVec<[(Worker, u32); 2]>;
+/// The nodes of one hash (almost always one: inline).
+type HashNodes = SmallVec<[NodeId; 1]>;
 
 #[derive(Clone, Debug)]
 struct SNode {
     hash: u64,
     parent: NodeId,
     /// `(worker, kvscope tier id)` owners (the real node keeps a tier bitset per worker).
-    owners: Arc<[(Worker, u32)]>,
+    owners: Owners,
     children: u32,
     /// Attached to the root although its chain had a parent (or under such a chain).
     unreachable: bool,
@@ -39,8 +43,8 @@ pub struct Sglang {
     next: NodeId,
     nodes: Map<NodeId, SNode>,
     children: Map<(NodeId, u64), NodeId>,
-    by_hash: Map<u64, Arc<[NodeId]>>,
-    lanes: Lanes,
+    by_hash: Map<u64, HashNodes>,
+    pub(super) lanes: LaneBook,
 }
 
 fn known_medium(m: Option<&str>) -> bool {
@@ -84,9 +88,9 @@ impl Sglang {
             tier: ctx.tier,
         };
         let w: Worker = (ctx.source, ctx.dp_rank);
-        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        let hashes: Hashes = hashes_of(&e.block_hashes);
         if !known_medium(e.medium.as_deref()) {
-            bump(&mut self.lanes, lane, |c| c.dropped += hashes.len() as i64);
+            self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
             return EventVerdict::uniform(VerdictKind::Ignored, hashes)
                 .with_reason("unknown_medium");
         }
@@ -110,7 +114,7 @@ impl Sglang {
                         SNode {
                             hash: h,
                             parent: cur,
-                            owners: Arc::from([]),
+                            owners: Owners::new(),
                             children: 0,
                             unreachable: misrooted,
                         },
@@ -119,19 +123,15 @@ impl Sglang {
                     if let Some(pn) = self.nodes.get_mut(&cur) {
                         pn.children += 1;
                     }
-                    let mut v = self.by_hash.get(&h).map(|x| x.to_vec()).unwrap_or_default();
-                    v.push(id);
-                    self.by_hash.insert(h, v.into());
+                    self.by_hash.entry(h).or_default().push(id);
                     id
                 }
             };
             if let Some(n) = self.nodes.get_mut(&id) {
                 if !n.owners.contains(&(w, ctx.tier)) {
-                    let mut o = n.owners.to_vec();
-                    o.push((w, ctx.tier));
-                    n.owners = o.into();
+                    n.owners.push((w, ctx.tier));
                     let unreachable = n.unreachable;
-                    bump(&mut self.lanes, lane, |c| {
+                    self.lanes.bump(lane, |c| {
                         c.indexed += 1;
                         if unreachable {
                             c.unreachable += 1;
@@ -160,14 +160,13 @@ impl Sglang {
         let Some(n) = self.nodes.get(&id).cloned() else {
             return false;
         };
-        let left: Vec<(Worker, u32)> = n.owners.iter().copied().filter(|o| keep(o)).collect();
+        let left: Owners = n.owners.iter().copied().filter(|o| keep(o)).collect();
         if left.len() == n.owners.len() {
             return false;
         }
         for o in n.owners.iter().filter(|o| !keep(o)) {
             let unreachable = n.unreachable;
-            bump(
-                &mut self.lanes,
+            self.lanes.bump(
                 LaneKey {
                     source: o.0 .0,
                     tier: o.1,
@@ -181,7 +180,7 @@ impl Sglang {
             );
         }
         let mut cur = id;
-        let mut owners: Arc<[(Worker, u32)]> = left.into();
+        let mut owners = left;
         while let Some(mut node) = self.nodes.get(&cur).cloned() {
             node.owners = owners.clone();
             if !node.owners.is_empty() || node.children > 0 || cur == ROOT {
@@ -191,11 +190,11 @@ impl Sglang {
             self.nodes.remove(&cur);
             self.children.remove(&(node.parent, node.hash));
             if let Some(v) = self.by_hash.get(&node.hash).cloned() {
-                let rest: Vec<NodeId> = v.iter().copied().filter(|x| *x != cur).collect();
+                let rest: HashNodes = v.iter().copied().filter(|x| *x != cur).collect();
                 if rest.is_empty() {
                     self.by_hash.remove(&node.hash);
                 } else {
-                    self.by_hash.insert(node.hash, rest.into());
+                    self.by_hash.insert(node.hash, rest);
                 }
             }
             match self.nodes.get_mut(&node.parent) {
@@ -213,7 +212,7 @@ impl Sglang {
     fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved) -> EventVerdict {
         let w: Worker = (ctx.source, ctx.dp_rank);
         let tier = ctx.tier;
-        let mut blocks = Vec::with_capacity(e.block_hashes.len());
+        let mut blocks = Blocks::with_capacity(e.block_hashes.len());
         for h in e.block_hashes.iter().map(|h| h.as_u64()) {
             let target = self.by_hash.get(&h).and_then(|v| {
                 v.iter().copied().find(|n| {
@@ -281,6 +280,6 @@ impl Consumer for Sglang {
     }
 
     fn lanes(&self) -> &Lanes {
-        &self.lanes
+        self.lanes.lanes()
     }
 }

@@ -19,9 +19,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::keys::{JobKeys, OffloadKey};
 
-/// Which order a store job's keys take.
+/// Which order a store job's keys take. JSON form: `{"mode": "fixed"}`,
+/// `{"mode": "legacy", "seed": N}`, `{"mode": "cpython", "python_hash_seed": N}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "snake_case")]
+#[serde(tag = "mode", rename_all = "snake_case", try_from = "OrderRepr")]
 pub enum OrderMode {
     /// Prefix order, de-duplicated, first occurrence kept (the fix).
     Fixed,
@@ -38,7 +39,62 @@ pub enum OrderMode {
     },
 }
 
+/// The JSON form of [`OrderMode`] as read: a plain struct instead of serde's internally
+/// tagged enum, which buffers the whole object first (a large amount of wasm code).
+#[derive(Deserialize)]
+struct OrderRepr {
+    mode: OrderName,
+    seed: Option<u64>,
+    python_hash_seed: Option<u32>,
+}
+
+/// The `mode` names.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum OrderName {
+    Fixed,
+    Legacy,
+    #[serde(rename = "cpython")]
+    CPython,
+}
+
+impl TryFrom<OrderRepr> for OrderMode {
+    type Error = &'static str;
+    fn try_from(r: OrderRepr) -> Result<Self, Self::Error> {
+        Ok(match r.mode {
+            OrderName::Fixed => OrderMode::Fixed,
+            OrderName::Legacy => OrderMode::Legacy {
+                seed: r.seed.ok_or("missing field `seed`")?,
+            },
+            OrderName::CPython => OrderMode::CPython {
+                python_hash_seed: r
+                    .python_hash_seed
+                    .ok_or("missing field `python_hash_seed`")?,
+            },
+        })
+    }
+}
+
 impl OrderMode {
+    /// The JSON form as a value (what `Serialize` writes), built without serde's tagged-enum
+    /// serializer, for trace headers.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        let (mode, field) = match *self {
+            OrderMode::Fixed => ("fixed", None),
+            OrderMode::Legacy { seed } => ("legacy", Some(("seed", seed))),
+            OrderMode::CPython { python_hash_seed } => (
+                "cpython",
+                Some(("python_hash_seed", u64::from(python_hash_seed))),
+            ),
+        };
+        m.insert("mode".into(), mode.into());
+        if let Some((key, value)) = field {
+            m.insert(key.into(), value.into());
+        }
+        serde_json::Value::Object(m)
+    }
+
     /// Order `keys_to_store` (in `prepare_store` order, possibly with duplicates) as the job's
     /// `TransferJobStatus.keys` would iterate. `job_id` decorrelates legacy permutations.
     pub fn order(&self, keys_to_store: &[OffloadKey], job_id: u64) -> Vec<OffloadKey> {
@@ -121,5 +177,34 @@ mod tests {
         assert_eq!(json, r#"{"mode":"cpython","python_hash_seed":0}"#);
         let json = serde_json::to_string(&OrderMode::Legacy { seed: 3 }).unwrap();
         assert_eq!(json, r#"{"mode":"legacy","seed":3}"#);
+    }
+
+    #[test]
+    fn json_form_round_trips_in_any_key_order_and_bad_forms_are_named() {
+        for mode in [
+            OrderMode::Fixed,
+            OrderMode::Legacy { seed: u64::MAX },
+            OrderMode::CPython {
+                python_hash_seed: 7,
+            },
+        ] {
+            let json = serde_json::to_string(&mode).unwrap();
+            assert_eq!(serde_json::from_str::<OrderMode>(&json).unwrap(), mode);
+            assert_eq!(serde_json::to_string(&mode.to_json()).unwrap(), json);
+        }
+        let back: OrderMode = serde_json::from_str(r#"{"seed": 5, "mode": "legacy"}"#).unwrap();
+        assert_eq!(back, OrderMode::Legacy { seed: 5 });
+        for (text, needle) in [
+            (r#"{"mode": "legacy"}"#, "missing field `seed`"),
+            (r#"{"mode": "cpython"}"#, "missing field `python_hash_seed`"),
+            (r#"{"mode": "random"}"#, "unknown variant `random`"),
+            (r#"{"seed": 1}"#, "missing field `mode`"),
+            (r#"{"mode": "legacy", "seed": -1}"#, "invalid value"),
+        ] {
+            let err = serde_json::from_str::<OrderMode>(text)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
     }
 }

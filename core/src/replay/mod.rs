@@ -64,9 +64,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{run_inner, Analysis, AnalysisConfig, Finding, Job, Recorder, Rule};
+use crate::analysis::{Analysis, AnalysisConfig, Finding, Job, Recorder, Rule, Run, Stage};
 use crate::consumers::{
-    BlockVerdict, ConsumerKind, EventVerdict, LaneCounts, LaneKey, Lanes, Resolution, VerdictKind,
+    BlockVerdict, Blocks, ConsumerKind, EventVerdict, LaneCounts, LaneKey, Resolution, VerdictKind,
 };
 use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
@@ -110,6 +110,8 @@ fn unpack(a: [i32; 4]) -> LaneCounts {
 /// Everything recorded during the analysis pass.
 #[derive(Default)]
 struct Recording {
+    /// Number of consumers.
+    consumers: usize,
     strings: Vec<Cow<'static, str>>,
     string_ids: HashMap<Cow<'static, str>, u16>,
     verdicts: Vec<Vec<Compact>>,
@@ -195,29 +197,15 @@ impl Recorder for Recording {
             .any(|b| b.verdict != v.verdict || b.reason.is_some())
         {
             self.blocks
-                .insert((c, e), v.blocks.clone().into_boxed_slice());
+                .insert((c, e), v.blocks.to_vec().into_boxed_slice());
         }
         for r in resolved {
             self.resolutions.push((e, c, r.clone()));
         }
     }
 
-    fn lanes(&mut self, event: usize, consumer: usize, before: &Lanes, after: &Lanes) {
-        if before == after {
-            return;
-        }
-        let mut changed: Vec<(LaneKey, LaneCounts)> = Vec::new();
-        for (k, v) in after.iter() {
-            if before.get(k) != Some(v) {
-                changed.push((*k, *v));
-            }
-        }
-        for (k, _) in before.iter() {
-            if !after.contains_key(k) {
-                changed.push((*k, LaneCounts::default()));
-            }
-        }
-        for (k, v) in changed {
+    fn lanes(&mut self, event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]) {
+        for &(k, v) in changed {
             let lane = self.lane_slot(k);
             let idx = self.changes.len() as u32;
             self.changes.push(Change {
@@ -476,82 +464,254 @@ fn checkpoint_interval(lanes: usize) -> usize {
         .clamp(32, 1 << 16)
 }
 
-/// Build the lane checkpoints from the change log (`change_start` indexes it by event).
-fn build_checkpoints(
-    changes: &[Change],
-    change_start: &[u32],
-    n: usize,
-    every: usize,
-) -> (Vec<u32>, Vec<LaneEntry>) {
-    let mut state: BTreeMap<(u8, u16), [i32; 4]> = BTreeMap::new();
-    let mut starts = Vec::with_capacity(n / every + 2);
-    let mut lanes = Vec::new();
-    let mut applied = 0usize;
-    let mut cursor = 0usize;
-    while cursor <= n {
-        let upto = change_start
-            .get(cursor)
-            .copied()
-            .unwrap_or(changes.len() as u32) as usize;
-        for ch in changes.get(applied..upto).unwrap_or(&[]) {
-            state.insert((ch.consumer, ch.lane), ch.counts);
-        }
-        applied = upto.max(applied);
-        starts.push(lanes.len() as u32);
-        lanes.extend(state.iter().map(|((c, l), v)| (*c, *l, *v)));
-        cursor += every;
-    }
-    starts.push(lanes.len() as u32);
-    (starts, lanes)
+/// Which part of the work a [`ReplayBuilder`] is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildPhase {
+    /// Indexing the trace (sources, tiers, jobs, sequence numbers).
+    Index,
+    /// Running the consumer models and the violation index over the events, recording what
+    /// the replay needs.
+    Analysis,
+    /// Everything per event is done: [`ReplayBuilder::finish`] only sorts findings and builds
+    /// small tables.
+    Done,
 }
 
-impl Replay {
-    /// Analyse `trace` and build the replay index; the cursor starts at 0.
-    pub fn new(trace: Trace, config: &AnalysisConfig) -> Replay {
-        let mut rec = Recording::default();
-        let analysis = run_inner(&trace, config, None, Some(&mut rec));
-        let n = analysis.index.events.len();
-        let mut change_start = Vec::with_capacity(n + 1);
-        let mut j = 0usize;
-        for i in 0..n {
-            while rec.changes.get(j).is_some_and(|c| (c.event as usize) < i) {
-                j += 1;
-            }
-            change_start.push(j as u32);
+/// How far a [`ReplayBuilder`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildProgress {
+    /// The current phase.
+    pub phase: BuildPhase,
+    /// Events done in this phase.
+    pub done: usize,
+    /// Events in the trace.
+    pub total: usize,
+}
+
+impl BuildProgress {
+    /// Overall completion in `0.0..=1.0` (indexing counts for a tenth of the work).
+    pub fn fraction(&self) -> f64 {
+        let part = if self.total == 0 {
+            1.0
+        } else {
+            self.done.min(self.total) as f64 / self.total as f64
+        };
+        match self.phase {
+            BuildPhase::Index => 0.1 * part,
+            BuildPhase::Analysis => 0.1 + 0.9 * part,
+            BuildPhase::Done => 1.0,
         }
-        change_start.push(rec.changes.len() as u32);
-        let mut first_store = HashMap::new();
-        let mut first_store_events = Vec::new();
-        let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
-        let mut touches: HashMap<u64, Vec<u32>> = HashMap::new();
-        let mut job_events: Vec<Vec<u32>> = vec![Vec::new(); analysis.index.jobs.len()];
-        for i in 0..n {
-            let Some((_, ev)) = analysis.index.event(&trace, i) else {
-                continue;
-            };
-            if let Some(loc) = analysis.index.events.get(i) {
-                if let Some(list) = job_events.get_mut(loc.job as usize) {
-                    list.push(i as u32);
-                }
+    }
+}
+
+/// The replay's per-event tables, filled as the analysis advances.
+#[derive(Default)]
+struct Tables {
+    /// Events already added.
+    next: usize,
+    /// Position in `rec.changes` reached by `change_start`.
+    change_pos: usize,
+    change_start: Vec<u32>,
+    first_store: HashMap<u64, (u32, Option<u64>)>,
+    first_store_events: Vec<u32>,
+    children: HashMap<u64, Vec<u64>>,
+    touches: HashMap<u64, Vec<u32>>,
+    job_events: Vec<Vec<u32>>,
+    /// Events between lane checkpoints (0 until the index is known).
+    checkpoint_every: usize,
+    checkpoint_start: Vec<u32>,
+    checkpoint_lanes: Vec<LaneEntry>,
+    /// Lane counters after the events added so far.
+    lane_state: BTreeMap<(u8, u16), [i32; 4]>,
+}
+
+impl Tables {
+    /// Add event `i` (its changes are recorded in `rec`).
+    fn add(
+        &mut self,
+        trace: &Trace,
+        index: &crate::analysis::EventIndex,
+        rec: &Recording,
+        i: usize,
+    ) {
+        if self.checkpoint_every == 0 {
+            // The lane count is bounded by consumers × sources × tiers, all known now.
+            let lanes = rec.consumers.max(1) * index.sources.len() * index.tiers.len();
+            self.checkpoint_every = checkpoint_interval(lanes);
+            self.job_events = vec![Vec::new(); index.jobs.len()];
+        }
+        if i.is_multiple_of(self.checkpoint_every) {
+            self.checkpoint();
+        }
+        while rec
+            .changes
+            .get(self.change_pos)
+            .is_some_and(|c| (c.event as usize) < i)
+        {
+            self.change_pos += 1;
+        }
+        self.change_start.push(self.change_pos as u32);
+        for ch in rec.changes.get(self.change_pos..).unwrap_or(&[]) {
+            if ch.event as usize != i {
+                break;
             }
-            let mut parent = match ev {
-                KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
-                _ => None,
-            };
-            for h in ev.block_hashes().iter().map(|h| h.as_u64()) {
-                touches.entry(h).or_default().push(i as u32);
-                if matches!(ev, KvEvent::BlockStored(_)) {
-                    if let std::collections::hash_map::Entry::Vacant(v) = first_store.entry(h) {
-                        v.insert((i as u32, parent));
-                        first_store_events.push(i as u32);
-                        if let Some(p) = parent {
-                            children.entry(p).or_default().push(h);
-                        }
+            self.lane_state.insert((ch.consumer, ch.lane), ch.counts);
+        }
+        let Some((_, ev)) = index.event(trace, i) else {
+            return;
+        };
+        if let Some(loc) = index.events.get(i) {
+            if let Some(list) = self.job_events.get_mut(loc.job as usize) {
+                list.push(i as u32);
+            }
+        }
+        let stored = matches!(ev, KvEvent::BlockStored(_));
+        let mut parent = match ev {
+            KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
+            _ => None,
+        };
+        for h in ev.block_hashes().iter().map(|h| h.as_u64()) {
+            self.touches.entry(h).or_default().push(i as u32);
+            if stored {
+                if let std::collections::hash_map::Entry::Vacant(v) = self.first_store.entry(h) {
+                    v.insert((i as u32, parent));
+                    self.first_store_events.push(i as u32);
+                    if let Some(p) = parent {
+                        self.children.entry(p).or_default().push(h);
                     }
-                    parent = Some(h);
                 }
+                parent = Some(h);
             }
         }
+    }
+
+    /// Checkpoint the lane counters at cursor `self.next`.
+    fn checkpoint(&mut self) {
+        self.checkpoint_start
+            .push(self.checkpoint_lanes.len() as u32);
+        self.checkpoint_lanes
+            .extend(self.lane_state.iter().map(|((c, l), v)| (*c, *l, *v)));
+    }
+
+    /// Close the tables after the last event (`n` events).
+    fn close(&mut self, n: usize, changes: usize) {
+        if self.checkpoint_every == 0 {
+            self.checkpoint_every = checkpoint_interval(0);
+        }
+        if n.is_multiple_of(self.checkpoint_every) {
+            self.checkpoint();
+        }
+        self.checkpoint_start
+            .push(self.checkpoint_lanes.len() as u32);
+        self.change_start.push(changes as u32);
+    }
+}
+
+/// Builds a [`Replay`] in slices, so that a caller (the web app) can keep its UI responsive and
+/// show progress on large traces:
+///
+/// ```
+/// use kvscope_core::analysis::AnalysisConfig;
+/// use kvscope_core::consumers::testkit::{batch, stored, trace};
+/// use kvscope_core::replay::{BuildPhase, ReplayBuilder};
+///
+/// let t = trace(vec![batch("pod-a", 0, vec![
+///     stored(&[1], None, Some("GPU"), 16),
+///     stored(&[2], Some(1), Some("GPU"), 16),
+/// ])]);
+/// let mut b = ReplayBuilder::new(t, &AnalysisConfig::default()); // cheap
+/// while !b.is_done() {
+///     let p = b.advance(1); // at most about one event of work per call
+///     assert!(p.done <= p.total && p.total == 2);
+/// }
+/// assert_eq!(b.progress().phase, BuildPhase::Done);
+/// let replay = b.finish();
+/// assert_eq!(replay.len(), 2);
+/// ```
+///
+/// [`Replay::new`] is `ReplayBuilder::new(..).finish()`: the result does not depend on how the
+/// work was sliced. Every step of [`ReplayBuilder::advance`] is bounded by its budget (whole
+/// batch records while indexing, single events after); [`ReplayBuilder::finish`] after
+/// [`ReplayBuilder::is_done`] sorts the findings and builds tables of size `events / 64`, and
+/// assembles the loss summaries (sorting the lost block hashes).
+pub struct ReplayBuilder {
+    trace: Trace,
+    run: Run,
+    rec: Recording,
+    tables: Tables,
+}
+
+impl ReplayBuilder {
+    /// Start building a replay of `trace` (cheap: counts the events).
+    pub fn new(trace: Trace, config: &AnalysisConfig) -> ReplayBuilder {
+        let run = Run::new(&trace, config);
+        let rec = Recording {
+            consumers: config.consumers.len(),
+            ..Recording::default()
+        };
+        ReplayBuilder {
+            trace,
+            run,
+            rec,
+            tables: Tables::default(),
+        }
+    }
+
+    /// Do about `budget` events of work (at least one batch record or event) and report
+    /// progress.
+    pub fn advance(&mut self, budget: usize) -> BuildProgress {
+        if !self.is_done() {
+            self.run
+                .advance(&self.trace, budget, None, Some(&mut self.rec));
+            let done = self.run.events_done();
+            while self.tables.next < done {
+                self.tables
+                    .add(&self.trace, self.run.index(), &self.rec, self.tables.next);
+                self.tables.next += 1;
+            }
+        }
+        self.progress()
+    }
+
+    /// Where the build is.
+    pub fn progress(&self) -> BuildProgress {
+        let phase = match self.run.stage() {
+            Stage::Index => BuildPhase::Index,
+            Stage::Events | Stage::Release => BuildPhase::Analysis,
+            Stage::Done => BuildPhase::Done,
+        };
+        BuildProgress {
+            phase,
+            done: self.run.done(),
+            total: self.run.total(),
+        }
+    }
+
+    /// Whether every event has been processed (then [`ReplayBuilder::finish`] is cheap).
+    pub fn is_done(&self) -> bool {
+        self.run.stage() == Stage::Done
+    }
+
+    /// The trace being analysed.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// Complete the work (all of it when called early) and return the replay, cursor at 0.
+    pub fn finish(mut self) -> Replay {
+        while !self.is_done() {
+            self.advance(usize::MAX);
+        }
+        let ReplayBuilder {
+            trace,
+            run,
+            rec,
+            mut tables,
+        } = self;
+        let analysis = run.finish(&trace);
+        let n = analysis.index.events.len();
+        tables.close(n, rec.changes.len());
         let mut finding_events: Vec<(usize, usize)> = analysis
             .violations
             .iter()
@@ -586,10 +746,7 @@ impl Replay {
             .map(|j| j.last_event - j.first_event + 1)
             .max()
             .unwrap_or(0);
-        let checkpoint_every = checkpoint_interval(rec.per_lane.len());
-        let (checkpoint_start, checkpoint_lanes) =
-            build_checkpoints(&rec.changes, &change_start, n, checkpoint_every);
-        let skip_first_store = Skip::build(&first_store_events, n, |e| *e as usize);
+        let skip_first_store = Skip::build(&tables.first_store_events, n, |e| *e as usize);
         let skip_findings = Skip::build(&finding_events, n, |f| f.0);
         let skip_jobs = Skip::build(&analysis.index.jobs, n, |j| j.first_event);
         Replay {
@@ -599,21 +756,29 @@ impl Replay {
             trace,
             analysis,
             rec,
-            checkpoint_every,
-            checkpoint_start,
-            checkpoint_lanes,
-            change_start,
-            first_store,
-            first_store_events,
-            children,
-            touches,
-            job_events,
+            checkpoint_every: tables.checkpoint_every,
+            checkpoint_start: tables.checkpoint_start,
+            checkpoint_lanes: tables.checkpoint_lanes,
+            change_start: tables.change_start,
+            first_store: tables.first_store,
+            first_store_events: tables.first_store_events,
+            children: tables.children,
+            touches: tables.touches,
+            job_events: tables.job_events,
             job_violations,
             max_job_span,
             finding_events,
             cursor: 0,
             lanes_now: vec![BTreeMap::new(); consumers],
         }
+    }
+}
+
+impl Replay {
+    /// Analyse `trace` and build the replay index in one go; the cursor starts at 0. For large
+    /// traces in an interactive app, use [`ReplayBuilder`] to do the same work in slices.
+    pub fn new(trace: Trace, config: &AnalysisConfig) -> Replay {
+        ReplayBuilder::new(trace, config).finish()
     }
 
     /// Number of delivered events.
@@ -846,8 +1011,8 @@ impl Replay {
     fn verdict(&self, c: usize, i: usize, hashes: &[u64]) -> Option<EventVerdict> {
         let cv = self.rec.verdicts.get(c)?.get(i)?;
         let key = (c as u8, i as u32);
-        let blocks = match self.rec.blocks.get(&key) {
-            Some(b) => b.to_vec(),
+        let blocks: Blocks = match self.rec.blocks.get(&key) {
+            Some(b) => b.iter().cloned().collect(),
             None => hashes
                 .iter()
                 .map(|h| BlockVerdict {
@@ -863,7 +1028,7 @@ impl Replay {
             reason: self.rec.string(cv.reason),
             status: self.rec.string(cv.status as u16),
             blocks: if matches!(cv.kind, VerdictKind::Cleared) {
-                Vec::new()
+                Blocks::new()
             } else {
                 blocks
             },

@@ -252,3 +252,75 @@ fn walk_forward_then_back_to_zero() {
     r.seek(4);
     assert!(r.snapshot().active_jobs.is_empty());
 }
+
+/// `build`, plus an empty batch and a gap record at random places and one batch's seq bumped
+/// (exercises the sequence checks the builder does while indexing).
+fn build_with_gaps(ops: &[Op], per_batch: usize, at: usize, bump_seq: usize) -> Trace {
+    let mut t = build(ops, per_batch);
+    let n = t.records.len();
+    if let Some(TraceRecord::Batch(b)) = t.records.get_mut(bump_seq % n.max(1)) {
+        b.seq += 2;
+    }
+    let at = at % (n + 1);
+    t.records.insert(at, batch("b", 7, Vec::new()));
+    t.records.insert(
+        at / 2,
+        TraceRecord::Gap(crate::trace::SeqGap {
+            source: "a".into(),
+            dp_rank: Some(0),
+            expected_seq: 1,
+            received_seq: 3,
+            recovered: at.is_multiple_of(2),
+        }),
+    );
+    trace(t.records)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn builder_in_slices_equals_replay_new(
+        ops in prop::collection::vec(op(), 0..200),
+        per_batch in 1usize..5,
+        at in 0usize..100,
+        bump_seq in 0usize..100,
+        budgets in prop::collection::vec(1usize..40, 1..6),
+        cursors in prop::collection::vec(0usize..210, 1..6),
+    ) {
+        let t = build_with_gaps(&ops, per_batch, at, bump_seq);
+        let config = AnalysisConfig::default();
+        let mut want = Replay::new(t.clone(), &config);
+        let mut b = ReplayBuilder::new(t, &config);
+        let mut last = b.progress();
+        prop_assert_eq!(last.total, want.len());
+        let mut k = 0usize;
+        while !b.is_done() {
+            let p = b.advance(budgets[k % budgets.len()]);
+            k += 1;
+            prop_assert!(p.done <= p.total);
+            prop_assert!(p.phase >= last.phase);
+            prop_assert!(p.fraction() >= last.fraction());
+            last = p;
+        }
+        let mut got = b.finish();
+        let (a, w) = (got.analysis(), want.analysis());
+        prop_assert_eq!(&a.findings, &w.findings);
+        prop_assert_eq!(&a.violations, &w.violations);
+        prop_assert_eq!(&a.verdict_kinds, &w.verdict_kinds);
+        prop_assert_eq!(&a.losses, &w.losses);
+        prop_assert_eq!(&a.index.jobs, &w.index.jobs);
+        let n = want.len();
+        for i in 0..n {
+            prop_assert_eq!(got.step_at(i), want.step_at(i), "step {}", i);
+        }
+        for c in cursors {
+            let c = c.min(n);
+            got.seek(c);
+            want.seek(c);
+            prop_assert_eq!(got.snapshot(), want.snapshot(), "snapshot at {}", c);
+            for h in 0u64..24 {
+                prop_assert_eq!(got.block(h), want.block(h));
+            }
+        }
+    }
+}

@@ -390,7 +390,9 @@ impl ScenarioError {
 impl Scenario {
     /// Parse and validate a scenario from JSON text.
     pub fn from_json(text: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = serde_json::from_str(text).map_err(|e| {
+        // `from_slice`, not `from_str`: the JSON Lines reader parses with the slice reader too,
+        // so wasm builds carry one copy of serde_json's parser instead of two.
+        let scenario: Scenario = serde_json::from_slice(text.as_bytes()).map_err(|e| {
             let full = e.to_string();
             let suffix = format!(" at line {} column {}", e.line(), e.column());
             ScenarioError {

@@ -16,8 +16,6 @@
 //!    then `take_events()`: GPU events, then connector events (primary tier first, then each
 //!    secondary tier in config order).
 
-use std::collections::BTreeMap;
-
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use indexmap::IndexMap;
@@ -108,11 +106,12 @@ pub struct Engine<'a> {
     pending_promotions: IndexMap<(usize, usize), Vec<OffloadKey>>,
     tier_job_counter: u64,
     processed_tiers_this_step: bool,
-    jobs: BTreeMap<u64, Job>,
+    /// In-flight GPU↔CPU jobs by id (looked up, never iterated).
+    jobs: FxHashMap<u64, Job>,
     job_counter: u64,
     stale_threshold: u64,
     /// Per worker: step → job ids reported at that step (FIFO).
-    reports: Vec<BTreeMap<u64, Vec<u64>>>,
+    reports: Vec<FxHashMap<u64, Vec<u64>>>,
     last_report: Vec<u64>,
     rng: ChaCha8Rng,
     local_step: u64,
@@ -245,10 +244,10 @@ impl<'a> Engine<'a> {
             pending_promotions: IndexMap::new(),
             tier_job_counter: 0,
             processed_tiers_this_step: false,
-            jobs: BTreeMap::new(),
+            jobs: FxHashMap::default(),
             job_counter: 0,
             stale_threshold: 0,
-            reports: vec![BTreeMap::new(); workers],
+            reports: vec![FxHashMap::default(); workers],
             last_report: vec![0; workers],
             rng: ChaCha8Rng::seed_from_u64(mix(sc.seed ^ 0x5eed, engine_idx)),
             local_step: 0,

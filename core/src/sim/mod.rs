@@ -96,10 +96,7 @@ fn header(s: &Scenario) -> TraceHeader {
     if !s.description.is_empty() {
         meta.insert("description".into(), s.description.clone().into());
     }
-    meta.insert(
-        "order".into(),
-        serde_json::to_value(s.order).unwrap_or(serde_json::Value::Null),
-    );
+    meta.insert("order".into(), s.order.to_json());
     meta.insert("seed".into(), s.seed.into());
     meta.insert(
         "none_hash_seed".into(),

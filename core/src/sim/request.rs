@@ -1,8 +1,6 @@
 //! A simulated `Request`: tokens, incremental block hashes (`get_request_block_hasher`) and
 //! the connector's per-request offload state (`RequestOffloadState`, `RequestGroupState`).
 
-use std::collections::BTreeSet;
-
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -70,7 +68,7 @@ pub struct SimRequest {
     /// Per group: `num_hit_chunks`.
     pub num_hit_chunks: Vec<usize>,
     /// In-flight job ids.
-    pub transfer_jobs: BTreeSet<u64>,
+    pub transfer_jobs: rustc_hash::FxHashSet<u64>,
     /// `on_request_finished` was signalled.
     pub finished_signaled: bool,
     /// Token generator for outputs beyond the explicit ones.
