@@ -5,6 +5,7 @@
 //! with `fn = sha256(cbor2.dumps(x, canonical=True))`. `NONE_HASH = fn(seed)` where the seed is
 //! the string `"vllm-none-hash"` by default (vLLM #51875) or `PYTHONHASHSEED` when set.
 
+use ciborium_io::Write as _;
 use ciborium_ll::{simple, Encoder, Header};
 use sha2::{Digest as _, Sha256};
 
@@ -67,10 +68,20 @@ fn put_extra(e: &mut Cbor<'_>, v: &ExtraValue) {
             r
         }
         ExtraValue::Map(pairs) => {
-            // In the given order (as `ciborium::Value::Map` would be written).
-            let r = e.push(Header::Map(Some(pairs.len())));
-            for (k, v) in pairs {
-                put_extra(e, k);
+            // cbor2's `canonical=True` (what vLLM's `sha256_cbor` uses) writes map entries sorted
+            // by their encoded key, shorter keys first, then bytewise (RFC 7049 §3.9).
+            let mut entries: Vec<(Vec<u8>, &ExtraValue)> = pairs
+                .iter()
+                .map(|(k, v)| {
+                    let mut key = Vec::new();
+                    put_extra(&mut Encoder::from(&mut key), k);
+                    (key, v)
+                })
+                .collect();
+            entries.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.cmp(&b.0)));
+            let r = e.push(Header::Map(Some(entries.len())));
+            for (key, v) in entries {
+                let _ = e.write_all(&key);
                 put_extra(e, v);
             }
             r
@@ -195,13 +206,42 @@ mod tests {
             ExtraValue::Str(s) => Value::Text(s.clone()),
             ExtraValue::Bytes(b) => Value::Bytes(b.clone()),
             ExtraValue::Array(items) => Value::Array(items.iter().map(extra_to_value).collect()),
-            ExtraValue::Map(pairs) => Value::Map(
-                pairs
+            ExtraValue::Map(pairs) => {
+                // cbor2 canonical order: by encoded key, length first.
+                let mut entries: Vec<(Vec<u8>, Value, Value)> = pairs
                     .iter()
-                    .map(|(k, v)| (extra_to_value(k), extra_to_value(v)))
-                    .collect(),
-            ),
+                    .map(|(k, v)| {
+                        let key = extra_to_value(k);
+                        let mut bytes = Vec::new();
+                        ciborium::into_writer(&key, &mut bytes).unwrap();
+                        (bytes, key, extra_to_value(v))
+                    })
+                    .collect();
+                entries.sort_by(|a, b| (a.0.len(), &a.0).cmp(&(b.0.len(), &b.0)));
+                Value::Map(entries.into_iter().map(|(_, k, v)| (k, v)).collect())
+            }
         }
+    }
+
+    /// `cbor2.dumps({'bb': 1, 'a': 2, 10: 3, (1, 2): 4, b'z': 5, -1: 6}, canonical=True)`
+    /// (cbor2 5.x): map keys sorted by their encoding, shorter first.
+    #[test]
+    fn map_keys_in_cbor2_canonical_order() {
+        let s = |x: &str| ExtraValue::Str(x.into());
+        let map = ExtraValue::Map(vec![
+            (s("bb"), ExtraValue::UInt(1)),
+            (s("a"), ExtraValue::UInt(2)),
+            (ExtraValue::UInt(10), ExtraValue::UInt(3)),
+            (
+                ExtraValue::Array(vec![ExtraValue::UInt(1), ExtraValue::UInt(2)]),
+                ExtraValue::UInt(4),
+            ),
+            (ExtraValue::Bytes(b"z".to_vec()), ExtraValue::UInt(5)),
+            (ExtraValue::Int(-1), ExtraValue::UInt(6)),
+        ]);
+        let bytes = block_cbor(&Digest([0; 32]), &[], Some(&[map]));
+        let want = hex::decode("a60a032006417a056161026262620182010204").unwrap();
+        assert!(bytes.ends_with(&want), "{}", hex::encode(&bytes));
     }
 
     fn block_via_ciborium(

@@ -1,14 +1,14 @@
 //! Options objects JavaScript passes in (analysis, violation filters, scenario generation),
 //! parsed strictly: an unknown key, consumer, rule or level is an error naming it.
 
-use std::collections::BTreeMap;
-
 use kvscope_core::analysis::{AnalysisConfig, Level, Rule, RuleLevels};
 use kvscope_core::consumers::{ConsumerConfig, ConsumerKind};
 use kvscope_core::replay::ViolationFilter;
 use serde::Deserialize;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
+
+use crate::js::Pairs;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_NAMES: &'static str = r#"
@@ -17,7 +17,7 @@ export type ConsumerName = "llmd" | "dynamo" | "sglang" | "ideal";
 /** A lint rule. */
 export type RuleName = "child-before-parent-in-job" | "child-before-parent-across-jobs"
   | "cross-tier-reorder" | "cross-source-reorder" | "promotion-reorder" | "unknown-parent"
-  | "remove-unknown" | "double-store" | "seq-gap" | "consumer-loss";
+  | "remove-unknown" | "double-store" | "seq-gap" | "seq-gap-recovered" | "consumer-loss";
 /** How a rule's findings count. */
 export type Level = "allow" | "warn" | "deny";
 /** What a consumer did with an event or a block. */
@@ -50,7 +50,7 @@ pub struct AnalyzeOptions {
     pub rules: Option<Vec<String>>,
     /// Level overrides, e.g. `{ "cross-tier-reorder": "deny" }` (applied after `rules`).
     #[tsify(type = "Partial<Record<RuleName, Level>>", optional)]
-    pub levels: Option<BTreeMap<String, String>>,
+    pub levels: Option<Pairs<String, String>>,
     /// Model settings (llm-d / Dynamo block sizes, Dynamo clear scope, ideal pending limit).
     #[tsify(type = "Partial<ConsumerConfig>", optional)]
     pub consumer_config: Option<ConsumerConfigOptions>,
@@ -126,7 +126,7 @@ impl AnalyzeOptions {
             config.rules = levels;
         }
         if let Some(levels) = &self.levels {
-            for (rule, level) in levels {
+            for (rule, level) in &levels.0 {
                 let level: Level =
                     level
                         .parse()

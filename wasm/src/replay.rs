@@ -10,10 +10,9 @@ use kvscope_core::replay as kr;
 use serde::Serialize;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
 
 use crate::dto::hash_from_js;
-use crate::js::{js_error, to_js};
+use crate::js::{js_error, json_error_message, to_js};
 use crate::options::{
     AnalyzeOptions, AnalyzeOptionsArg, ViolationFilterArg, ViolationFilterOptions,
 };
@@ -384,24 +383,11 @@ impl From<kr::BlockInfo> for BlockInfo {
     }
 }
 
-/// An options object with a fixed set of keys.
-pub(crate) trait OptionKeys {
-    /// The keys it accepts.
-    const KEYS: &'static [&'static str];
-}
-
-impl OptionKeys for AnalyzeOptions {
-    const KEYS: &'static [&'static str] = &["consumers", "rules", "levels", "consumer_config"];
-}
-
-impl OptionKeys for ViolationFilterOptions {
-    const KEYS: &'static [&'static str] = &["rule", "consumer"];
-}
-
-/// Parse optional options (`undefined` / `null` = defaults). Unknown keys are errors naming
-/// them (serde-wasm-bindgen only reads the declared fields, so `deny_unknown_fields` alone
-/// would not see them).
-pub(crate) fn parse_opts<T: serde::de::DeserializeOwned + Default + OptionKeys>(
+/// Parse optional options (`undefined` / `null` = defaults). The object goes through
+/// `JSON.stringify` and serde_json (which the package carries anyway for JSON Lines), so the
+/// package needs no second deserializer; unknown keys are errors naming them
+/// (`deny_unknown_fields`), and keys whose value is `undefined` count as absent.
+pub(crate) fn parse_opts<T: serde::de::DeserializeOwned + Default>(
     value: Option<JsValue>,
     what: &str,
 ) -> Result<T, JsValue> {
@@ -411,20 +397,16 @@ pub(crate) fn parse_opts<T: serde::de::DeserializeOwned + Default + OptionKeys>(
     if !value.is_object() || js_sys::Array::is_array(&value) {
         return Err(js_error(&format!("invalid {what}: expected an object")));
     }
-    for key in js_sys::Object::keys(value.unchecked_ref::<js_sys::Object>()).iter() {
-        let key = key.as_string().unwrap_or_default();
-        if !T::KEYS.contains(&key.as_str()) {
-            return Err(js_error(&format!(
-                "invalid {what}: unknown field `{key}`, expected one of {}",
-                T::KEYS
-                    .iter()
-                    .map(|k| format!("`{k}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-    }
-    serde_wasm_bindgen::from_value(value).map_err(|e| js_error(&format!("invalid {what}: {e}")))
+    let text = js_sys::JSON::stringify(&value)
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or_else(|| {
+            js_error(&format!(
+                "invalid {what}: not expressible as JSON (a bigint or a cycle?)"
+            ))
+        })?;
+    serde_json::from_slice(text.as_bytes())
+        .map_err(|e| js_error(&format!("invalid {what}: {}", json_error_message(&e))))
 }
 
 /// A cursor position or event index given by JS: a non-negative integer.

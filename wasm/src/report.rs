@@ -1,11 +1,11 @@
 //! Analysis results as JS objects: findings, loss summaries, jobs. Hashes are decimal strings
 //! (kvscope's analysis keys blocks by the router-normalised u64, `BlockHash::as_u64`).
 
-use std::collections::BTreeMap;
-
 use kvscope_core::analysis::{self as ka, Rule};
 use serde::Serialize;
 use tsify::Tsify;
+
+use crate::js::Pairs;
 
 /// A u64-normalised block hash as its exact decimal string.
 pub fn hash_str(h: u64) -> String {
@@ -54,10 +54,10 @@ pub struct Finding {
     pub message: String,
     /// Per consumer: the event's final verdict.
     #[tsify(type = "Partial<Record<ConsumerName, VerdictKind>>")]
-    pub verdicts: BTreeMap<String, &'static str>,
+    pub verdicts: Pairs<String, &'static str>,
     /// Per consumer: how many later events were lost because this one was dropped.
     #[tsify(type = "Partial<Record<ConsumerName, number>>")]
-    pub cascade: BTreeMap<String, f64>,
+    pub cascade: Pairs<String, f64>,
 }
 
 impl From<&ka::Finding> for Finding {
@@ -74,16 +74,18 @@ impl From<&ka::Finding> for Finding {
             related_event: f.related_event.map(num),
             inferred: f.inferred,
             message: f.message.clone(),
-            verdicts: f
-                .verdicts
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_str()))
-                .collect(),
-            cascade: f
-                .cascade
-                .iter()
-                .map(|(k, v)| (k.clone(), num(*v)))
-                .collect(),
+            verdicts: Pairs(
+                f.verdicts
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str()))
+                    .collect(),
+            ),
+            cascade: Pairs(
+                f.cascade
+                    .iter()
+                    .map(|(k, v)| (k.clone(), num(*v)))
+                    .collect(),
+            ),
         }
     }
 }
@@ -141,7 +143,7 @@ pub struct LossSummary {
     pub events_lost: f64,
     /// Final verdict counts over all events.
     #[tsify(type = "Partial<Record<VerdictKind, number>>")]
-    pub verdicts: BTreeMap<&'static str, f64>,
+    pub verdicts: Pairs<&'static str, f64>,
     /// Events still pending at the end (ideal).
     pub pending_at_end: f64,
     /// Unreachable prefixes (root losses with their cascade), in delivery order.
@@ -154,11 +156,12 @@ impl From<&ka::LossSummary> for LossSummary {
             consumer: l.consumer.clone(),
             blocks_lost: num(l.blocks_lost),
             events_lost: num(l.events_lost),
-            verdicts: l
-                .verdicts
-                .iter()
-                .map(|(k, v)| (k.as_str(), num(*v)))
-                .collect(),
+            verdicts: Pairs(
+                l.verdicts
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), num(*v)))
+                    .collect(),
+            ),
             pending_at_end: num(l.pending_at_end),
             unreachable_prefixes: l
                 .unreachable_prefixes
@@ -227,7 +230,7 @@ pub struct Analysis {
     pub violations: Vec<Finding>,
     /// Reported findings per rule (rules with none are absent).
     #[tsify(type = "Partial<Record<RuleName, number>>")]
-    pub counts: BTreeMap<&'static str, f64>,
+    pub counts: Pairs<&'static str, f64>,
     /// Per consumer: what it lost.
     pub losses: Vec<LossSummary>,
     /// The transfer jobs (explicit or inferred), by id.
@@ -236,12 +239,15 @@ pub struct Analysis {
 
 impl From<&ka::Analysis> for Analysis {
     fn from(a: &ka::Analysis) -> Self {
-        let counts = Rule::ALL
-            .into_iter()
-            .map(|r| (r.name(), a.count(r)))
-            .filter(|(_, n)| *n > 0)
-            .map(|(r, n)| (r, num(n)))
-            .collect();
+        // In `Rule::ALL` order.
+        let counts = Pairs(
+            Rule::ALL
+                .into_iter()
+                .map(|r| (r.name(), a.count(r)))
+                .filter(|(_, n)| *n > 0)
+                .map(|(r, n)| (r, num(n)))
+                .collect(),
+        );
         Analysis {
             consumers: a.config.consumers.iter().map(|c| c.as_str()).collect(),
             event_count: num(a.event_count()),

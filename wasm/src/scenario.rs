@@ -8,7 +8,7 @@ use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
 use crate::js::{js_error, to_js};
-use crate::replay::{parse_opts, OptionKeys};
+use crate::replay::parse_opts;
 use crate::trace::Trace;
 
 #[wasm_bindgen]
@@ -39,16 +39,6 @@ pub struct GenerateOptions {
     /// Wire hash format: `"int"` (vLLM's default) or `"bytes"` (raw 32-byte digests).
     #[tsify(type = "\"int\" | \"bytes\"", optional)]
     pub hash_format: Option<String>,
-}
-
-impl OptionKeys for GenerateOptions {
-    const KEYS: &'static [&'static str] = &[
-        "order",
-        "seed",
-        "python_hash_seed",
-        "none_hash_seed",
-        "hash_format",
-    ];
 }
 
 impl GenerateOptions {
@@ -121,6 +111,34 @@ pub fn builtin_scenario(name: &str) -> Result<String, JsValue> {
         .ok_or_else(|| js_error(&format!("unknown built-in scenario {name:?}")))
 }
 
+/// Parse `generate`'s options. JSON cannot carry a `bigint`, so a bigint `seed` is taken out
+/// of (a copy of) the object before the rest goes through [`parse_opts`].
+fn generate_options(options: Option<JsValue>) -> Result<GenerateOptions, JsValue> {
+    let key = JsValue::from_str("seed");
+    let seed = options
+        .as_ref()
+        .filter(|o| o.is_object())
+        .and_then(|o| js_sys::Reflect::get(o, &key).ok())
+        .filter(JsValue::is_bigint);
+    let Some(seed) = seed else {
+        return parse_opts(options, "generate options");
+    };
+    let seed = u64::try_from(seed)
+        .map_err(|_| js_error("invalid generate options: seed must be in 0..2^64"))?;
+    let copy = js_sys::Object::assign(
+        &js_sys::Object::new(),
+        options
+            .as_ref()
+            .map_or(&JsValue::UNDEFINED, |o| o)
+            .unchecked_ref(),
+    );
+    // Deleting an own property of a fresh plain object cannot fail.
+    let _ = js_sys::Reflect::delete_property(&copy, &key);
+    let mut parsed: GenerateOptions = parse_opts(Some(copy.into()), "generate options")?;
+    parsed.seed = Some(seed);
+    Ok(parsed)
+}
+
 /// Run a scenario through the simulator and return the trace (with a header record and
 /// per-event provenance). `scenario` is a built-in name, scenario JSON text, or a scenario
 /// object (the JSON format of `docs/scenario-format.md`). Throws an `Error` naming the
@@ -130,7 +148,7 @@ pub fn generate(
     #[wasm_bindgen(unchecked_param_type = "string | object")] scenario: JsValue,
     options: Option<GenerateOptionsArg>,
 ) -> Result<Trace, JsValue> {
-    let options: GenerateOptions = parse_opts(options.map(JsValue::from), "generate options")?;
+    let options = generate_options(options.map(JsValue::from))?;
     let spec = match scenario.as_string() {
         Some(s) => s,
         None if scenario.is_object() => js_sys::JSON::stringify(&scenario)

@@ -54,6 +54,17 @@ fn analyze_rules_and_levels_are_applied() {
     assert!(msg.contains("unknown consumer \"nginx\""), "{msg}");
     let (_, msg) = thrown(t.analyze(Some(json(r#"{"rule": []}"#))));
     assert!(msg.contains("unknown field `rule`"), "{msg}");
+    // Nested option objects are checked too, and wrong types are named.
+    let (_, msg) = thrown(t.analyze(Some(json(r#"{"consumer_config": {"llmd_block": 16}}"#))));
+    assert!(msg.contains("unknown field `llmd_block`"), "{msg}");
+    let (_, msg) = thrown(t.analyze(Some(json(
+        r#"{"consumer_config": {"dynamo_kv_block_size": -1}}"#,
+    ))));
+    assert!(
+        msg.starts_with("invalid analyze options: invalid value"),
+        "{msg}"
+    );
+    assert!(!msg.contains(" at line "), "{msg}");
     // undefined and null mean defaults (all four consumers).
     assert_eq!(len(&get(&t.analyze(None).unwrap(), "consumers")), 4);
     assert_eq!(

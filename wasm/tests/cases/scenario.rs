@@ -75,4 +75,10 @@ fn custom_scenarios_from_text_or_object_and_errors() {
         Some(json(r#"{"sed": 1}"#)),
     ));
     assert!(msg.contains("unknown field `sed`"), "{msg}");
+    // A bigint seed beyond 2^64 is an error, not a wrap-around.
+    let opts: kvscope_wasm::scenario::GenerateOptionsArg = json("{}");
+    let too_big = js_sys::BigInt::new(&JsValue::from_str("18446744073709551616")).unwrap();
+    js_sys::Reflect::set(&opts, &JsValue::from_str("seed"), &too_big).unwrap();
+    let (_, msg) = thrown(generate(JsValue::from_str("chunked"), Some(opts)));
+    assert!(msg.contains("seed must be in 0..2^64"), "{msg}");
 }
