@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 pub use compare::{compare, TraceDiff};
 pub use rules::{Level, Rule, RuleError, RuleLevels};
-pub(crate) use run::{Recorder, Run, Stage};
+pub(crate) use run::{Interner, Recorder, Run, Stage};
 
 use crate::consumers::{
     ConsumerConfig, ConsumerKind, EventCtx, EventVerdict, Resolution, VerdictKind,
@@ -65,13 +65,13 @@ pub struct EventLoc {
     pub record: u32,
     /// 0-based index of the event in its batch.
     pub pos: u32,
-    /// Interned source id (see [`Analysis::sources`]).
+    /// Interned source id (see [`EventIndex::sources`]).
     pub source: u32,
-    /// Interned tier id (see [`Analysis::tiers`]).
+    /// Interned tier id (see [`EventIndex::tiers`]).
     pub tier: u32,
     /// DP rank (0 when absent).
     pub dp_rank: u32,
-    /// Interned job id (see [`Analysis::jobs`]), `u32::MAX` for none (GPU events).
+    /// Interned job id (see [`EventIndex::jobs`]), `u32::MAX` for none (GPU events).
     pub job: u32,
 }
 

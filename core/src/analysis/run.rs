@@ -10,18 +10,30 @@ use super::{
     Analysis, AnalysisConfig, EventIndex, EventLoc, Finding, IndexBuilder, Level, LossSummary,
     Rule, UnreachablePrefix, VerdictSink,
 };
+pub(crate) use crate::consumers::Interner;
 use crate::consumers::{
-    hashes_of, AnyConsumer, Consumer, EventVerdict, Hashes, LaneCounts, LaneKey, Resolution,
+    hashes_of, AnyConsumer, EventIds, EventVerdict, Hashes, LaneCounts, LaneKey, Resolution,
     VerdictKind,
 };
 use crate::event::{KvEvent, Tier};
 use crate::trace::{ProvenanceKind, Trace, TraceRecord};
 
 type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
-type HashSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
 pub(crate) trait Recorder {
+    /// The index is complete; events follow.
+    fn start(&mut self, index: &EventIndex);
+    /// Event `event` (at `loc`, naming blocks `ids`, stored under `parent`), before any model
+    /// sees it.
+    fn event(
+        &mut self,
+        event: usize,
+        loc: &EventLoc,
+        ev: &KvEvent,
+        ids: &[u32],
+        parent: Option<u32>,
+    );
     fn verdict(&mut self, event: usize, consumer: usize, v: &EventVerdict, resolved: &[Resolution]);
     /// The lanes event `event` changed for `consumer`, sorted, with their new counters.
     fn lanes(&mut self, event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]);
@@ -44,58 +56,89 @@ struct Waiter {
     hashes: Hashes,
 }
 
-/// Lane presence for the violation index (what a tier of a source holds).
+/// Which lanes hold one block (usually one or two: inline) and whether it was ever stored.
+#[derive(Clone, Default)]
+struct Held {
+    lanes: smallvec::SmallVec<[(u32, u32); 2]>,
+    ever: bool,
+}
+
+/// Lane presence for the violation index (what each tier of each source holds), by block id.
 #[derive(Default)]
 struct Presence {
-    lane: HashSet<(u64, u32, u32)>,
-    source: HashMap<(u64, u32), u32>,
-    global: HashMap<u64, u32>,
-    ever: HashSet<u64>,
+    held: Vec<Held>,
+    /// Per source: blocks it stored since its last clear (may include removed ones).
+    by_source: Vec<Vec<u32>>,
 }
 
 impl Presence {
-    fn add(&mut self, h: u64, s: u32, t: u32) -> bool {
-        self.ever.insert(h);
-        if !self.lane.insert((h, s, t)) {
+    fn slot(&mut self, id: u32) -> Option<&mut Held> {
+        let i = id as usize;
+        if i >= self.held.len() {
+            self.held.resize(i + 1, Held::default());
+        }
+        self.held.get_mut(i)
+    }
+    /// Store `id` into lane `(s, t)`; false if the lane already held it.
+    fn add(&mut self, id: u32, s: u32, t: u32) -> bool {
+        let Some(h) = self.slot(id) else {
+            return true;
+        };
+        h.ever = true;
+        if h.lanes.contains(&(s, t)) {
             return false;
         }
-        *self.source.entry((h, s)).or_default() += 1;
-        *self.global.entry(h).or_default() += 1;
+        h.lanes.push((s, t));
+        if let Some(list) = self.by_source.get_mut(s as usize) {
+            list.push(id);
+        } else {
+            self.by_source.resize(s as usize + 1, Vec::new());
+            if let Some(list) = self.by_source.get_mut(s as usize) {
+                list.push(id);
+            }
+        }
         true
     }
-    fn remove(&mut self, h: u64, s: u32, t: u32) -> bool {
-        if !self.lane.remove(&(h, s, t)) {
+    /// Remove `id` from lane `(s, t)`; false if the lane did not hold it.
+    fn remove(&mut self, id: Option<u32>, s: u32, t: u32) -> bool {
+        let Some(h) = id.and_then(|id| self.held.get_mut(id as usize)) else {
             return false;
+        };
+        match h.lanes.iter().position(|l| *l == (s, t)) {
+            Some(p) => {
+                h.lanes.remove(p);
+                true
+            }
+            None => false,
         }
-        dec(&mut self.source, (h, s));
-        dec(&mut self.global, h);
-        true
     }
     fn clear_source(&mut self, s: u32) {
-        let gone: Vec<(u64, u32, u32)> = self.lane.iter().filter(|k| k.1 == s).copied().collect();
-        for (h, s, t) in gone {
-            self.remove(h, s, t);
+        let Some(list) = self.by_source.get_mut(s as usize) else {
+            return;
+        };
+        for id in std::mem::take(list) {
+            if let Some(h) = self.held.get_mut(id as usize) {
+                h.lanes.retain(|l| l.0 != s);
+            }
         }
     }
-    fn scope_missing(&self, h: u64, s: u32, t: u32) -> Option<Scope> {
-        if self.lane.contains(&(h, s, t)) {
+    fn scope_missing(&self, id: Option<u32>, s: u32, t: u32) -> Option<Scope> {
+        let Some(h) = id.and_then(|id| self.held.get(id as usize)) else {
+            return Some(Scope::Global);
+        };
+        if h.lanes.contains(&(s, t)) {
             None
-        } else if self.source.contains_key(&(h, s)) {
+        } else if h.lanes.iter().any(|l| l.0 == s) {
             Some(Scope::Lane)
-        } else if self.global.contains_key(&h) {
+        } else if !h.lanes.is_empty() {
             Some(Scope::Source)
         } else {
             Some(Scope::Global)
         }
     }
-}
-
-fn dec<K: std::hash::Hash + Eq>(m: &mut HashMap<K, u32>, k: K) {
-    if let Some(v) = m.get_mut(&k) {
-        *v -= 1;
-        if *v == 0 {
-            m.remove(&k);
-        }
+    fn ever(&self, id: Option<u32>) -> bool {
+        id.and_then(|id| self.held.get(id as usize))
+            .is_some_and(|h| h.ever)
     }
 }
 
@@ -103,13 +146,24 @@ fn dec<K: std::hash::Hash + Eq>(m: &mut HashMap<K, u32>, k: K) {
 #[derive(Default)]
 struct LossTrack {
     /// Lost block → root lost event.
-    root_of: HashMap<u64, usize>,
-    /// Root event → (events, blocks, missing parent, first block).
-    roots: BTreeMap<usize, UnreachablePrefix>,
-    /// Event → number of later events lost because of it.
-    cascade: HashMap<usize, usize>,
+    root_of: HashMap<u64, u32>,
+    /// Unreachable prefixes, by root event (ascending: a root is created at the event being
+    /// processed). Its cascade (later events lost because of it) is `events - 1`.
+    roots: Vec<UnreachablePrefix>,
     /// Final verdict counts (kept up to date as pending events resolve).
     counts: [usize; VerdictKind::COUNT],
+}
+
+impl LossTrack {
+    fn root(&self, event: usize) -> Option<&UnreachablePrefix> {
+        let i = self.roots.binary_search_by_key(&event, |r| r.event).ok()?;
+        self.roots.get(i)
+    }
+
+    /// Events lost later because `event` was lost.
+    fn cascade(&self, event: usize) -> usize {
+        self.root(event).map_or(0, |r| r.events.saturating_sub(1))
+    }
 }
 
 /// Where a [`Run`] is.
@@ -123,6 +177,8 @@ pub(crate) enum Stage {
     /// Freeing the models' states, one model per [`Run::advance`] call (freeing a model of a
     /// 1M-event trace takes tens of milliseconds).
     Release,
+    /// Assembling findings and losses, in slices (a legacy trace can have a finding per job).
+    Finish,
     /// Every event processed; [`Run::finish`] assembles the result.
     Done,
 }
@@ -137,7 +193,8 @@ pub(crate) struct Run {
     next_record: usize,
     /// Last seq per (source, rank); empty batches waiting for the next event's source; gap
     /// records (`(event, record)`).
-    last_seq: HashMap<(u32, u32), u64>,
+    /// By `source << 32 | dp_rank`.
+    last_seq: HashMap<u64, u64>,
     empty_batches: Vec<usize>,
     gap_records: Vec<(usize, usize)>,
     consumers: Vec<AnyConsumer>,
@@ -145,9 +202,14 @@ pub(crate) struct Run {
     lost_blocks: Vec<Vec<(usize, u64)>>,
     tracks: Vec<LossTrack>,
     presence: Presence,
+    interner: Interner,
+    /// Scratch: the current event's block ids and parent id.
+    ids: EventIds,
     waiting: HashMap<u64, Vec<Waiter>>,
     raw: Vec<Finding>,
     resolved: Vec<Resolution>,
+    /// The finishing stage's state.
+    fin: Finishing,
     /// Scratch: lane changes of one model for one event.
     lane_changes: Vec<(LaneKey, LaneCounts)>,
     next: usize,
@@ -178,17 +240,15 @@ impl Run {
             lost_blocks: Vec::new(),
             tracks: Vec::new(),
             presence: Presence::default(),
+            interner: Interner::default(),
+            ids: EventIds::default(),
             waiting: HashMap::default(),
             raw: Vec::new(),
             resolved: Vec::new(),
             lane_changes: Vec::new(),
+            fin: Finishing::default(),
             next: 0,
         }
-    }
-
-    /// Number of delivered events in the trace.
-    pub(crate) fn total(&self) -> usize {
-        self.total
     }
 
     /// The current stage.
@@ -201,18 +261,17 @@ impl Run {
         match self.stage {
             Stage::Index => self.index.idx.events.len(),
             Stage::Events | Stage::Release => self.next,
+            Stage::Finish => self.fin.done.min(self.fin.total),
             Stage::Done => self.total,
         }
     }
 
-    /// The event index (complete once past [`Stage::Index`]).
-    pub(crate) fn index(&self) -> &EventIndex {
-        &self.index.idx
-    }
-
-    /// Events fed to the models so far (`0..events_done()`).
-    pub(crate) fn events_done(&self) -> usize {
-        self.next
+    /// The size of the current stage's work (events, or finishing units).
+    pub(crate) fn stage_total(&self) -> usize {
+        match self.stage {
+            Stage::Finish => self.fin.total,
+            _ => self.total,
+        }
     }
 
     /// Do about `budget` events of work (at least one unit), crossing stages as needed.
@@ -234,6 +293,9 @@ impl Run {
                     if self.next_record >= trace.records.len() {
                         self.gap_findings(trace);
                         self.start_events();
+                        if let Some(r) = recorder.as_mut() {
+                            r.start(&self.index.idx);
+                        }
                         self.stage = Stage::Events;
                     }
                 }
@@ -259,9 +321,21 @@ impl Run {
                     // One model per call: this call ends here.
                     drop(self.consumers.pop());
                     if self.consumers.is_empty() {
-                        self.stage = Stage::Done;
+                        self.start_finish();
+                        self.stage = Stage::Finish;
                     }
                     return spent.max(1);
+                }
+                Stage::Finish => {
+                    let (work, heavy) = self.finish_step(trace, left);
+                    spent += work.max(1);
+                    if self.fin.step == FinishStep::Done {
+                        self.stage = Stage::Done;
+                    }
+                    if heavy {
+                        // A sort or a per-model summary: this call ends here.
+                        return spent;
+                    }
                 }
                 Stage::Done => {}
             }
@@ -312,7 +386,10 @@ impl Run {
     /// the previous batch of its (source, rank).
     fn check_seq(&mut self, b: &crate::trace::TraceBatch, gi: usize, sid: u32) {
         let key = (sid, b.dp_rank.unwrap_or(0));
-        let Some(prev) = self.last_seq.insert(key, b.seq) else {
+        let Some(prev) = self
+            .last_seq
+            .insert((key.0 as u64) << 32 | key.1 as u64, b.seq)
+        else {
             return;
         };
         if b.seq == prev.wrapping_add(1) {
@@ -441,13 +518,19 @@ impl Run {
             .get(loc.source as usize)
             .map(String::as_str)
             .unwrap_or("");
+        // Block ids (and the parent's), for the violation index and the recorder.
+        self.ids.fill(&mut self.interner, ev);
+        let parent_id = self.ids.parent;
+        if let Some(r) = recorder.as_mut() {
+            r.event(i, &loc, ev, &self.ids.blocks, parent_id);
+        }
         let resolved = &mut self.resolved;
         let recording = recorder.is_some();
         // Consumers.
         for (c, consumer) in self.consumers.iter_mut().enumerate() {
             resolved.clear();
             consumer.set_lane_log(recording);
-            let v = consumer.apply(&ctx, ev, resolved);
+            let v = consumer.apply_ids(&ctx, ev, &self.ids, resolved);
             if let Some(s) = sink.as_mut() {
                 s(i, consumer.kind(), &v, resolved);
             }
@@ -477,22 +560,32 @@ impl Run {
                     .map(|b| b.hash)
                     .collect();
                 if !lost.is_empty() {
-                    let parent_root = v.missing_parent.and_then(|p| t.root_of.get(&p).copied());
+                    let parent_root = v
+                        .missing_parent
+                        .and_then(|p| t.root_of.get(&p).map(|r| *r as usize));
                     let root = parent_root.unwrap_or(i);
-                    if parent_root.is_some() {
-                        *t.cascade.entry(root).or_default() += 1;
+                    let at = match t.roots.binary_search_by_key(&root, |r| r.event) {
+                        Ok(at) => at,
+                        Err(at) => {
+                            t.roots.insert(
+                                at,
+                                UnreachablePrefix {
+                                    event: root,
+                                    missing_parent: v.missing_parent,
+                                    first_block: lost.first().copied(),
+                                    events: 0,
+                                    blocks: 0,
+                                },
+                            );
+                            at
+                        }
+                    };
+                    if let Some(entry) = t.roots.get_mut(at) {
+                        entry.events += 1;
+                        entry.blocks += lost.len();
                     }
-                    let entry = t.roots.entry(root).or_insert(UnreachablePrefix {
-                        event: root,
-                        missing_parent: v.missing_parent,
-                        first_block: lost.first().copied(),
-                        events: 0,
-                        blocks: 0,
-                    });
-                    entry.events += 1;
-                    entry.blocks += lost.len();
                     for h in &lost {
-                        t.root_of.insert(*h, root);
+                        t.root_of.insert(*h, root as u32);
                         if let Some(l) = self.lost_blocks.get_mut(c) {
                             l.push((i, *h));
                         }
@@ -502,6 +595,7 @@ impl Run {
         }
         // Violation index.
         let presence = &mut self.presence;
+        let ids = &self.ids.blocks;
         let waiting = &mut self.waiting;
         let raw = &mut self.raw;
         match ev {
@@ -511,7 +605,7 @@ impl Run {
                     .provenance
                     .is_some_and(|p| p.kind == ProvenanceKind::Promotion);
                 if let Some(p) = e.parent_block_hash.as_ref().map(|p| p.as_u64()) {
-                    if let Some(scope) = presence.scope_missing(p, loc.source, loc.tier) {
+                    if let Some(scope) = presence.scope_missing(parent_id, loc.source, loc.tier) {
                         // A parent stored earlier in this same event cannot be missing.
                         waiting.entry(p).or_default().push(Waiter {
                             child: i,
@@ -525,8 +619,8 @@ impl Run {
                     }
                 }
                 let mut doubles = Vec::new();
-                for h in &hashes {
-                    if !presence.add(*h, loc.source, loc.tier) {
+                for (h, id) in hashes.iter().zip(ids) {
+                    if !presence.add(*id, loc.source, loc.tier) {
                         doubles.push(*h);
                     }
                 }
@@ -549,6 +643,9 @@ impl Run {
                 }
                 // Resolve children waiting for these hashes.
                 for h in &hashes {
+                    if waiting.is_empty() {
+                        break;
+                    }
                     let Some(ws) = waiting.remove(h) else {
                         continue;
                     };
@@ -619,8 +716,8 @@ impl Run {
             }
             KvEvent::BlockRemoved(e) => {
                 let mut unknown = Vec::new();
-                for h in e.block_hashes.iter().map(|h| h.as_u64()) {
-                    if !presence.remove(h, loc.source, loc.tier) {
+                for (h, id) in e.block_hashes.iter().map(|h| h.as_u64()).zip(ids) {
+                    if !presence.remove(Some(*id), loc.source, loc.tier) {
                         unknown.push(h);
                     }
                 }
@@ -646,132 +743,257 @@ impl Run {
         }
     }
 
-    /// Assemble the [`Analysis`] (runs any remaining work first). Cost: sorting the findings
-    /// and the lost block hashes; nothing proportional to the number of events.
-    pub(crate) fn finish(mut self, trace: &Trace) -> Analysis {
+    /// Assemble the [`Analysis`] (runs any remaining work first; after [`Stage::Done`] it only
+    /// moves results).
+    pub(crate) fn finish(self, trace: &Trace) -> Analysis {
+        self.finish_parts(trace).0
+    }
+
+    /// [`Run::finish`], also returning the block id interner.
+    pub(crate) fn finish_parts(mut self, trace: &Trace) -> (Analysis, Interner) {
         while self.stage != Stage::Done {
             self.advance(trace, usize::MAX, None, None);
         }
         let Run {
             config,
             index,
-            waiting,
-            presence,
-            mut raw,
+            interner,
             kinds,
-            lost_blocks,
-            tracks,
+            fin,
             ..
         } = self;
-        let index = index.idx;
-        // Children whose parent never arrived anywhere.
-        let mut leftovers: Vec<(u64, Waiter)> = waiting
+        let analysis = Analysis {
+            index: index.idx,
+            config,
+            findings: fin.findings,
+            violations: fin.violations,
+            verdict_kinds: kinds,
+            losses: fin.losses,
+        };
+        (analysis, interner)
+    }
+
+    /// Enter the finishing stage: list the children whose parent never arrived.
+    fn start_finish(&mut self) {
+        let mut leftovers: Vec<(u64, Waiter)> = std::mem::take(&mut self.waiting)
             .into_iter()
             .flat_map(|(p, ws)| ws.into_iter().map(move |w| (p, w)))
             .collect();
         leftovers.sort_by_key(|(_, w)| w.child);
-        for (p, w) in leftovers {
-            if presence.ever.contains(&p) {
-                continue;
-            }
-            let wloc = index.events.get(w.child).copied();
-            let Some(wloc) = wloc else { continue };
-            let worigin = match trace.records.get(wloc.record as usize) {
-                Some(TraceRecord::Batch(b)) => b.origin,
-                _ => 0,
-            };
-            let wsource = index
-                .sources
-                .get(w.source as usize)
-                .cloned()
-                .unwrap_or_default();
-            raw.push(finding(
-                Rule::UnknownParent,
-                w.child,
-                worigin,
-                &wloc,
-                &wsource,
-                w.hashes.to_vec(),
-                Some(p),
-                None,
-                false,
-                format!("parent {p} is never stored in this trace"),
-            ));
-        }
+        let roots: usize = self.tracks.iter().map(|t| t.roots.len()).sum();
+        let most = self.raw.len() + leftovers.len() + roots;
+        self.fin = Finishing {
+            total: leftovers.len() + roots + 2 * most + self.tracks.len(),
+            leftovers: leftovers.into_iter(),
+            ..Finishing::default()
+        };
+    }
 
-        // Consumer-loss findings: one per unreachable prefix root.
-        for ((kind, track), kinds) in config.consumers.iter().zip(&tracks).zip(&kinds) {
-            for root in track.roots.values() {
-                let Some(loc) = index.events.get(root.event).copied() else {
-                    continue;
-                };
-                let origin = match trace.records.get(loc.record as usize) {
-                    Some(TraceRecord::Batch(b)) => b.origin,
-                    _ => 0,
-                };
-                let verdict = kinds.get(root.event).copied();
-                if verdict == Some(VerdictKind::Replayed) {
-                    continue;
+    /// One slice of the finishing work (about `budget` findings). Returns the work done and
+    /// whether the step was a heavy one (a sort, a model's loss summary) after which the
+    /// current [`Run::advance`] call should return.
+    fn finish_step(&mut self, trace: &Trace, budget: usize) -> (usize, bool) {
+        let index = &self.index.idx;
+        let fin = &mut self.fin;
+        let mut work = 0usize;
+        let mut heavy = false;
+        match fin.step {
+            FinishStep::Leftovers => {
+                // Children whose parent never arrived anywhere.
+                for (p, w) in fin.leftovers.by_ref() {
+                    work += 1;
+                    if !self.presence.ever(self.interner.get(p)) {
+                        if let Some(wloc) = index.events.get(w.child).copied() {
+                            let worigin = match trace.records.get(wloc.record as usize) {
+                                Some(TraceRecord::Batch(b)) => b.origin,
+                                _ => 0,
+                            };
+                            let wsource = index
+                                .sources
+                                .get(w.source as usize)
+                                .cloned()
+                                .unwrap_or_default();
+                            self.raw.push(finding(
+                                Rule::UnknownParent,
+                                w.child,
+                                worigin,
+                                &wloc,
+                                &wsource,
+                                w.hashes.to_vec(),
+                                Some(p),
+                                None,
+                                false,
+                                format!("parent {p} is never stored in this trace"),
+                            ));
+                        }
+                    }
+                    if work >= budget {
+                        break;
+                    }
                 }
-                let src = index
-                    .sources
-                    .get(loc.source as usize)
-                    .cloned()
-                    .unwrap_or_default();
-                raw.push(finding(
-                    Rule::ConsumerLoss,
-                    root.event,
-                    origin,
-                    &loc,
-                    &src,
-                    root.first_block.into_iter().collect(),
-                    root.missing_parent,
-                    None,
-                    false,
-                    format!(
-                        "{}: {} ({} event(s), {} block(s) lost including cascade)",
-                        kind.as_str(),
-                        verdict.map_or("lost", VerdictKind::as_str),
-                        root.events,
-                        root.blocks
-                    ),
-                ));
-            }
-        }
-
-        // Attach verdicts and cascades, apply levels.
-        raw.sort_by_key(|f| (f.event, f.rule));
-        for f in &mut raw {
-            f.level = config.rules.level(f.rule);
-            // Gaps are not tied to an event's verdicts; neither are findings without a line.
-            if f.line == 0 || matches!(f.rule, Rule::SeqGap | Rule::SeqGapRecovered) {
-                continue;
-            }
-            for ((kind, track), kinds) in config.consumers.iter().zip(&tracks).zip(&kinds) {
-                if let Some(v) = kinds.get(f.event) {
-                    f.verdicts.insert(kind.as_str().into(), *v);
+                if fin.leftovers.len() == 0 {
+                    fin.step = FinishStep::LossFindings;
+                    // Only `ever` is needed from here on (free the rest early).
+                    self.presence.by_source = Vec::new();
                 }
-                let casc = track.cascade.get(&f.event).copied().unwrap_or(0);
-                f.cascade.insert(kind.as_str().into(), casc);
             }
-        }
-        let violations: Vec<Finding> = raw
-            .iter()
-            .filter(|f| f.rule.is_reorder())
-            .cloned()
-            .collect();
-        let findings: Vec<Finding> = raw
-            .into_iter()
-            .filter(|f| f.level != Level::Allow)
-            .collect();
-
-        let losses = config
-            .consumers
-            .iter()
-            .zip(&tracks)
-            .zip(&kinds)
-            .zip(&lost_blocks)
-            .map(|(((kind, track), kinds), lost)| {
+            FinishStep::LossFindings => {
+                // Consumer-loss findings: one per unreachable prefix root.
+                while work < budget {
+                    let (Some(kind), Some(track), Some(kinds)) = (
+                        self.config.consumers.get(fin.model),
+                        self.tracks.get(fin.model),
+                        self.kinds.get(fin.model),
+                    ) else {
+                        fin.step = FinishStep::Sort;
+                        break;
+                    };
+                    let Some(root) = track.roots.get(fin.pos) else {
+                        fin.model += 1;
+                        fin.pos = 0;
+                        continue;
+                    };
+                    fin.pos += 1;
+                    work += 1;
+                    let Some(loc) = index.events.get(root.event).copied() else {
+                        continue;
+                    };
+                    let origin = match trace.records.get(loc.record as usize) {
+                        Some(TraceRecord::Batch(b)) => b.origin,
+                        _ => 0,
+                    };
+                    let verdict = kinds.get(root.event).copied();
+                    if verdict == Some(VerdictKind::Replayed) {
+                        continue;
+                    }
+                    let src = index
+                        .sources
+                        .get(loc.source as usize)
+                        .cloned()
+                        .unwrap_or_default();
+                    self.raw.push(finding(
+                        Rule::ConsumerLoss,
+                        root.event,
+                        origin,
+                        &loc,
+                        &src,
+                        root.first_block.into_iter().collect(),
+                        root.missing_parent,
+                        None,
+                        false,
+                        format!(
+                            "{}: {} ({} event(s), {} block(s) lost including cascade)",
+                            kind.as_str(),
+                            verdict.map_or("lost", VerdictKind::as_str),
+                            root.events,
+                            root.blocks
+                        ),
+                    ));
+                }
+                if fin.step == FinishStep::Sort {
+                    fin.model = 0;
+                    fin.pos = 0;
+                    // The sort gets a call of its own.
+                    heavy = true;
+                }
+            }
+            FinishStep::Sort => {
+                // By (event, rule), stable: sort small keys; the findings move only once, when
+                // they are split.
+                let mut order: Vec<(usize, Rule, u32)> = self
+                    .raw
+                    .iter()
+                    .enumerate()
+                    .map(|(k, f)| (f.event, f.rule, k as u32))
+                    .collect();
+                order.sort_unstable();
+                fin.order = order.into_iter().map(|(_, _, k)| k).collect();
+                // Room for the split (no reallocation of large vectors later).
+                let reorders = self.raw.iter().filter(|f| f.rule.is_reorder()).count();
+                let reported = self
+                    .raw
+                    .iter()
+                    .filter(|f| self.config.rules.level(f.rule) != Level::Allow)
+                    .count();
+                fin.violations.reserve_exact(reorders);
+                fin.findings.reserve_exact(reported);
+                fin.step = FinishStep::Attach;
+                work = 1;
+                heavy = true;
+            }
+            FinishStep::Attach => {
+                // Attach verdicts and cascades, apply levels.
+                let end = fin.pos.saturating_add(budget).min(fin.order.len());
+                for k in fin.order.get(fin.pos..end).unwrap_or(&[]) {
+                    let Some(f) = self.raw.get_mut(*k as usize) else {
+                        continue;
+                    };
+                    f.level = self.config.rules.level(f.rule);
+                    // Gaps are not tied to an event's verdicts; neither are findings without a
+                    // line.
+                    if f.line == 0 || matches!(f.rule, Rule::SeqGap | Rule::SeqGapRecovered) {
+                        continue;
+                    }
+                    for ((kind, track), kinds) in self
+                        .config
+                        .consumers
+                        .iter()
+                        .zip(&self.tracks)
+                        .zip(&self.kinds)
+                    {
+                        if let Some(v) = kinds.get(f.event) {
+                            f.verdicts.insert(kind.as_str().into(), *v);
+                        }
+                        f.cascade
+                            .insert(kind.as_str().into(), track.cascade(f.event));
+                    }
+                }
+                work = end - fin.pos;
+                fin.pos = end;
+                if fin.pos >= fin.order.len() {
+                    fin.step = FinishStep::Split;
+                    fin.pos = 0;
+                }
+            }
+            FinishStep::Split => {
+                // Reorders (all levels) and reported findings (warn and deny).
+                let end = fin.pos.saturating_add(budget).min(fin.order.len());
+                for k in fin.order.get(fin.pos..end).unwrap_or(&[]) {
+                    let Some(f) = self.raw.get_mut(*k as usize) else {
+                        continue;
+                    };
+                    let f = std::mem::replace(f, finding_placeholder());
+                    if f.rule.is_reorder() {
+                        fin.violations.push(f.clone());
+                    }
+                    if f.level != Level::Allow {
+                        fin.findings.push(f);
+                    }
+                }
+                work = end - fin.pos;
+                fin.pos = end;
+                if fin.pos >= fin.order.len() {
+                    self.raw = Vec::new();
+                    fin.order = Vec::new();
+                    fin.step = FinishStep::Losses;
+                    fin.pos = 0;
+                    // The loss summaries get calls of their own.
+                    heavy = true;
+                }
+            }
+            FinishStep::Losses => {
+                // One model's loss summary per step (sorts its lost hashes).
+                let c = fin.losses.len();
+                let (Some(kind), Some(track), Some(kinds)) = (
+                    self.config.consumers.get(c),
+                    self.tracks.get(c),
+                    self.kinds.get(c),
+                ) else {
+                    fin.step = FinishStep::Done;
+                    fin.done = fin.total;
+                    return (1, false);
+                };
+                let lost = self.lost_blocks.get(c).map(Vec::as_slice).unwrap_or(&[]);
                 let verdicts: BTreeMap<VerdictKind, usize> = VerdictKind::ALL
                     .iter()
                     .filter_map(|k| {
@@ -793,11 +1015,11 @@ impl Run {
                 hashes.dedup();
                 let prefixes = track
                     .roots
-                    .values()
+                    .iter()
                     .filter(|r| kinds.get(r.event) != Some(&VerdictKind::Replayed))
                     .cloned()
                     .collect();
-                LossSummary {
+                fin.losses.push(LossSummary {
                     consumer: kind.as_str().into(),
                     blocks_lost,
                     events_lost: events.len(),
@@ -805,18 +1027,64 @@ impl Run {
                     verdicts,
                     unreachable_prefixes: prefixes,
                     lost_hashes: hashes,
-                }
-            })
-            .collect();
-
-        Analysis {
-            index,
-            config,
-            findings,
-            violations,
-            verdict_kinds: kinds,
-            losses,
+                });
+                work = 1;
+                heavy = true;
+            }
+            FinishStep::Done => {}
         }
+        fin.done = fin.done.saturating_add(work);
+        (work, heavy)
+    }
+}
+
+/// Which part of the finishing work a [`Run`] is doing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum FinishStep {
+    #[default]
+    Leftovers,
+    LossFindings,
+    Sort,
+    Attach,
+    Split,
+    Losses,
+    Done,
+}
+
+/// State of the finishing stage.
+#[derive(Default)]
+struct Finishing {
+    step: FinishStep,
+    leftovers: std::vec::IntoIter<(u64, Waiter)>,
+    /// Model being summarised (loss findings).
+    model: usize,
+    /// Position in the current list (roots, `order`).
+    pos: usize,
+    /// Indices into `raw` in (event, rule) order.
+    order: Vec<u32>,
+    violations: Vec<Finding>,
+    findings: Vec<Finding>,
+    losses: Vec<LossSummary>,
+    done: usize,
+    total: usize,
+}
+
+/// An empty finding (no allocation), left behind when findings are moved out.
+fn finding_placeholder() -> Finding {
+    Finding {
+        rule: Rule::SeqGap,
+        level: Level::Allow,
+        event: 0,
+        line: 0,
+        index: 0,
+        source: String::new(),
+        hashes: Vec::new(),
+        parent: None,
+        related_event: None,
+        inferred: false,
+        message: String::new(),
+        verdicts: BTreeMap::new(),
+        cascade: BTreeMap::new(),
     }
 }
 

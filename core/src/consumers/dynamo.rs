@@ -30,15 +30,20 @@
 //! node keeps the first worker's engine hash; another worker's split limits a removal's
 //! cascade: `tests/dynamo-diff/MISMATCHES.md` classes D, E); that view is not modelled.
 
+use smallvec::SmallVec;
+
 use super::{
-    content_hash, hashes_of, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventVerdict,
-    Hashes, LaneBook, LaneKey, Lanes, Map, Resolution, Set, VerdictKind,
+    content_hash, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
+    EventVerdict, Hashes, Interner, LaneBook, LaneKey, Lanes, Map, Resolution, Set, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
+/// One block of a store as the tree sees it: `(local hash, engine hash, dense block id)`.
+type Blk = (u64, u64, u32);
+
 /// `(worker, dp_rank)`: interned source id and rank.
 type Worker = (u32, u32);
-type NodeId = u64;
+type NodeId = u32;
 
 /// Dynamo's `StorageTier` (`protocols.rs` `StorageTier::from_kv_medium`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,10 +76,11 @@ impl StorageTier {
 }
 
 /// One compressed edge of a worker's device tree (`RadixBlock` + `NodeState`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 struct Node {
-    edge: Vec<(u64, u64)>,
-    edge_index: Map<u64, usize>,
+    edge: Vec<Blk>,
+    /// Engine hash → position in `edge`.
+    edge_index: Map<u64, u32>,
     /// The worker covers `edge[..cutoff]` (`full_edge_workers` ⇔ `cutoff == edge.len()`).
     cutoff: usize,
     children: Map<u64, NodeId>,
@@ -91,27 +97,47 @@ impl Node {
     }
 }
 
-/// A lower-tier owner's blocks: `hash → ((parent, local hash), kvscope tier id)`.
-type OwnerBlocks = Map<u64, ((Option<u64>, u64), u32)>;
+/// A lower-tier owner's entry for one block (`worker_blocks[(tier, worker)][hash]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LowerBlock {
+    tier: StorageTier,
+    worker: Worker,
+    /// `(parent, local hash)`.
+    key: (Option<u64>, u64),
+    /// kvscope tier id (for the lane counters).
+    lane_tier: u32,
+}
 
 /// The Dynamo model.
 #[derive(Clone, Debug)]
 pub struct Dynamo {
     block_sizes: BlockSizes,
     clear_all_ranks: bool,
-    next_node: NodeId,
-    nodes: Map<NodeId, Node>,
+    /// By node id (nodes are never freed, only unlinked).
+    nodes: Vec<Node>,
     /// Root children per worker (`root.children`, split per worker).
-    roots: Map<(Worker, u64), NodeId>,
-    /// `lookup[(worker, dp_rank)]: engine hash → node`.
-    lookup: Map<Worker, Map<u64, (NodeId, u32)>>,
+    /// By worker id (see `workers`): local hash → node.
+    roots: Vec<Map<u64, NodeId>>,
+    /// `(worker << 32 | dp_rank)` → dense worker id.
+    workers: Map<u64, u32>,
+    /// By worker id.
+    worker_list: Vec<Worker>,
+    /// `lookup[(worker, dp_rank)]: engine hash → node`, stored by dense block id:
+    /// `(worker, node, kvscope tier id)` entries.
+    lookup: Vec<SmallVec<[(Worker, NodeId, u32); 1]>>,
+    /// The workers `lookup` has a map for.
+    /// By worker id: whether `lookup` has a map for the worker.
+    lookup_workers: Vec<bool>,
     /// Lower tiers: `edges[(tier, publisher, parent, local)] = child`. Each rank publisher's
     /// `LocalKvIndexer` has its own `LowerTierIndexer`s (`indexer/local.rs`), so edges of
     /// different `(worker, dp_rank)`s never conflict.
     edges: Map<(StorageTier, Worker, Option<u64>, u64), u64>,
-    /// Lower tiers: `worker_blocks[(tier, worker)][hash] = (parent, local)`.
-    worker_blocks: Map<(StorageTier, Worker), OwnerBlocks>,
+    /// Lower tiers: `worker_blocks[(tier, worker)][hash] = (parent, local)`, stored by dense
+    /// block id.
+    worker_blocks: Vec<SmallVec<[LowerBlock; 1]>>,
     pub(super) lanes: LaneBook,
+    /// Block ids when the model is used on its own ([`Consumer::apply`]).
+    own: Interner,
     /// The last batch checked for a bytes hash: `(events address, length, undecodable)`.
     /// Only the address is compared (never dereferenced).
     batch_check: Option<(usize, usize, bool)>,
@@ -129,22 +155,28 @@ impl Dynamo {
         Dynamo {
             block_sizes,
             clear_all_ranks,
-            next_node: 0,
-            nodes: Map::default(),
-            roots: Map::default(),
-            lookup: Map::default(),
+            nodes: Vec::new(),
+            roots: Vec::new(),
+            workers: Map::default(),
+            worker_list: Vec::new(),
+            lookup: Vec::new(),
+            lookup_workers: Vec::new(),
             edges: Map::default(),
-            worker_blocks: Map::default(),
+            worker_blocks: Vec::new(),
             lanes: LaneBook::default(),
+            own: Interner::default(),
             batch_check: None,
         }
     }
 
     /// Whether the device lookup of `(source, dp_rank)` holds `hash`.
     pub fn device_has(&self, source: u32, dp_rank: u32, hash: u64) -> bool {
+        let Some(id) = self.own.get(hash) else {
+            return false;
+        };
         self.lookup
-            .get(&(source, dp_rank))
-            .is_some_and(|l| l.contains_key(&hash))
+            .get(id as usize)
+            .is_some_and(|l| l.iter().any(|e| e.0 == (source, dp_rank)))
     }
 
     /// Number of lower-tier edges `(parent, local hash) → child`, summed over tiers and rank
@@ -186,9 +218,30 @@ impl Dynamo {
         }
     }
 
-    fn lookup_insert(&mut self, w: Worker, hash: u64, node: NodeId, lane: LaneKey) -> bool {
-        let l = self.lookup.entry(w).or_default();
-        let prev = l.insert(hash, (node, lane.tier));
+    /// The dense id of worker `w`.
+    fn worker_id(&mut self, w: Worker) -> u32 {
+        let next = self.worker_list.len() as u32;
+        let id = *self.workers.entry(worker_key(w)).or_insert(next);
+        if id == next {
+            self.worker_list.push(w);
+        }
+        id
+    }
+
+    fn lookup_insert(&mut self, w: Worker, bid: u32, node: NodeId, lane: LaneKey) -> bool {
+        let wid = self.worker_id(w);
+        *slot(&mut self.lookup_workers, wid) = true;
+        let l = slot(&mut self.lookup, bid);
+        let prev = match l.iter_mut().find(|e| e.0 == w) {
+            Some(e) => Some((
+                std::mem::replace(&mut e.1, node),
+                std::mem::replace(&mut e.2, lane.tier),
+            )),
+            None => {
+                l.push((w, node, lane.tier));
+                None
+            }
+        };
         match prev {
             None => self.lane_delta(lane, 1),
             Some((_, t)) if t != lane.tier => {
@@ -206,12 +259,19 @@ impl Dynamo {
         prev.map(|p| p.0) != Some(node)
     }
 
-    fn lookup_get(&self, w: Worker, hash: u64) -> Option<NodeId> {
-        self.lookup.get(&w).and_then(|l| l.get(&hash)).map(|p| p.0)
+    fn lookup_get(&self, w: Worker, bid: u32) -> Option<NodeId> {
+        self.lookup
+            .get(bid as usize)
+            .and_then(|l| l.iter().find(|e| e.0 == w))
+            .map(|e| e.1)
     }
 
-    fn lookup_remove(&mut self, w: Worker, hash: u64) -> Option<NodeId> {
-        let removed = self.lookup.get_mut(&w).and_then(|l| l.remove(&hash));
+    fn lookup_remove(&mut self, w: Worker, bid: u32) -> Option<NodeId> {
+        let removed = self.lookup.get_mut(bid as usize).and_then(|l| {
+            let p = l.iter().position(|e| e.0 == w)?;
+            let e = l.remove(p);
+            Some((e.1, e.2))
+        });
         if let Some((_, t)) = removed {
             self.lane_delta(
                 LaneKey {
@@ -224,41 +284,42 @@ impl Dynamo {
         removed.map(|p| p.0)
     }
 
-    fn new_node(&mut self, blocks: &[(u64, u64)], parent: Option<NodeId>) -> NodeId {
-        let id = self.next_node;
-        self.next_node += 1;
-        let edge: Vec<(u64, u64)> = blocks.to_vec();
-        let edge_index = blocks.iter().enumerate().map(|(i, b)| (b.1, i)).collect();
-        self.nodes.insert(
-            id,
-            Node {
-                cutoff: edge.len(),
-                edge,
-                edge_index,
-                children: Map::default(),
-                parent,
-                internal: false,
-            },
-        );
+    fn new_node(&mut self, blocks: &[Blk], parent: Option<NodeId>) -> NodeId {
+        let id = self.nodes.len() as NodeId;
+        let edge: Vec<Blk> = blocks.to_vec();
+        let edge_index = blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.1, i as u32))
+            .collect();
+        self.nodes.push(Node {
+            cutoff: edge.len(),
+            edge,
+            edge_index,
+            children: Map::default(),
+            parent,
+            internal: false,
+        });
         id
     }
 
-    fn update_lookup(&mut self, w: Worker, blocks: &[(u64, u64)], node: NodeId, lane: LaneKey) {
+    fn update_lookup(&mut self, w: Worker, blocks: &[Blk], node: NodeId, lane: LaneKey) {
         for b in blocks {
-            self.lookup_insert(w, b.1, node, lane);
+            self.lookup_insert(w, b.2, node, lane);
         }
     }
 
     /// `split_node`: the node keeps `edge[..pos]`, a new suffix node takes the rest.
     fn split(&mut self, w: Worker, id: NodeId, pos: usize, lane: LaneKey) {
-        let Some(mut node) = self.nodes.get(&id).cloned() else {
+        let Some(node) = self.nodes.get_mut(id as usize) else {
             return;
         };
         if pos == 0 || pos >= node.edge.len() {
             return;
         }
+        let mut node = std::mem::take(node);
         let suffix_edge = node.edge.split_off(pos);
-        for (_, h) in suffix_edge.iter() {
+        for (_, h, _) in suffix_edge.iter() {
             node.edge_index.remove(h);
         }
         let (node_cut, suffix_cut) = if node.cutoff >= pos {
@@ -267,14 +328,13 @@ impl Dynamo {
             (node.cutoff, 0)
         };
         node.cutoff = node_cut;
-        let suffix_id = self.next_node;
-        self.next_node += 1;
+        let suffix_id = self.nodes.len() as NodeId;
         let first_local = suffix_edge.first().map(|b| b.0).unwrap_or_default();
         let suffix = Node {
             edge_index: suffix_edge
                 .iter()
                 .enumerate()
-                .map(|(i, b)| (b.1, i))
+                .map(|(i, b)| (b.1, i as u32))
                 .collect(),
             cutoff: suffix_cut,
             children: std::mem::take(&mut node.children),
@@ -283,22 +343,24 @@ impl Dynamo {
             edge: suffix_edge,
         };
         for child in suffix.children.values() {
-            if let Some(c) = self.nodes.get_mut(child) {
+            if let Some(c) = self.nodes.get_mut(*child as usize) {
                 c.parent = Some(suffix_id);
             }
         }
         node.children.insert(first_local, suffix_id);
         node.internal = true;
-        let covered: Vec<(u64, u64)> = suffix.edge.iter().take(suffix_cut).copied().collect();
-        self.nodes.insert(id, node);
-        self.nodes.insert(suffix_id, suffix);
+        let covered: Vec<Blk> = suffix.edge.iter().take(suffix_cut).copied().collect();
+        if let Some(slot) = self.nodes.get_mut(id as usize) {
+            *slot = node;
+        }
+        self.nodes.push(suffix);
         self.update_lookup(w, &covered, suffix_id, lane);
         self.prune_unreachable(w, suffix_id);
     }
 
     /// `RadixBlock::prune_unreachable`.
     fn prune_unreachable(&mut self, w: Worker, id: NodeId) {
-        let Some(node) = self.nodes.get_mut(&id) else {
+        let Some(node) = self.nodes.get_mut(id as usize) else {
             return;
         };
         if !node.full() {
@@ -312,15 +374,18 @@ impl Dynamo {
         if let Some(key) = first {
             match parent {
                 Some(p) => {
-                    if let Some(pn) = self.nodes.get_mut(&p) {
+                    if let Some(pn) = self.nodes.get_mut(p as usize) {
                         if pn.children.get(&key) == Some(&id) {
                             pn.children.remove(&key);
                         }
                     }
                 }
                 None => {
-                    if self.roots.get(&(w, key)) == Some(&id) {
-                        self.roots.remove(&(w, key));
+                    let wid = self.workers.get(&worker_key(w)).copied();
+                    if let Some(m) = wid.and_then(|wid| self.roots.get_mut(wid as usize)) {
+                        if m.get(&key) == Some(&id) {
+                            m.remove(&key);
+                        }
                     }
                 }
             }
@@ -329,10 +394,14 @@ impl Dynamo {
 
     fn child_of(&self, w: Worker, parent: Option<NodeId>, local: u64) -> Option<NodeId> {
         match parent {
-            None => self.roots.get(&(w, local)).copied(),
+            None => self
+                .workers
+                .get(&worker_key(w))
+                .and_then(|wid| self.roots.get(*wid as usize))
+                .and_then(|m| m.get(&local).copied()),
             Some(p) => self
                 .nodes
-                .get(&p)
+                .get(p as usize)
                 .and_then(|n| n.children.get(&local).copied()),
         }
     }
@@ -340,10 +409,11 @@ impl Dynamo {
     fn attach_child(&mut self, w: Worker, parent: Option<NodeId>, local: u64, child: NodeId) {
         match parent {
             None => {
-                self.roots.insert((w, local), child);
+                let wid = self.worker_id(w);
+                slot(&mut self.roots, wid).insert(local, child);
             }
             Some(p) => {
-                if let Some(pn) = self.nodes.get_mut(&p) {
+                if let Some(pn) = self.nodes.get_mut(p as usize) {
                     pn.internal = true;
                     pn.children.insert(local, child);
                 }
@@ -351,19 +421,19 @@ impl Dynamo {
         }
     }
 
-    fn append_to_leaf(&mut self, id: NodeId, blocks: &[(u64, u64)]) {
-        if let Some(n) = self.nodes.get_mut(&id) {
+    fn append_to_leaf(&mut self, id: NodeId, blocks: &[Blk]) {
+        if let Some(n) = self.nodes.get_mut(id as usize) {
             let old = n.edge.len();
             for (i, b) in blocks.iter().enumerate() {
                 n.edge.push(*b);
-                n.edge_index.insert(b.1, old + i);
+                n.edge_index.insert(b.1, (old + i) as u32);
             }
             n.cutoff = n.edge.len();
         }
     }
 
     fn cover_prefix(&mut self, id: NodeId, cutoff: usize) {
-        if let Some(n) = self.nodes.get_mut(&id) {
+        if let Some(n) = self.nodes.get_mut(id as usize) {
             if cutoff > n.cutoff {
                 n.cutoff = cutoff.min(n.edge.len());
             }
@@ -374,29 +444,29 @@ impl Dynamo {
     fn device_store(
         &mut self,
         w: Worker,
-        parent_hash: Option<u64>,
-        blocks: &[(u64, u64)],
+        parent_hash: Option<(u64, u32)>,
+        blocks: &[Blk],
         lane: LaneKey,
     ) -> Result<(), &'static str> {
-        if let Some(p) = parent_hash {
+        if let Some((p, _)) = parent_hash {
             if blocks.iter().any(|b| b.1 == p) {
                 return Err("invalid_block_sequence");
             }
         }
         let mut parent: Option<NodeId> = match parent_hash {
             None => None,
-            Some(p) => {
-                let Some(id) = self.lookup_get(w, p) else {
+            Some((p, pid)) => {
+                let Some(id) = self.lookup_get(w, pid) else {
                     return Err("parent_block_not_found");
                 };
-                let Some(node) = self.nodes.get(&id) else {
+                let Some(node) = self.nodes.get(id as usize) else {
                     return Err("parent_block_not_found");
                 };
-                let Some(pos) = node.edge_index.get(&p).copied() else {
+                let Some(pos) = node.edge_index.get(&p).map(|x| *x as usize) else {
                     return Err("parent_block_not_found");
                 };
                 if !node.covers(pos) {
-                    self.lookup_remove(w, p);
+                    self.lookup_remove(w, pid);
                     return Err("parent_block_not_found");
                 }
                 // try_reuse_parent_edge
@@ -428,9 +498,11 @@ impl Dynamo {
         let mut remaining = blocks;
         while let Some(first) = remaining.first() {
             let Some(child) = self.child_of(w, parent, first.0) else {
-                let can_extend = parent.and_then(|p| self.nodes.get(&p)).is_some_and(|n| {
-                    !n.edge.is_empty() && !n.internal && n.covers(n.edge.len() - 1)
-                });
+                let can_extend = parent
+                    .and_then(|p| self.nodes.get(p as usize))
+                    .is_some_and(|n| {
+                        !n.edge.is_empty() && !n.internal && n.covers(n.edge.len() - 1)
+                    });
                 match (can_extend, parent) {
                     (true, Some(p)) => {
                         self.append_to_leaf(p, remaining);
@@ -444,7 +516,7 @@ impl Dynamo {
                 }
                 break;
             };
-            let Some(cn) = self.nodes.get(&child) else {
+            let Some(cn) = self.nodes.get(child as usize) else {
                 break;
             };
             let edge_len = cn.edge.len();
@@ -461,7 +533,7 @@ impl Dynamo {
                     break;
                 }
                 self.split(w, child, match_len, lane);
-                if let Some(n) = self.nodes.get_mut(&child) {
+                if let Some(n) = self.nodes.get_mut(child as usize) {
                     n.cutoff = n.edge.len();
                 }
                 self.update_lookup(w, &remaining[..match_len], child, lane);
@@ -471,7 +543,7 @@ impl Dynamo {
                 self.update_lookup(w, tail, t, lane);
                 break;
             }
-            if let Some(n) = self.nodes.get_mut(&child) {
+            if let Some(n) = self.nodes.get_mut(child as usize) {
                 n.cutoff = n.edge.len();
             }
             self.update_lookup(w, &remaining[..edge_len], child, lane);
@@ -482,13 +554,13 @@ impl Dynamo {
     }
 
     /// `RadixTree::apply_removed`: per-hash outcomes plus hashes dropped with their edge.
-    fn device_remove(&mut self, w: Worker, hashes: &[u64], lane: LaneKey) -> Blocks {
+    fn device_remove(&mut self, w: Worker, hashes: &[u64], bids: &[u32], lane: LaneKey) -> Blocks {
         let mut out = Blocks::with_capacity(hashes.len());
         let mut eagerly: Set<u64> = Set::default();
         let mut i = 0;
-        while let Some(&h) = hashes.get(i) {
+        while let (Some(&h), Some(&bid)) = (hashes.get(i), bids.get(i)) {
             i += 1;
-            let Some(id) = self.lookup_remove(w, h) else {
+            let Some(id) = self.lookup_remove(w, bid) else {
                 if eagerly.contains(&h) {
                     out.push(BlockVerdict {
                         hash: h,
@@ -504,12 +576,12 @@ impl Dynamo {
                 }
                 continue;
             };
-            let first_pos = match self.nodes.get(&id) {
-                Some(n) => n.edge_index.get(&h).copied(),
+            let first_pos = match self.nodes.get(id as usize) {
+                Some(n) => n.edge_index.get(&h).map(|x| *x as usize),
                 None => continue,
             };
             let Some(first_pos) = first_pos else {
-                self.lookup_insert(w, h, id, lane);
+                self.lookup_insert(w, bid, id, lane);
                 out.push(BlockVerdict {
                     hash: h,
                     verdict: VerdictKind::RemoveUnknown,
@@ -522,15 +594,15 @@ impl Dynamo {
                 verdict: VerdictKind::Removed,
                 reason: None,
             });
-            let Some(node) = self.nodes.get(&id) else {
+            let Some(node) = self.nodes.get(id as usize) else {
                 continue;
             };
             let mut min_pos = first_pos;
-            let mut min_hash = h;
+            let mut min_hash = (h, bid);
             if node.covers(first_pos) {
-                while let Some(&cand) = hashes.get(i) {
-                    let same = self.lookup_get(w, cand) == Some(id);
-                    let Some(cpos) = node.edge_index.get(&cand).copied() else {
+                while let (Some(&cand), Some(&cand_bid)) = (hashes.get(i), bids.get(i)) {
+                    let same = self.lookup_get(w, cand_bid) == Some(id);
+                    let Some(cpos) = node.edge_index.get(&cand).map(|x| *x as usize) else {
                         break;
                     };
                     if !same || !node.covers(cpos) {
@@ -538,7 +610,7 @@ impl Dynamo {
                     }
                     if cpos < min_pos {
                         min_pos = cpos;
-                        min_hash = cand;
+                        min_hash = (cand, cand_bid);
                     }
                     out.push(BlockVerdict {
                         hash: cand,
@@ -549,24 +621,24 @@ impl Dynamo {
                 }
             }
             // remove_worker_at_pos
-            let stale: Vec<u64> = if min_pos >= node.cutoff {
-                vec![min_hash]
+            let stale: SmallVec<[(u64, u32); 4]> = if min_pos >= node.cutoff {
+                smallvec::smallvec![min_hash]
             } else {
                 node.edge
                     .iter()
                     .skip(min_pos)
                     .take(node.cutoff - min_pos)
-                    .map(|b| b.1)
+                    .map(|b| (b.1, b.2))
                     .collect()
             };
             if min_pos < node.cutoff {
-                if let Some(n) = self.nodes.get_mut(&id) {
+                if let Some(n) = self.nodes.get_mut(id as usize) {
                     n.cutoff = min_pos;
                 }
             }
             self.prune_unreachable(w, id);
-            for s in stale {
-                let was = self.lookup_remove(w, s).is_some();
+            for (s, sid) in stale {
+                let was = self.lookup_remove(w, sid).is_some();
                 if was && !hashes.contains(&s) {
                     out.push(BlockVerdict {
                         hash: s,
@@ -581,30 +653,54 @@ impl Dynamo {
     }
 
     fn device_clear(&mut self, w: Worker) {
-        let workers: Vec<Worker> = if self.clear_all_ranks {
-            self.lookup.keys().filter(|k| k.0 == w.0).copied().collect()
+        let has_lookup = |wid: u32| self.lookup_workers.get(wid as usize) == Some(&true);
+        let workers: SmallVec<[u32; 4]> = if self.clear_all_ranks {
+            (0..self.worker_list.len() as u32)
+                .filter(|wid| {
+                    has_lookup(*wid)
+                        && self
+                            .worker_list
+                            .get(*wid as usize)
+                            .is_some_and(|k| k.0 == w.0)
+                })
+                .collect()
         } else {
-            vec![w]
+            self.workers
+                .get(&worker_key(w))
+                .copied()
+                .into_iter()
+                .collect()
         };
-        for wk in workers {
-            if let Some(l) = self.lookup.remove(&wk) {
-                for (_, (_, t)) in l.iter() {
-                    self.lane_delta(
-                        LaneKey {
-                            source: wk.0,
-                            tier: *t,
-                        },
-                        -1,
-                    );
-                }
+        let had: SmallVec<[Worker; 4]> = workers
+            .iter()
+            .filter(|wid| has_lookup(**wid))
+            .filter_map(|wid| self.worker_list.get(*wid as usize).copied())
+            .collect();
+        if !had.is_empty() {
+            // `lookup.remove(wk)` for each: drop their entries from every block.
+            for l in &mut self.lookup {
+                l.retain(|e| {
+                    if had.contains(&e.0) {
+                        self.lanes.bump(
+                            LaneKey {
+                                source: e.0 .0,
+                                tier: e.2,
+                            },
+                            |c| c.indexed -= 1,
+                        );
+                        false
+                    } else {
+                        true
+                    }
+                });
             }
-            let roots: Vec<(Worker, u64)> =
-                self.roots.keys().filter(|k| k.0 == wk).copied().collect();
-            for r in roots {
-                self.roots.remove(&r);
+        }
+        for wid in workers {
+            if let Some(m) = self.roots.get_mut(wid as usize) {
+                m.clear();
             }
-            if self.clear_all_ranks {
-                self.lookup.insert(wk, Map::default());
+            if let Some(has) = self.lookup_workers.get_mut(wid as usize) {
+                *has = self.clear_all_ranks && *has;
             }
         }
     }
@@ -614,15 +710,20 @@ impl Dynamo {
         tier: StorageTier,
         w: Worker,
         parent_hash: Option<u64>,
-        blocks: &[(u64, u64)],
+        blocks: &[Blk],
         lane: LaneKey,
     ) -> usize {
         let mut parent = parent_hash;
         let mut stored = 0;
-        let mut map = self.worker_blocks.remove(&(tier, w)).unwrap_or_default();
         for b in blocks {
             let key = (parent, b.0);
-            if map.get(&b.1).is_some_and(|k| k.0 != key) {
+            let mine = |e: &LowerBlock| e.tier == tier && e.worker == w;
+            if self
+                .worker_blocks
+                .get(b.2 as usize)
+                .and_then(|l| l.iter().find(|e| mine(e)))
+                .is_some_and(|e| e.key != key)
+            {
                 break;
             }
             let ekey = (tier, w, parent, b.0);
@@ -633,13 +734,23 @@ impl Dynamo {
                     self.edges.insert(ekey, b.1);
                 }
             }
-            if map.insert(b.1, (key, lane.tier)).is_none() {
-                self.lane_delta(lane, 1);
+            let entry = LowerBlock {
+                tier,
+                worker: w,
+                key,
+                lane_tier: lane.tier,
+            };
+            let list = slot(&mut self.worker_blocks, b.2);
+            match list.iter_mut().find(|e| mine(e)) {
+                Some(e) => *e = entry,
+                None => {
+                    list.push(entry);
+                    self.lane_delta(lane, 1);
+                }
             }
             parent = Some(b.1);
             stored += 1;
         }
-        self.worker_blocks.insert((tier, w), map);
         stored
     }
 
@@ -652,18 +763,22 @@ impl Dynamo {
         tier: StorageTier,
         w: Worker,
         hashes: &[u64],
+        bids: &[u32],
         lane: LaneKey,
     ) -> Blocks {
-        let mut map = self.worker_blocks.remove(&(tier, w)).unwrap_or_default();
         let mut out = Blocks::with_capacity(hashes.len());
-        for &h in hashes {
-            match map.remove(&h) {
-                Some((key, t)) => {
-                    self.remove_edge_owner(tier, key, w);
+        for (&h, &bid) in hashes.iter().zip(bids) {
+            let removed = self.worker_blocks.get_mut(bid as usize).and_then(|l| {
+                let p = l.iter().position(|e| e.tier == tier && e.worker == w)?;
+                Some(l.remove(p))
+            });
+            match removed {
+                Some(e) => {
+                    self.remove_edge_owner(tier, e.key, w);
                     self.lane_delta(
                         LaneKey {
                             source: lane.source,
-                            tier: t,
+                            tier: e.lane_tier,
                         },
                         -1,
                     );
@@ -680,39 +795,36 @@ impl Dynamo {
                 }),
             }
         }
-        if map.is_empty() {
-            self.worker_blocks.remove(&(tier, w));
-        } else {
-            self.worker_blocks.insert((tier, w), map);
-        }
         out
     }
 
     fn lower_clear(&mut self, w: Worker) {
         let clear_all = self.clear_all_ranks;
-        let owners: Vec<(StorageTier, Worker)> = self
-            .worker_blocks
-            .keys()
-            .filter(|(_, wk)| if clear_all { wk.0 == w.0 } else { *wk == w })
-            .copied()
-            .collect();
-        for (tier, wk) in owners {
-            if let Some(map) = self.worker_blocks.remove(&(tier, wk)) {
-                for (_, (key, t)) in map.iter() {
-                    self.remove_edge_owner(tier, *key, wk);
-                    self.lane_delta(
-                        LaneKey {
-                            source: wk.0,
-                            tier: *t,
-                        },
-                        -1,
-                    );
+        let gone = |wk: &Worker| if clear_all { wk.0 == w.0 } else { *wk == w };
+        let mut removed: Vec<LowerBlock> = Vec::new();
+        for l in &mut self.worker_blocks {
+            l.retain(|e| {
+                if gone(&e.worker) {
+                    removed.push(*e);
+                    false
+                } else {
+                    true
                 }
-            }
+            });
+        }
+        for e in removed {
+            self.remove_edge_owner(e.tier, e.key, e.worker);
+            self.lane_delta(
+                LaneKey {
+                    source: e.worker.0,
+                    tier: e.lane_tier,
+                },
+                -1,
+            );
         }
     }
 
-    fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored) -> EventVerdict {
+    fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored, ids: &EventIds) -> EventVerdict {
         let lane = LaneKey {
             source: ctx.source,
             tier: ctx.tier,
@@ -741,7 +853,7 @@ impl Dynamo {
         // create_stored_blocks
         let kv_block_size = self.block_sizes.for_source(ctx.source);
         let bs = kv_block_size as usize;
-        let mut blocks: smallvec::SmallVec<[(u64, u64); 4]> =
+        let mut blocks: smallvec::SmallVec<[Blk; 4]> =
             smallvec::SmallVec::with_capacity(hashes.len());
         let mut trunc_reason = None;
         for (i, h) in hashes.iter().enumerate() {
@@ -753,10 +865,15 @@ impl Dynamo {
                 trunc_reason = Some("token_ids_too_short");
                 break;
             };
-            blocks.push((content_hash(0, tokens, e.lora_name.as_deref()), *h));
+            blocks.push((
+                content_hash(0, tokens, e.lora_name.as_deref()),
+                *h,
+                ids.block(i),
+            ));
         }
         if tier == StorageTier::Device {
-            if let Err(status) = self.device_store(w, parent, &blocks, lane) {
+            let parent_ids = parent.zip(ids.parent);
+            if let Err(status) = self.device_store(w, parent_ids, &blocks, lane) {
                 self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
                 let v = if status == "parent_block_not_found" {
                     let mut v = EventVerdict::uniform(VerdictKind::DroppedOrphan, hashes);
@@ -828,7 +945,7 @@ impl Dynamo {
         }
     }
 
-    fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved) -> EventVerdict {
+    fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved, ids: &EventIds) -> EventVerdict {
         let lane = LaneKey {
             source: ctx.source,
             tier: ctx.tier,
@@ -851,9 +968,12 @@ impl Dynamo {
                 .with_reason("unknown_medium");
         };
         let (blocks, device) = if tier == StorageTier::Device {
-            (self.device_remove(w, &hashes, lane), true)
+            (self.device_remove(w, &hashes, &ids.blocks, lane), true)
         } else {
-            (self.lower_remove(tier, w, &hashes, lane), false)
+            (
+                self.lower_remove(tier, w, &hashes, &ids.blocks, lane),
+                false,
+            )
         };
         let any_removed = blocks.iter().any(|b| b.verdict == VerdictKind::Removed);
         let any_unknown = blocks
@@ -877,6 +997,37 @@ impl Dynamo {
             blocks,
         }
     }
+}
+
+impl Dynamo {
+    /// [`Consumer::apply`] with the event's block ids given.
+    pub(crate) fn apply_ids(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ev: &KvEvent,
+        ids: &EventIds,
+        _: &mut Vec<Resolution>,
+    ) -> EventVerdict {
+        match ev {
+            KvEvent::BlockStored(e) => self.stored(ctx, e, ids),
+            KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
+            KvEvent::AllBlocksCleared => {
+                if self.batch_undecodable(ctx.batch) {
+                    return EventVerdict::uniform(VerdictKind::Ignored, [])
+                        .with_reason("batch_decode_error");
+                }
+                let w: Worker = (ctx.source, ctx.dp_rank);
+                self.lower_clear(w);
+                self.device_clear(w);
+                EventVerdict::uniform(VerdictKind::Cleared, []).with_status("ok")
+            }
+        }
+    }
+}
+
+/// The `workers` key of a publisher.
+fn worker_key(w: Worker) -> u64 {
+    (w.0 as u64) << 32 | w.1 as u64
 }
 
 /// Whether the store's hashes (with its parent) repeat one (`convert_event`'s
@@ -910,21 +1061,15 @@ impl Consumer for Dynamo {
         "dynamo"
     }
 
-    fn apply(&mut self, ctx: &EventCtx<'_>, ev: &KvEvent, _: &mut Vec<Resolution>) -> EventVerdict {
-        match ev {
-            KvEvent::BlockStored(e) => self.stored(ctx, e),
-            KvEvent::BlockRemoved(e) => self.removed(ctx, e),
-            KvEvent::AllBlocksCleared => {
-                if self.batch_undecodable(ctx.batch) {
-                    return EventVerdict::uniform(VerdictKind::Ignored, [])
-                        .with_reason("batch_decode_error");
-                }
-                let w: Worker = (ctx.source, ctx.dp_rank);
-                self.lower_clear(w);
-                self.device_clear(w);
-                EventVerdict::uniform(VerdictKind::Cleared, []).with_status("ok")
-            }
-        }
+    fn apply(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ev: &KvEvent,
+        resolved: &mut Vec<Resolution>,
+    ) -> EventVerdict {
+        let mut ids = EventIds::default();
+        ids.fill(&mut self.own, ev);
+        self.apply_ids(ctx, ev, &ids, resolved)
     }
 
     fn reset(&mut self) {

@@ -6,11 +6,11 @@
 //! descendants. The buffer holds at most `pending_limit` events; an orphan arriving when it is
 //! full is dropped (`dropped_orphan`, reason `pending_buffer_full`).
 
-use std::sync::Arc;
+use smallvec::SmallVec;
 
 use super::{
-    hashes_of, BlockVerdict, Blocks, Consumer, EventCtx, EventVerdict, Hashes, LaneBook, LaneKey,
-    Lanes, Map, Resolution, Set, VerdictKind,
+    hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
+    Interner, LaneBook, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -18,18 +18,23 @@ use crate::event::KvEvent;
 struct PendingEvent {
     event: usize,
     lane: LaneKey,
-    hashes: Arc<[u64]>,
+    hashes: Hashes,
+    ids: SmallVec<[u32; 4]>,
 }
 
 /// The ideal model.
 #[derive(Clone, Debug)]
 pub struct Ideal {
     pending_limit: usize,
-    known: Map<u64, u32>,
-    present: Set<(u64, LaneKey)>,
-    pending: Map<u64, Arc<[PendingEvent]>>,
+    /// Per dense block id: the lanes holding it (a block is known while any lane holds it;
+    /// two inline: a block usually sits in a GPU and a CPU lane).
+    present: Vec<SmallVec<[LaneKey; 2]>>,
+    /// Orphans by the id of their missing parent, in arrival order.
+    pending: Map<u32, Vec<PendingEvent>>,
     pending_events: usize,
     pub(super) lanes: LaneBook,
+    /// Block ids when the model is used on its own ([`Consumer::apply`]).
+    own: Interner,
 }
 
 impl Ideal {
@@ -37,11 +42,11 @@ impl Ideal {
     pub fn new(pending_limit: usize) -> Self {
         Ideal {
             pending_limit,
-            known: Map::default(),
-            present: Set::default(),
+            present: Vec::new(),
             pending: Map::default(),
             pending_events: 0,
             lanes: LaneBook::default(),
+            own: Interner::default(),
         }
     }
 
@@ -50,45 +55,48 @@ impl Ideal {
         self.pending_events
     }
 
-    fn hold(&mut self, h: u64, lane: LaneKey) {
-        if self.present.insert((h, lane)) {
+    fn known(&self, id: u32) -> bool {
+        self.present.get(id as usize).is_some_and(|l| !l.is_empty())
+    }
+
+    fn hold(&mut self, id: u32, lane: LaneKey) {
+        let lanes = slot(&mut self.present, id);
+        if !lanes.contains(&lane) {
+            lanes.push(lane);
             self.lanes.bump(lane, |c| c.indexed += 1);
-            let n = self.known.get(&h).copied().unwrap_or(0);
-            self.known.insert(h, n + 1);
         }
     }
 
-    fn release(&mut self, h: u64, lane: LaneKey) -> bool {
-        if !self.present.remove(&(h, lane)) {
+    fn release(&mut self, id: u32, lane: LaneKey) -> bool {
+        let Some(lanes) = self.present.get_mut(id as usize) else {
             return false;
-        }
+        };
+        let Some(p) = lanes.iter().position(|l| *l == lane) else {
+            return false;
+        };
+        lanes.remove(p);
         self.lanes.bump(lane, |c| c.indexed -= 1);
-        match self.known.get(&h).copied() {
-            Some(n) if n > 1 => {
-                self.known.insert(h, n - 1);
-            }
-            _ => {
-                self.known.remove(&h);
-            }
-        }
         true
     }
 
-    fn apply_blocks(&mut self, lane: LaneKey, hashes: &[u64], resolved: &mut Vec<Resolution>) {
-        let mut work: Vec<u64> = Vec::new();
-        for &h in hashes {
-            self.hold(h, lane);
-            work.push(h);
+    fn apply_blocks(&mut self, lane: LaneKey, ids: &[u32], resolved: &mut Vec<Resolution>) {
+        let mut work: SmallVec<[u32; 8]> = SmallVec::new();
+        for &id in ids {
+            self.hold(id, lane);
+            work.push(id);
         }
-        while let Some(h) = work.pop() {
-            let Some(waiting) = self.pending.remove(&h) else {
+        while let Some(id) = work.pop() {
+            if self.pending.is_empty() {
+                break;
+            }
+            let Some(waiting) = self.pending.remove(&id) else {
                 continue;
             };
-            for p in waiting.iter() {
+            for p in waiting {
                 self.pending_events = self.pending_events.saturating_sub(1);
                 self.lanes
                     .bump(p.lane, |c| c.pending -= p.hashes.len() as i64);
-                for &x in p.hashes.iter() {
+                for &x in p.ids.iter() {
                     self.hold(x, p.lane);
                     work.push(x);
                 }
@@ -100,17 +108,13 @@ impl Ideal {
             }
         }
     }
-}
 
-impl Consumer for Ideal {
-    fn name(&self) -> &'static str {
-        "ideal"
-    }
-
-    fn apply(
+    /// [`Consumer::apply`] with the event's block ids given.
+    pub(crate) fn apply_ids(
         &mut self,
         ctx: &EventCtx<'_>,
         ev: &KvEvent,
+        ids: &EventIds,
         resolved: &mut Vec<Resolution>,
     ) -> EventVerdict {
         let lane = LaneKey {
@@ -121,35 +125,34 @@ impl Consumer for Ideal {
             KvEvent::BlockStored(e) => {
                 let hashes: Hashes = hashes_of(&e.block_hashes);
                 let parent = e.parent_block_hash.as_ref().map(|p| p.as_u64());
-                match parent {
-                    Some(p) if !self.known.contains_key(&p) => {
+                match (parent, ids.parent) {
+                    (Some(p), Some(pid)) if !self.known(pid) => {
                         if self.pending_events >= self.pending_limit {
                             self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
                             return EventVerdict::uniform(VerdictKind::DroppedOrphan, hashes)
                                 .with_missing_parent(p)
                                 .with_reason("pending_buffer_full");
                         }
-                        let mut v = self.pending.get(&p).map(|x| x.to_vec()).unwrap_or_default();
-                        v.push(PendingEvent {
+                        self.pending.entry(pid).or_default().push(PendingEvent {
                             event: ctx.index,
                             lane,
-                            hashes: Arc::from(&hashes[..]),
+                            hashes: hashes.clone(),
+                            ids: ids.blocks.clone(),
                         });
-                        self.pending.insert(p, v.into());
                         self.pending_events += 1;
                         self.lanes.bump(lane, |c| c.pending += hashes.len() as i64);
                         EventVerdict::uniform(VerdictKind::Pending, hashes).with_missing_parent(p)
                     }
                     _ => {
-                        self.apply_blocks(lane, &hashes, resolved);
+                        self.apply_blocks(lane, &ids.blocks, resolved);
                         EventVerdict::uniform(VerdictKind::Applied, hashes)
                     }
                 }
             }
             KvEvent::BlockRemoved(e) => {
                 let mut blocks = Blocks::with_capacity(e.block_hashes.len());
-                for h in e.block_hashes.iter().map(|h| h.as_u64()) {
-                    let verdict = if self.release(h, lane) {
+                for (i, h) in e.block_hashes.iter().map(|h| h.as_u64()).enumerate() {
+                    let verdict = if self.release(ids.block(i), lane) {
                         VerdictKind::Removed
                     } else {
                         VerdictKind::RemoveUnknown
@@ -176,18 +179,36 @@ impl Consumer for Ideal {
                 }
             }
             KvEvent::AllBlocksCleared => {
-                let gone: Vec<(u64, LaneKey)> = self
-                    .present
-                    .iter()
-                    .filter(|(_, l)| l.source == ctx.source)
-                    .copied()
-                    .collect();
-                for (h, l) in gone {
-                    self.release(h, l);
+                for lanes in &mut self.present {
+                    lanes.retain(|l| {
+                        if l.source == ctx.source {
+                            self.lanes.bump(*l, |c| c.indexed -= 1);
+                            false
+                        } else {
+                            true
+                        }
+                    });
                 }
                 EventVerdict::uniform(VerdictKind::Cleared, [])
             }
         }
+    }
+}
+
+impl Consumer for Ideal {
+    fn name(&self) -> &'static str {
+        "ideal"
+    }
+
+    fn apply(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ev: &KvEvent,
+        resolved: &mut Vec<Resolution>,
+    ) -> EventVerdict {
+        let mut ids = EventIds::default();
+        ids.fill(&mut self.own, ev);
+        self.apply_ids(ctx, ev, &ids, resolved)
     }
 
     fn reset(&mut self) {

@@ -9,6 +9,10 @@
 //! * `dedup`: refcounts `refs[pod][(tier, group, hash)]` (llm-d-kv-cache #680);
 //! * `groups`: the per-pod group catalogue learned from stores (#627).
 //!
+//! The per-engine-hash parts (`engine_to_req`, the dedup refcounts and the held lanes) live in
+//! one slot per dense block id (see `Interner` in the parent module) rather than in three hash
+//! maps: same contents, one memory access per block.
+//!
 //! Rules: an unknown non-zero parent drops the whole `BlockStored` (since `6f62751`, #243);
 //! parent `0`/nil is the root; request keys are chained over canonical blocks of
 //! `canonical_block_size` tokens and the partial tail is dropped, so sub-canonical events create
@@ -17,9 +21,11 @@
 //! engine mappings (#626). Request keys are a stand-in chain hash (the real FNV-64a-over-CBOR
 //! keys are an independent hash space that never needs to match vLLM's).
 
+use smallvec::SmallVec;
+
 use super::{
-    content_hash, hashes_of, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventVerdict,
-    Hashes, LaneBook, LaneKey, Lanes, Map, Resolution, Set, VerdictKind,
+    content_hash, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
+    EventVerdict, Hashes, Interner, LaneBook, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -42,16 +48,39 @@ type ReqKeys = smallvec::SmallVec<[u64; 2]>;
 /// Pods holding one request key (usually one or two: inline).
 type Pods = smallvec::SmallVec<[PodEntry; 2]>;
 
+/// The `groups` key of a pod's group.
+fn group_key(pod: u32, group: u32) -> u64 {
+    (pod as u64) << 32 | group as u64
+}
+
+/// A dedup refcount's key: `(pod, tier, group)`.
+type RefKey = (u32, u32, i64);
+
+/// What llm-d holds for one engine hash.
+#[derive(Clone, Debug, Default)]
+struct Slot {
+    /// `engine_to_req[hash]` (empty: no mapping).
+    req: ReqKeys,
+    /// The dedup refcounts `refs[pod][(tier, group, hash)]`, as `((pod, tier, group), n)`.
+    refs: SmallVec<[(RefKey, u32); 2]>,
+    /// Lanes counting the block as indexed.
+    held: SmallVec<[LaneKey; 2]>,
+}
+
 /// The llm-d model.
 #[derive(Clone, Debug)]
 pub struct Llmd {
     block_sizes: BlockSizes,
-    engine_to_req: Map<u64, ReqKeys>,
+    /// Per dense block id.
+    blocks: Vec<Slot>,
+    /// Number of engine hashes with a mapping.
+    mapped: usize,
     req_to_pods: Map<u64, Pods>,
-    dedup: Map<(u32, u32, i64, u64), u32>,
-    groups: Map<(u32, u32), bool>,
-    held: Set<(u64, LaneKey)>,
+    /// `(pod << 32 | group)` → supported (1) or not (0).
+    groups: Map<u64, u32>,
     pub(super) lanes: LaneBook,
+    /// Block ids when the model is used on its own ([`Consumer::apply`]).
+    own: Interner,
 }
 
 impl Llmd {
@@ -64,25 +93,40 @@ impl Llmd {
     pub fn with_block_sizes(block_sizes: BlockSizes) -> Self {
         Llmd {
             block_sizes,
-            engine_to_req: Map::default(),
+            blocks: Vec::new(),
+            mapped: 0,
             req_to_pods: Map::default(),
-            dedup: Map::default(),
             groups: Map::default(),
-            held: Set::default(),
             lanes: LaneBook::default(),
+            own: Interner::default(),
         }
     }
 
-    /// `GetRequestKey`: the last request key mapped to an engine hash.
+    /// `GetRequestKey`: the last request key mapped to an engine hash (of a model driven
+    /// through [`Consumer::apply`]).
     pub fn request_key_of(&self, engine_hash: u64) -> Option<u64> {
-        self.engine_to_req
-            .get(&engine_hash)
-            .and_then(|v| v.last().copied())
+        self.own.get(engine_hash).and_then(|id| self.req_of(id))
+    }
+
+    /// `GetRequestKey` by block id.
+    fn req_of(&self, id: u32) -> Option<u64> {
+        self.blocks
+            .get(id as usize)
+            .and_then(|s| s.req.last().copied())
     }
 
     /// Number of engine hashes with a mapping.
     pub fn mapped_engine_keys(&self) -> usize {
-        self.engine_to_req.len()
+        self.mapped
+    }
+
+    /// Set `engine_to_req[id]` (non-empty keys).
+    fn map_keys(&mut self, id: u32, keys: ReqKeys) {
+        let s = slot(&mut self.blocks, id);
+        if s.req.is_empty() {
+            self.mapped += 1;
+        }
+        s.req = keys;
     }
 
     fn add_entry(&mut self, rk: u64, entry: PodEntry) {
@@ -92,14 +136,20 @@ impl Llmd {
         }
     }
 
-    fn hold(&mut self, hash: u64, lane: LaneKey) {
-        if self.held.insert((hash, lane)) {
+    fn hold(&mut self, id: u32, lane: LaneKey) {
+        let held = &mut slot(&mut self.blocks, id).held;
+        if !held.contains(&lane) {
+            held.push(lane);
             self.lanes.bump(lane, |c| c.indexed += 1);
         }
     }
 
-    fn release(&mut self, hash: u64, lane: LaneKey) {
-        if self.held.remove(&(hash, lane)) {
+    fn release(&mut self, id: u32, lane: LaneKey) {
+        let Some(held) = self.blocks.get_mut(id as usize).map(|s| &mut s.held) else {
+            return;
+        };
+        if let Some(p) = held.iter().position(|l| *l == lane) {
+            held.remove(p);
             self.lanes.bump(lane, |c| c.indexed -= 1);
         }
     }
@@ -108,7 +158,7 @@ impl Llmd {
         self.lanes.bump(lane, |c| c.dropped += n as i64);
     }
 
-    fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored) -> EventVerdict {
+    fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored, ids: &EventIds) -> EventVerdict {
         let lane = LaneKey {
             source: ctx.source,
             tier: ctx.tier,
@@ -120,7 +170,8 @@ impl Llmd {
                 .kv_cache_spec_kind
                 .as_deref()
                 .is_none_or(|k| SUPPORTED_KINDS.contains(&k));
-            self.groups.insert((ctx.source, g), supported);
+            self.groups
+                .insert(group_key(ctx.source, g), supported as u32);
             if !supported {
                 self.dropped(lane, hashes.len());
                 return EventVerdict::uniform(VerdictKind::Ignored, hashes)
@@ -141,7 +192,7 @@ impl Llmd {
         let model = e.lora_name.as_deref().unwrap_or("model");
         let parent_rk = match e.parent_block_hash.as_ref().map(|p| p.as_u64()) {
             None | Some(0) => content_hash(0, &[], Some(model)),
-            Some(p) => match self.request_key_of(p) {
+            Some(p) => match ids.parent.and_then(|id| self.req_of(id)) {
                 Some(rk) => rk,
                 None => {
                     self.dropped(lane, hashes.len());
@@ -152,7 +203,7 @@ impl Llmd {
             },
         };
         let cbs = self.block_sizes.for_source(ctx.source).max(1) as usize;
-        let mut rks = Vec::with_capacity(e.token_ids.len() / cbs);
+        let mut rks: SmallVec<[u64; 4]> = SmallVec::with_capacity(e.token_ids.len() / cbs);
         let mut prev = parent_rk;
         for chunk in e.token_ids.chunks_exact(cbs) {
             prev = content_hash(prev, chunk, None);
@@ -168,13 +219,19 @@ impl Llmd {
                 // Token-less offload event: a tier update of known engine keys (#561).
                 let mut blocks = Blocks::with_capacity(hashes.len());
                 let mut any = false;
-                for &h in &hashes {
-                    if let Some(keys) = self.engine_to_req.get(&h).cloned() {
+                for (i, &h) in hashes.iter().enumerate() {
+                    let id = ids.block(i);
+                    let keys = self
+                        .blocks
+                        .get(id as usize)
+                        .map(|s| s.req.clone())
+                        .filter(|k| !k.is_empty());
+                    if let Some(keys) = keys {
                         for rk in keys.iter() {
                             self.add_entry(*rk, entry);
                         }
-                        self.hold(h, lane);
-                        self.track_store(entry, h);
+                        self.hold(id, lane);
+                        self.track_store(entry, id);
                         any = true;
                         blocks.push(BlockVerdict {
                             hash: h,
@@ -213,7 +270,7 @@ impl Llmd {
         // Pair E[i·|E|/n] → R[i·|R|/n], n = max(|E|, |R|).
         let (ne, nr) = (hashes.len(), rks.len());
         let n = ne.max(nr);
-        let mut per_engine: Vec<ReqKeys> = vec![ReqKeys::new(); ne];
+        let mut per_engine: SmallVec<[ReqKeys; 2]> = smallvec::smallvec![ReqKeys::new(); ne];
         for i in 0..n {
             if let (Some(slot), Some(rk)) = (per_engine.get_mut(i * ne / n), rks.get(i * nr / n)) {
                 slot.push(*rk);
@@ -222,23 +279,27 @@ impl Llmd {
         for rk in &rks {
             self.add_entry(*rk, entry);
         }
-        for (h, keys) in hashes.iter().zip(per_engine) {
+        for (i, keys) in per_engine.into_iter().enumerate() {
+            let id = ids.block(i);
             if !keys.is_empty() {
-                self.engine_to_req.insert(*h, keys);
+                self.map_keys(id, keys);
             }
-            self.hold(*h, lane);
-            self.track_store(entry, *h);
+            self.hold(id, lane);
+            self.track_store(entry, id);
         }
         EventVerdict::uniform(VerdictKind::Applied, hashes)
     }
 
-    fn track_store(&mut self, entry: PodEntry, h: u64) {
-        let key = (entry.pod, entry.tier, entry.group, h);
-        let n = self.dedup.get(&key).copied().unwrap_or(0);
-        self.dedup.insert(key, n + 1);
+    fn track_store(&mut self, entry: PodEntry, id: u32) {
+        let key = (entry.pod, entry.tier, entry.group);
+        let refs = &mut slot(&mut self.blocks, id).refs;
+        match refs.iter_mut().find(|r| r.0 == key) {
+            Some(r) => r.1 += 1,
+            None => refs.push((key, 1)),
+        }
     }
 
-    fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved) -> EventVerdict {
+    fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved, ids: &EventIds) -> EventVerdict {
         let lane = LaneKey {
             source: ctx.source,
             tier: ctx.tier,
@@ -246,7 +307,7 @@ impl Llmd {
         let hashes: Hashes = hashes_of(&e.block_hashes);
         let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
-            if self.groups.get(&(ctx.source, g)) != Some(&true) {
+            if self.groups.get(&group_key(ctx.source, g)) != Some(&1) {
                 return EventVerdict::uniform(VerdictKind::Ignored, hashes)
                     .with_reason("removals_skipped_unknown_group");
             }
@@ -257,21 +318,27 @@ impl Llmd {
             group,
         };
         let mut blocks = Blocks::with_capacity(hashes.len());
-        for h in hashes {
-            let key = (entry.pod, entry.tier, entry.group, h);
-            if let Some(n) = self.dedup.get(&key).copied() {
-                if n > 1 {
-                    self.dedup.insert(key, n - 1);
-                    blocks.push(BlockVerdict {
-                        hash: h,
-                        verdict: VerdictKind::Ignored,
-                        reason: Some(format!("refcount_left={}", n - 1).into()),
-                    });
-                    continue;
+        let key = (entry.pod, entry.tier, entry.group);
+        for (i, h) in hashes.into_iter().enumerate() {
+            let id = ids.block(i);
+            if let Some(refs) = self.blocks.get_mut(id as usize).map(|s| &mut s.refs) {
+                if let Some(p) = refs.iter().position(|r| r.0 == key) {
+                    let n = refs.get(p).map_or(0, |r| r.1);
+                    if n > 1 {
+                        if let Some(r) = refs.get_mut(p) {
+                            r.1 = n - 1;
+                        }
+                        blocks.push(BlockVerdict {
+                            hash: h,
+                            verdict: VerdictKind::Ignored,
+                            reason: Some(format!("refcount_left={}", n - 1).into()),
+                        });
+                        continue;
+                    }
+                    refs.remove(p);
                 }
-                self.dedup.remove(&key);
             }
-            blocks.push(self.evict(h, entry, lane));
+            blocks.push(self.evict(h, id, entry, lane));
         }
         let verdict = if blocks.iter().any(|b| b.verdict == VerdictKind::Removed) {
             VerdictKind::Removed
@@ -295,8 +362,13 @@ impl Llmd {
     }
 
     /// `Index.Evict(engine_key, [entry])`.
-    fn evict(&mut self, h: u64, entry: PodEntry, lane: LaneKey) -> BlockVerdict {
-        let Some(keys) = self.engine_to_req.get(&h).cloned() else {
+    fn evict(&mut self, h: u64, id: u32, entry: PodEntry, lane: LaneKey) -> BlockVerdict {
+        let keys = self
+            .blocks
+            .get(id as usize)
+            .map(|s| s.req.clone())
+            .filter(|k| !k.is_empty());
+        let Some(keys) = keys else {
             return BlockVerdict {
                 hash: h,
                 verdict: VerdictKind::RemoveUnknown,
@@ -318,9 +390,12 @@ impl Llmd {
             }
         }
         if all_gone {
-            self.engine_to_req.remove(&h);
+            if let Some(s) = self.blocks.get_mut(id as usize) {
+                s.req.clear();
+                self.mapped -= 1;
+            }
         }
-        self.release(h, lane);
+        self.release(id, lane);
         BlockVerdict {
             hash: h,
             verdict: VerdictKind::Removed,
@@ -345,20 +420,35 @@ impl Llmd {
                 self.req_to_pods.insert(rk, left);
             }
         }
-        let held: Vec<(u64, LaneKey)> = self
-            .held
-            .iter()
-            .filter(|(_, l)| l.source == pod)
-            .copied()
-            .collect();
-        for (h, l) in held {
-            self.release(h, l);
-        }
-        let refs: Vec<_> = self.dedup.keys().filter(|k| k.0 == pod).copied().collect();
-        for k in refs {
-            self.dedup.remove(&k);
+        for s in &mut self.blocks {
+            s.held.retain(|l| {
+                if l.source == pod {
+                    self.lanes.bump(*l, |c| c.indexed -= 1);
+                    false
+                } else {
+                    true
+                }
+            });
+            s.refs.retain(|r| r.0 .0 != pod);
         }
         EventVerdict::uniform(VerdictKind::Cleared, [])
+    }
+}
+
+impl Llmd {
+    /// [`Consumer::apply`] with the event's block ids given.
+    pub(crate) fn apply_ids(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ev: &KvEvent,
+        ids: &EventIds,
+        _: &mut Vec<Resolution>,
+    ) -> EventVerdict {
+        match ev {
+            KvEvent::BlockStored(e) => self.stored(ctx, e, ids),
+            KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
+            KvEvent::AllBlocksCleared => self.cleared(ctx),
+        }
     }
 }
 
@@ -367,12 +457,15 @@ impl Consumer for Llmd {
         "llmd"
     }
 
-    fn apply(&mut self, ctx: &EventCtx<'_>, ev: &KvEvent, _: &mut Vec<Resolution>) -> EventVerdict {
-        match ev {
-            KvEvent::BlockStored(e) => self.stored(ctx, e),
-            KvEvent::BlockRemoved(e) => self.removed(ctx, e),
-            KvEvent::AllBlocksCleared => self.cleared(ctx),
-        }
+    fn apply(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ev: &KvEvent,
+        resolved: &mut Vec<Resolution>,
+    ) -> EventVerdict {
+        let mut ids = EventIds::default();
+        ids.fill(&mut self.own, ev);
+        self.apply_ids(ctx, ev, &ids, resolved)
     }
 
     fn reset(&mut self) {

@@ -11,8 +11,10 @@
 //!
 //! Every model consumes events in delivery order through the [`Consumer`] trait and returns an
 //! [`EventVerdict`] per event, with per-block outcomes where the real consumer works per
-//! block. State lives in plain hash maps (`rustc-hash`'s Fx hasher); the replay engine records
-//! what it needs as it goes instead of copying states.
+//! block. Per-block state lives in vectors indexed by dense block ids (an interner: one
+//! `rustc-hash` Fx map from hash to id, shared with the analysis), other state in Fx hash maps
+//! with packed `u64` keys where possible (few distinct map types keep the wasm small); the
+//! replay engine records what it needs as it goes instead of copying states.
 
 pub mod dynamo;
 pub mod ideal;
@@ -137,6 +139,83 @@ pub type Blocks = smallvec::SmallVec<[BlockVerdict; 1]>;
 /// An event's block hashes, normalised to u64 (inline up to 4: no allocation per event).
 pub(crate) type Hashes = smallvec::SmallVec<[u64; 4]>;
 
+/// Dense ids for block hashes (stored, removed or named as a parent), in order of first
+/// appearance: one hash lookup per hash per event, after which per-block state lives in
+/// vectors indexed by id, which keeps the blocks of one chain next to each other in memory.
+/// The analysis shares one interner between the violation index, the models and the replay
+/// tables; a model used on its own ([`Consumer::apply`]) keeps a private one.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Interner {
+    ids: Map<u64, u32>,
+    hashes: Vec<u64>,
+}
+
+impl Interner {
+    /// The id of `h`, assigned if new.
+    pub(crate) fn intern(&mut self, h: u64) -> u32 {
+        let next = u32::try_from(self.hashes.len()).unwrap_or(u32::MAX);
+        let id = *self.ids.entry(h).or_insert(next);
+        if id == next && self.hashes.len() < u32::MAX as usize {
+            self.hashes.push(h);
+        }
+        id
+    }
+
+    /// The id of `h`, if it was ever seen.
+    pub(crate) fn get(&self, h: u64) -> Option<u32> {
+        self.ids.get(&h).copied()
+    }
+
+    /// The hash of `id`.
+    pub(crate) fn hash(&self, id: u32) -> Option<u64> {
+        self.hashes.get(id as usize).copied()
+    }
+
+    /// Approximate heap bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        self.ids.capacity() * 13 + self.hashes.capacity() * 8
+    }
+}
+
+/// The dense ids of one event's blocks (in block order) and of its parent.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct EventIds {
+    pub(crate) blocks: smallvec::SmallVec<[u32; 4]>,
+    pub(crate) parent: Option<u32>,
+}
+
+impl EventIds {
+    /// Intern the blocks and parent of `ev`.
+    pub(crate) fn fill(&mut self, interner: &mut Interner, ev: &KvEvent) {
+        self.blocks.clear();
+        for h in ev.block_hashes() {
+            self.blocks.push(interner.intern(h.as_u64()));
+        }
+        self.parent = match ev {
+            KvEvent::BlockStored(e) => e
+                .parent_block_hash
+                .as_ref()
+                .map(|p| interner.intern(p.as_u64())),
+            _ => None,
+        };
+    }
+
+    /// The id of block `i`.
+    pub(crate) fn block(&self, i: usize) -> u32 {
+        self.blocks.get(i).copied().unwrap_or(u32::MAX)
+    }
+}
+
+/// `v[id]`, growing `v` with defaults as needed (ids are dense, so this is an amortised push).
+pub(crate) fn slot<T: Default>(v: &mut Vec<T>, id: u32) -> &mut T {
+    let i = id as usize;
+    if i >= v.len() {
+        v.resize_with(i + 1, T::default);
+    }
+    // In range after the resize.
+    &mut v[i]
+}
+
 /// The u64-normalised hashes of `hashes`.
 pub(crate) fn hashes_of(hashes: &[crate::hash::BlockHash]) -> Hashes {
     hashes.iter().map(|h| h.as_u64()).collect()
@@ -237,8 +316,58 @@ pub struct LaneCounts {
     pub unreachable: i64,
 }
 
-/// Per-lane counters kept incrementally by every model (cheap snapshots).
-pub type Lanes = std::collections::BTreeMap<LaneKey, LaneCounts>;
+/// Per-lane counters kept incrementally by every model (cheap snapshots): a small map sorted
+/// by lane (a trace has few lanes; a sorted vector needs no tree code).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lanes {
+    entries: Vec<(LaneKey, LaneCounts)>,
+}
+
+impl Lanes {
+    /// No lanes.
+    pub fn new() -> Self {
+        Lanes::default()
+    }
+
+    /// The counters of `lane`, if it was ever touched.
+    pub fn get(&self, lane: &LaneKey) -> Option<&LaneCounts> {
+        let i = self.entries.binary_search_by_key(lane, |e| e.0).ok()?;
+        self.entries.get(i).map(|e| &e.1)
+    }
+
+    /// Whether `lane` was ever touched.
+    pub fn contains_key(&self, lane: &LaneKey) -> bool {
+        self.get(lane).is_some()
+    }
+
+    /// The lanes and their counters, sorted by lane.
+    pub fn iter(&self) -> impl Iterator<Item = (&LaneKey, &LaneCounts)> + '_ {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+
+    /// Number of lanes.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no lane was touched.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The counters of `lane`, created at zero if new.
+    fn entry(&mut self, lane: LaneKey) -> &mut LaneCounts {
+        let i = match self.entries.binary_search_by_key(&lane, |e| e.0) {
+            Ok(i) => i,
+            Err(i) => {
+                self.entries.insert(i, (lane, LaneCounts::default()));
+                i
+            }
+        };
+        // In range: found or just inserted at `i`.
+        &mut self.entries[i].1
+    }
+}
 
 /// The hash map used by the models.
 pub(crate) type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
@@ -262,7 +391,7 @@ impl LaneBook {
         if self.logging && !self.touched.iter().any(|t| t.0 == key) {
             self.touched.push((key, self.lanes.get(&key).copied()));
         }
-        f(self.lanes.entry(key).or_default());
+        f(self.lanes.entry(key));
     }
 
     /// The counters.
@@ -504,6 +633,23 @@ impl AnyConsumer {
             AnyConsumer::Dynamo(c) => &mut c.lanes,
             AnyConsumer::Sglang(c) => &mut c.lanes,
             AnyConsumer::Ideal(c) => &mut c.lanes,
+        }
+    }
+
+    /// [`Consumer::apply`] with the event's block ids given (from the analysis' shared
+    /// interner).
+    pub(crate) fn apply_ids(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ev: &KvEvent,
+        ids: &EventIds,
+        resolved: &mut Vec<Resolution>,
+    ) -> EventVerdict {
+        match self {
+            AnyConsumer::Llmd(c) => c.apply_ids(ctx, ev, ids, resolved),
+            AnyConsumer::Dynamo(c) => c.apply_ids(ctx, ev, ids, resolved),
+            AnyConsumer::Sglang(c) => c.apply_ids(ctx, ev, ids, resolved),
+            AnyConsumer::Ideal(c) => c.apply_ids(ctx, ev, ids, resolved),
         }
     }
 

@@ -13,22 +13,32 @@
 use smallvec::SmallVec;
 
 use super::{
-    hashes_of, BlockVerdict, Blocks, Consumer, EventCtx, EventVerdict, Hashes, LaneBook, LaneKey,
-    Lanes, Map, Resolution, VerdictKind,
+    hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
+    Interner, LaneBook, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
 type Worker = (u32, u32);
-type NodeId = u64;
+/// Node ids count up from 1 (0 is the root, which has no node).
+type NodeId = u32;
 const ROOT: NodeId = 0;
 /// A node's owners (almost always one or two: inline, no allocation per node).
 type Owners = SmallVec<[(Worker, u32); 2]>;
 /// The nodes of one hash (almost always one: inline).
 type HashNodes = SmallVec<[NodeId; 1]>;
+/// Up to this many nodes per hash, a node's child with a given hash is found by scanning the
+/// hash's nodes; beyond, through the `children` map (so hostile traces stay linear).
+const SCAN: usize = 4;
+
+/// The `children` key of a parent node and a block id.
+fn child_key(parent: NodeId, hid: u32) -> u64 {
+    (parent as u64) << 32 | hid as u64
+}
 
 #[derive(Clone, Debug)]
 struct SNode {
-    hash: u64,
+    /// Dense block id of its hash.
+    hid: u32,
     parent: NodeId,
     /// `(worker, kvscope tier id)` owners (the real node keeps a tier bitset per worker).
     owners: Owners,
@@ -40,11 +50,17 @@ struct SNode {
 /// The SGLang model.
 #[derive(Clone, Debug, Default)]
 pub struct Sglang {
-    next: NodeId,
-    nodes: Map<NodeId, SNode>,
-    children: Map<(NodeId, u64), NodeId>,
-    by_hash: Map<u64, HashNodes>,
+    /// By node id (`None`: pruned, or the root).
+    nodes: Vec<Option<SNode>>,
+    live: usize,
+    /// `(parent node << 32 | block id) → node`, kept for hashes with more than [`SCAN`]
+    /// nodes.
+    children: Map<u64, NodeId>,
+    /// By dense block id: the nodes with that hash (`by_hash`).
+    by_hash: Vec<HashNodes>,
     pub(super) lanes: LaneBook,
+    /// Block ids when the model is used on its own ([`Consumer::apply`]).
+    own: Interner,
 }
 
 fn known_medium(m: Option<&str>) -> bool {
@@ -66,23 +82,62 @@ fn known_medium(m: Option<&str>) -> bool {
 impl Sglang {
     /// Number of tree nodes (all workers).
     pub fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.live
     }
 
-    fn resolve_parent(&self, w: Worker, parent: u64) -> Option<NodeId> {
-        let nodes = self.by_hash.get(&parent)?;
+    fn node(&self, id: NodeId) -> Option<&SNode> {
+        self.nodes.get(id as usize).and_then(Option::as_ref)
+    }
+
+    fn node_mut(&mut self, id: NodeId) -> Option<&mut SNode> {
+        self.nodes.get_mut(id as usize).and_then(Option::as_mut)
+    }
+
+    /// The child of `cur` with block id `hid`.
+    fn child(&self, cur: NodeId, hid: u32) -> Option<NodeId> {
+        let list = self.by_hash.get(hid as usize)?;
+        if list.len() <= SCAN {
+            list.iter()
+                .copied()
+                .find(|n| self.node(*n).is_some_and(|x| x.parent == cur))
+        } else {
+            self.children.get(&child_key(cur, hid)).copied()
+        }
+    }
+
+    /// Register node `id` (block id `hid`, under `parent`) in `by_hash` and `children`.
+    fn link(&mut self, parent: NodeId, hid: u32, id: NodeId) {
+        let list = slot(&mut self.by_hash, hid);
+        list.push(id);
+        match list.len() {
+            n if n == SCAN + 1 => {
+                let all = list.clone();
+                for n in all {
+                    if let Some(p) = self.node(n).map(|x| x.parent) {
+                        self.children.insert(child_key(p, hid), n);
+                    }
+                }
+            }
+            n if n > SCAN => {
+                self.children.insert(child_key(parent, hid), id);
+            }
+            _ => {}
+        }
+    }
+
+    fn resolve_parent(&self, w: Worker, parent: u32) -> Option<NodeId> {
+        let nodes = self.by_hash.get(parent as usize)?;
         match nodes.len() {
             0 => None,
             1 => nodes.first().copied(),
             _ => nodes.iter().copied().find(|n| {
-                self.nodes
-                    .get(n)
+                self.node(*n)
                     .is_some_and(|x| x.owners.iter().any(|o| o.0 == w))
             }),
         }
     }
 
-    fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored) -> EventVerdict {
+    fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored, ids: &EventIds) -> EventVerdict {
         let lane = LaneKey {
             source: ctx.source,
             tier: ctx.tier,
@@ -95,39 +150,39 @@ impl Sglang {
                 .with_reason("unknown_medium");
         }
         let parent_hash = e.parent_block_hash.as_ref().map(|p| p.as_u64());
-        let (start, misrooted, missing) = match parent_hash {
-            None => (ROOT, false, None),
-            Some(p) => match self.resolve_parent(w, p) {
-                Some(n) => (n, self.nodes.get(&n).is_some_and(|x| x.unreachable), None),
+        let (start, misrooted, missing) = match (parent_hash, ids.parent) {
+            (Some(p), Some(pid)) => match self.resolve_parent(w, pid) {
+                Some(n) => (n, self.node(n).is_some_and(|x| x.unreachable), None),
                 None => (ROOT, true, Some(p)),
             },
+            _ => (ROOT, false, None),
         };
         let mut cur = start;
-        for &h in &hashes {
-            let id = match self.children.get(&(cur, h)).copied() {
+        for i in 0..hashes.len() {
+            let hid = ids.block(i);
+            let id = match self.child(cur, hid) {
                 Some(id) => id,
                 None => {
-                    self.next += 1;
-                    let id = self.next;
-                    self.nodes.insert(
-                        id,
-                        SNode {
-                            hash: h,
-                            parent: cur,
-                            owners: Owners::new(),
-                            children: 0,
-                            unreachable: misrooted,
-                        },
-                    );
-                    self.children.insert((cur, h), id);
-                    if let Some(pn) = self.nodes.get_mut(&cur) {
+                    let id = NodeId::try_from(self.nodes.len().max(1)).unwrap_or(NodeId::MAX);
+                    if self.nodes.is_empty() {
+                        self.nodes.push(None); // the root
+                    }
+                    self.nodes.push(Some(SNode {
+                        hid,
+                        parent: cur,
+                        owners: Owners::new(),
+                        children: 0,
+                        unreachable: misrooted,
+                    }));
+                    self.live += 1;
+                    self.link(cur, hid, id);
+                    if let Some(pn) = self.node_mut(cur) {
                         pn.children += 1;
                     }
-                    self.by_hash.entry(h).or_default().push(id);
                     id
                 }
             };
-            if let Some(n) = self.nodes.get_mut(&id) {
+            if let Some(n) = self.node_mut(id) {
                 if !n.owners.contains(&(w, ctx.tier)) {
                     n.owners.push((w, ctx.tier));
                     let unreachable = n.unreachable;
@@ -155,17 +210,25 @@ impl Sglang {
         }
     }
 
-    /// Drop `(w, tier)` from a node; prune empty childless nodes upward.
+    /// Drop the owners `keep` rejects from a node; prune empty childless nodes upward.
     fn drop_owner(&mut self, id: NodeId, keep: impl Fn(&(Worker, u32)) -> bool) -> bool {
-        let Some(n) = self.nodes.get(&id).cloned() else {
+        let Some(n) = self.node_mut(id) else {
             return false;
         };
-        let left: Owners = n.owners.iter().copied().filter(|o| keep(o)).collect();
-        if left.len() == n.owners.len() {
+        if n.owners.iter().all(&keep) {
             return false;
         }
-        for o in n.owners.iter().filter(|o| !keep(o)) {
-            let unreachable = n.unreachable;
+        let unreachable = n.unreachable;
+        let mut gone: Owners = Owners::new();
+        n.owners.retain(|o| {
+            if keep(o) {
+                true
+            } else {
+                gone.push(*o);
+                false
+            }
+        });
+        for o in gone {
             self.lanes.bump(
                 LaneKey {
                     source: o.0 .0,
@@ -180,28 +243,25 @@ impl Sglang {
             );
         }
         let mut cur = id;
-        let mut owners = left;
-        while let Some(mut node) = self.nodes.get(&cur).cloned() {
-            node.owners = owners.clone();
+        while let Some(node) = self.node(cur) {
             if !node.owners.is_empty() || node.children > 0 || cur == ROOT {
-                self.nodes.insert(cur, node);
                 break;
             }
-            self.nodes.remove(&cur);
-            self.children.remove(&(node.parent, node.hash));
-            if let Some(v) = self.by_hash.get(&node.hash).cloned() {
-                let rest: HashNodes = v.iter().copied().filter(|x| *x != cur).collect();
-                if rest.is_empty() {
-                    self.by_hash.remove(&node.hash);
-                } else {
-                    self.by_hash.insert(node.hash, rest);
-                }
+            let (parent, hid) = (node.parent, node.hid);
+            if let Some(n) = self.nodes.get_mut(cur as usize) {
+                *n = None;
+                self.live -= 1;
             }
-            match self.nodes.get_mut(&node.parent) {
+            if !self.children.is_empty() {
+                self.children.remove(&child_key(parent, hid));
+            }
+            if let Some(list) = self.by_hash.get_mut(hid as usize) {
+                list.retain(|x| *x != cur);
+            }
+            match self.node_mut(parent) {
                 Some(p) => {
                     p.children = p.children.saturating_sub(1);
-                    owners = p.owners.clone();
-                    cur = node.parent;
+                    cur = parent;
                 }
                 None => break,
             }
@@ -209,17 +269,15 @@ impl Sglang {
         true
     }
 
-    fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved) -> EventVerdict {
+    fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved, ids: &EventIds) -> EventVerdict {
         let w: Worker = (ctx.source, ctx.dp_rank);
         let tier = ctx.tier;
         let mut blocks = Blocks::with_capacity(e.block_hashes.len());
-        for h in e.block_hashes.iter().map(|h| h.as_u64()) {
-            let target = self.by_hash.get(&h).and_then(|v| {
-                v.iter().copied().find(|n| {
-                    self.nodes
-                        .get(n)
-                        .is_some_and(|x| x.owners.contains(&(w, tier)))
-                })
+        for (i, h) in e.block_hashes.iter().map(|h| h.as_u64()).enumerate() {
+            let target = self.by_hash.get(ids.block(i) as usize).and_then(|v| {
+                v.iter()
+                    .copied()
+                    .find(|n| self.node(*n).is_some_and(|x| x.owners.contains(&(w, tier))))
             });
             let verdict = match target {
                 Some(id) if self.drop_owner(id, |o| *o != (w, tier)) => VerdictKind::Removed,
@@ -252,13 +310,32 @@ impl Sglang {
         let ids: Vec<NodeId> = self
             .nodes
             .iter()
-            .filter(|(_, n)| n.owners.iter().any(|o| o.0 == w))
-            .map(|(id, _)| *id)
+            .enumerate()
+            .filter(|(_, n)| {
+                n.as_ref()
+                    .is_some_and(|n| n.owners.iter().any(|o| o.0 == w))
+            })
+            .map(|(id, _)| id as NodeId)
             .collect();
         for id in ids {
             self.drop_owner(id, |o| o.0 != w);
         }
         EventVerdict::uniform(VerdictKind::Cleared, [])
+    }
+
+    /// [`Consumer::apply`] with the event's block ids given.
+    pub(crate) fn apply_ids(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ev: &KvEvent,
+        ids: &EventIds,
+        _: &mut Vec<Resolution>,
+    ) -> EventVerdict {
+        match ev {
+            KvEvent::BlockStored(e) => self.stored(ctx, e, ids),
+            KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
+            KvEvent::AllBlocksCleared => self.cleared(ctx),
+        }
     }
 }
 
@@ -267,12 +344,15 @@ impl Consumer for Sglang {
         "sglang"
     }
 
-    fn apply(&mut self, ctx: &EventCtx<'_>, ev: &KvEvent, _: &mut Vec<Resolution>) -> EventVerdict {
-        match ev {
-            KvEvent::BlockStored(e) => self.stored(ctx, e),
-            KvEvent::BlockRemoved(e) => self.removed(ctx, e),
-            KvEvent::AllBlocksCleared => self.cleared(ctx),
-        }
+    fn apply(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ev: &KvEvent,
+        resolved: &mut Vec<Resolution>,
+    ) -> EventVerdict {
+        let mut ids = EventIds::default();
+        ids.fill(&mut self.own, ev);
+        self.apply_ids(ctx, ev, &ids, resolved)
     }
 
     fn reset(&mut self) {

@@ -5,23 +5,29 @@
 //! before the first event and `len()` after the last); "the event at the cursor" is `c - 1`.
 //!
 //! # How seeking stays cheap
-//! [`Replay::new`] runs the analysis once and records, as compact version-stamped histories
-//! (a "fat node" persistent structure), everything a snapshot shows:
-//! * per event and consumer a 4-byte verdict (kind, status, interned reason), with side tables
-//!   for missing parents and non-uniform per-block outcomes;
+//! [`Replay::new`] (or [`ReplayBuilder`], the same work in slices) runs the analysis once and
+//! records, as compact version-stamped histories (a "fat node" persistent structure),
+//! everything a snapshot shows:
+//! * per event and consumer a 4-byte verdict (kind, status, interned reason), with sorted side
+//!   tables for missing parents and non-uniform per-block outcomes;
 //! * per consumer and lane (source × tier) the counters after every event that changed them,
 //!   with an index by event so that a step applies or reverts only that event's changes;
-//! * static tables: each block's first store (parent, event), its children, and each job's
-//!   events.
-//!
+//! * per cursor one 16-byte row: where its lane changes start, distinct blocks stored, findings
+//!   and jobs started before it (one memory access answers those parts of a snapshot);
+//! * static tables by dense block id (`blocks.rs`): each block's first store (parent, event),
+//!   its children, the events naming it; and each job's events;
 //! * every `K` events a checkpoint of the lane counters (`K` grows with the number of lanes so
 //!   that checkpoints cost at most a few bytes per event).
 //!
 //! A seek restores the checkpoint at or before the cursor and applies the recorded lane changes
 //! of at most `K - 1` events (`O(K)`, independent of the trace length, sequential memory),
 //! never a replay; a step is `O(changes of one event)`; memory grows linearly with the trace
-//! (checkpoints hold lane counters only, not consumer states, so never `N²/K`). `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes
-//! per event of the recording.
+//! (checkpoints hold lane counters only, not consumer states, so never `N²/K`).
+//! `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes per event of
+//! the recording. What still grows with the trace is cache misses: a snapshot at a random
+//! cursor of a large trace reads the event's row, checkpoint, change run, the event itself
+//! (its batch and hashes in the trace) and its job, each a likely cache miss that a small trace
+//! keeps in cache.
 //!
 //! # Example
 //! ```
@@ -60,13 +66,18 @@
 //! ```
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+
+mod blocks;
+
+use blocks::BlockTables;
 
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analysis, AnalysisConfig, Finding, Job, Recorder, Rule, Run, Stage};
 use crate::consumers::{
-    BlockVerdict, Blocks, ConsumerKind, EventVerdict, LaneCounts, LaneKey, Resolution, VerdictKind,
+    slot, BlockVerdict, Blocks, ConsumerKind, EventVerdict, LaneCounts, LaneKey, Resolution,
+    VerdictKind,
 };
 use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
@@ -79,10 +90,10 @@ struct Compact {
     reason: u16,
 }
 
-/// One lane change: counters of `lane` of consumer `consumer` after event `event`.
+/// One lane change: counters of `lane` of consumer `consumer` after its event (the event is
+/// implied by the change's position, see `Row::changes`).
 #[derive(Clone, Copy, Debug)]
 struct Change {
-    event: u32,
     consumer: u8,
     lane: u16,
     counts: [i32; 4],
@@ -107,6 +118,21 @@ fn unpack(a: [i32; 4]) -> LaneCounts {
     }
 }
 
+/// Per cursor `c` (state after events `0..c`): where event `c`'s lane changes start and the
+/// counts a snapshot shows, side by side so that one memory access serves a seek and a
+/// snapshot.
+#[derive(Clone, Copy, Debug, Default)]
+struct Row {
+    /// First index into `changes` of event `c` (= changes of events before `c`).
+    changes: u32,
+    /// Distinct blocks stored before `c`.
+    first_stores: u32,
+    /// Findings (violations and other findings) at events before `c`.
+    findings: u32,
+    /// Jobs whose first event is before `c` (jobs are numbered in that order).
+    jobs: u32,
+}
+
 /// Everything recorded during the analysis pass.
 #[derive(Default)]
 struct Recording {
@@ -114,20 +140,108 @@ struct Recording {
     consumers: usize,
     strings: Vec<Cow<'static, str>>,
     string_ids: HashMap<Cow<'static, str>, u16>,
+    /// `((address, length), id)` of static strings already interned (a small cache).
+    static_ids: Vec<((usize, usize), u16)>,
     verdicts: Vec<Vec<Compact>>,
-    missing: HashMap<(u8, u32), u64>,
-    blocks: HashMap<(u8, u32), Box<[BlockVerdict]>>,
+    /// `(verdict key, missing parent)`, sorted by key (see [`verdict_key`]).
+    missing: Vec<(u64, u64)>,
+    /// `(verdict key, per-block outcomes)` where they differ from the event's, sorted by key.
+    blocks: Vec<(u64, Box<[BlockVerdict]>)>,
     resolutions: Vec<(u32, u8, Resolution)>,
     lane_keys: Vec<LaneKey>,
-    lane_ids: HashMap<LaneKey, u16>,
+    /// Lane key (`source << 32 | tier`) → lane slot.
+    lane_ids: HashMap<u64, u32>,
     changes: Vec<Change>,
     /// Per (consumer, lane slot): indices into `changes`, in event order.
-    per_lane: HashMap<(u8, u16), Vec<u32>>,
+    /// (index `lane slot · consumers + consumer`).
+    per_lane: Vec<Vec<u32>>,
+    /// Per cursor `0..=n` (the last one added when closed).
+    rows: Vec<Row>,
+    /// Jobs started by the events recorded so far.
+    jobs_started: u32,
+    /// Block topology and touches.
+    blocks_seen: BlockTables,
+    /// Per job: its events.
+    job_events: Vec<Vec<u32>>,
+    /// Events between lane checkpoints (0 until the index is known).
+    checkpoint_every: usize,
+    checkpoint_start: Vec<u32>,
+    checkpoint_lanes: Vec<LaneEntry>,
+    /// Lane counters after the events recorded so far.
+    lane_state: Vec<Vec<Option<[i32; 4]>>>,
 }
 
 impl Recording {
+    /// Checkpoint the lane counters (at the cursor of the next event).
+    fn checkpoint(&mut self) {
+        self.checkpoint_start
+            .push(self.checkpoint_lanes.len() as u32);
+        for (c, lanes) in self.lane_state.iter().enumerate() {
+            for (l, v) in lanes.iter().enumerate() {
+                if let Some(v) = v {
+                    self.checkpoint_lanes.push((c as u8, l as u16, *v));
+                }
+            }
+        }
+    }
+
+    /// Close the tables after the last event (`n` events).
+    fn close(&mut self, n: usize) {
+        if self.checkpoint_every == 0 {
+            self.checkpoint_every = checkpoint_interval(0);
+        }
+        if n.is_multiple_of(self.checkpoint_every) {
+            self.checkpoint();
+        }
+        self.checkpoint_start
+            .push(self.checkpoint_lanes.len() as u32);
+        self.push_row();
+    }
+
+    /// The row of the next cursor (findings are filled in when the analysis is done).
+    fn push_row(&mut self) {
+        self.rows.push(Row {
+            changes: self.changes.len() as u32,
+            first_stores: self.blocks_seen.first_stores,
+            findings: 0,
+            jobs: self.jobs_started,
+        });
+    }
+
+    /// First index into `changes` of event `e` (`changes.len()` past the end).
+    fn change_start(&self, e: usize) -> u32 {
+        self.rows
+            .get(e)
+            .map_or(self.changes.len() as u32, |r| r.changes)
+    }
+
     fn intern(&mut self, s: Option<&Cow<'static, str>>) -> u16 {
         let Some(s) = s else { return 0 };
+        // Statuses and most reasons are static strings: recognise them by address first.
+        let addr = match s {
+            Cow::Borrowed(b) => Some((b.as_ptr() as usize, b.len())),
+            Cow::Owned(_) => None,
+        };
+        if let Some(a) = addr {
+            if let Some(e) = self.static_ids.iter().find(|e| e.0 == a) {
+                return e.1;
+            }
+        }
+        let stat = match s {
+            Cow::Borrowed(b) => Some(*b),
+            Cow::Owned(_) => None,
+        };
+        let id = self.intern_slow(s, stat);
+        if let Some(a) = addr {
+            if self.static_ids.len() < 32 {
+                self.static_ids.push((a, id));
+            }
+        }
+        id
+    }
+
+    /// Intern `s` by content (`stat`: the same string when it is static, kept borrowed).
+    fn intern_slow(&mut self, s: &str, stat: Option<&'static str>) -> u16 {
         if let Some(id) = self.string_ids.get(s) {
             return *id;
         }
@@ -138,8 +252,12 @@ impl Recording {
         if id == u16::MAX {
             return id;
         }
-        self.strings.push(s.clone());
-        self.string_ids.insert(s.clone(), id);
+        let owned: Cow<'static, str> = match stat {
+            Some(b) => Cow::Borrowed(b),
+            None => Cow::Owned(s.to_owned()),
+        };
+        self.strings.push(owned.clone());
+        self.string_ids.insert(owned, id);
         id
     }
 
@@ -156,17 +274,54 @@ impl Recording {
     }
 
     fn lane_slot(&mut self, k: LaneKey) -> u16 {
-        if let Some(id) = self.lane_ids.get(&k) {
-            return *id;
+        let key = (k.source as u64) << 32 | k.tier as u64;
+        if let Some(id) = self.lane_ids.get(&key) {
+            return *id as u16;
         }
         let id = self.lane_keys.len() as u16;
         self.lane_keys.push(k);
-        self.lane_ids.insert(k, id);
+        self.lane_ids.insert(key, id as u32);
         id
+    }
+
+    /// Change indices of lane slot `lane` of consumer `c`, in event order.
+    fn lane_changes(&self, c: u8, lane: u16) -> Option<&Vec<u32>> {
+        self.per_lane
+            .get(lane as usize * self.consumers.max(1) + c as usize)
     }
 }
 
 impl Recorder for Recording {
+    fn start(&mut self, index: &crate::analysis::EventIndex) {
+        // The lane count is bounded by consumers × sources × tiers.
+        let lanes = self.consumers.max(1) * index.sources.len() * index.tiers.len();
+        self.checkpoint_every = checkpoint_interval(lanes);
+        self.job_events = vec![Vec::new(); index.jobs.len()];
+    }
+
+    fn event(
+        &mut self,
+        event: usize,
+        loc: &crate::analysis::EventLoc,
+        ev: &KvEvent,
+        ids: &[u32],
+        parent: Option<u32>,
+    ) {
+        if self.checkpoint_every == 0 {
+            self.checkpoint_every = checkpoint_interval(0);
+        }
+        if event.is_multiple_of(self.checkpoint_every) {
+            self.checkpoint();
+        }
+        self.push_row();
+        if let Some(list) = self.job_events.get_mut(loc.job as usize) {
+            list.push(event as u32);
+            self.jobs_started = self.jobs_started.max(loc.job.saturating_add(1));
+        }
+        let stored = matches!(ev, KvEvent::BlockStored(_));
+        self.blocks_seen.add(event as u32, ids, stored, parent);
+    }
+
     fn verdict(
         &mut self,
         event: usize,
@@ -176,6 +331,7 @@ impl Recorder for Recording {
     ) {
         let c = consumer as u8;
         let e = event as u32;
+        let key = verdict_key(consumer, event);
         if self.verdicts.len() <= consumer {
             self.verdicts.resize_with(consumer + 1, Vec::new);
         }
@@ -190,34 +346,38 @@ impl Recorder for Recording {
             });
         }
         if let Some(p) = v.missing_parent {
-            self.missing.insert((c, e), p);
+            self.missing.push((key, p));
         }
         if v.blocks
             .iter()
             .any(|b| b.verdict != v.verdict || b.reason.is_some())
         {
             self.blocks
-                .insert((c, e), v.blocks.to_vec().into_boxed_slice());
+                .push((key, v.blocks.to_vec().into_boxed_slice()));
         }
         for r in resolved {
             self.resolutions.push((e, c, r.clone()));
         }
     }
 
-    fn lanes(&mut self, event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]) {
+    fn lanes(&mut self, _event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]) {
         for &(k, v) in changed {
             let lane = self.lane_slot(k);
             let idx = self.changes.len() as u32;
+            let counts = pack(&v);
             self.changes.push(Change {
-                event: event as u32,
                 consumer: consumer as u8,
                 lane,
-                counts: pack(&v),
+                counts,
             });
-            self.per_lane
-                .entry((consumer as u8, lane))
-                .or_default()
-                .push(idx);
+            if self.lane_state.len() <= consumer {
+                self.lane_state.resize_with(consumer + 1, Vec::new);
+            }
+            if let Some(state) = self.lane_state.get_mut(consumer) {
+                *slot(state, lane as u32) = Some(counts);
+            }
+            let at = lane as u32 * self.consumers.max(1) as u32 + consumer as u32;
+            slot(&mut self.per_lane, at).push(idx);
         }
     }
 }
@@ -380,79 +540,31 @@ pub struct Replay {
     trace: Trace,
     analysis: Analysis,
     rec: Recording,
-    /// Per event: first index into `rec.changes` (plus a final sentinel).
-    change_start: Vec<u32>,
-    first_store: HashMap<u64, (u32, Option<u64>)>,
-    first_store_events: Vec<u32>,
-    children: HashMap<u64, Vec<u64>>,
-    touches: HashMap<u64, Vec<u32>>,
-    job_events: Vec<Vec<u32>>,
     /// Per job: events of its within-job violations, sorted.
     job_violations: Vec<Vec<u32>>,
     /// Longest job span in events (bounds the active-job scan).
     max_job_span: usize,
     finding_events: Vec<(usize, usize)>,
-    /// Skip tables over `first_store_events`, `finding_events` and the jobs' first events.
-    skip_first_store: Skip,
-    skip_findings: Skip,
-    skip_jobs: Skip,
     cursor: usize,
-    lanes_now: Vec<BTreeMap<u16, [i32; 4]>>,
-    /// Events between lane checkpoints (a power of two).
-    checkpoint_every: usize,
-    /// Per checkpoint `k` (cursor `k · checkpoint_every`): start of its lanes in
-    /// `checkpoint_lanes` (plus a final sentinel).
-    checkpoint_start: Vec<u32>,
-    /// Checkpointed lane counters: `(consumer, lane slot, counters)`.
-    checkpoint_lanes: Vec<LaneEntry>,
+    /// Per consumer, by lane slot: the counters at the cursor (`None`: lane not yet seen).
+    lanes_now: Vec<Vec<Option<[i32; 4]>>>,
 }
 
 /// One checkpointed lane: `(consumer, lane slot, counters)`.
 type LaneEntry = (u8, u16, [i32; 4]);
 
-/// Events between the entries of a [`Skip`] table.
-const SKIP_EVERY: usize = 64;
-
-/// For a list sorted by event index: the position of the first entry at or after cursor
-/// `k · SKIP_EVERY`, for every `k`. Counting the entries before a cursor is then one lookup plus
-/// a short forward scan (no binary search over a large array, whose cache misses grow with
-/// the trace).
-#[derive(Default)]
-struct Skip {
-    at: Vec<u32>,
+/// The sort key of consumer `c`'s verdict on event `e` (verdicts are recorded in this order).
+fn verdict_key(c: usize, e: usize) -> u64 {
+    (e as u64) << 8 | (c as u64 & 0xff)
 }
 
-impl Skip {
-    fn build<T>(v: &[T], events: usize, key: impl Fn(&T) -> usize) -> Skip {
-        let mut at = Vec::with_capacity(events / SKIP_EVERY + 2);
-        let mut pos = 0usize;
-        let mut cursor = 0usize;
-        while cursor <= events + SKIP_EVERY {
-            while v.get(pos).is_some_and(|x| key(x) < cursor) {
-                pos += 1;
-            }
-            at.push(pos as u32);
-            cursor += SKIP_EVERY;
-        }
-        Skip { at }
-    }
-
-    /// Number of entries of `v` whose event is before `c` (`v` sorted by `key`).
-    fn count_lt<T>(&self, v: &[T], c: usize, key: impl Fn(&T) -> usize) -> usize {
-        let start = match self.at.get(c / SKIP_EVERY) {
-            Some(p) => *p as usize,
-            None => return v.partition_point(|x| key(x) < c),
-        };
-        start
-            + v.get(start..)
-                .unwrap_or(&[])
-                .iter()
-                .take_while(|x| key(x) < c)
-                .count()
-    }
-
-    fn bytes(&self) -> usize {
-        self.at.capacity() * 4
+/// Set lane `lane` of consumer `c` in a per-consumer, per-slot lane table.
+fn set_lane(lanes: &mut [Vec<Option<[i32; 4]>>], c: u8, lane: u16, counts: [i32; 4]) {
+    if let Some(slot) = lanes
+        .get_mut(c as usize)
+        .and_then(|m| m.get_mut(lane as usize))
+    {
+        *slot = Some(counts);
     }
 }
 
@@ -471,10 +583,13 @@ pub enum BuildPhase {
     /// Indexing the trace (sources, tiers, jobs, sequence numbers).
     Index,
     /// Running the consumer models and the violation index over the events, recording what
-    /// the replay needs.
+    /// the replay needs (then freeing the models, one per call).
     Analysis,
-    /// Everything per event is done: [`ReplayBuilder::finish`] only sorts findings and builds
-    /// small tables.
+    /// Assembling findings (levels, per-model verdicts and cascades) and loss summaries; `done`
+    /// and `total` count findings-sized work units, not events.
+    Finish,
+    /// Everything is done: [`ReplayBuilder::finish`] only builds small tables (one pass over
+    /// the events' rows).
     Done,
 }
 
@@ -483,14 +598,15 @@ pub enum BuildPhase {
 pub struct BuildProgress {
     /// The current phase.
     pub phase: BuildPhase,
-    /// Events done in this phase.
+    /// Work done in this phase (events, except in [`BuildPhase::Finish`]).
     pub done: usize,
-    /// Events in the trace.
+    /// Work in this phase (the trace's events, except in [`BuildPhase::Finish`]).
     pub total: usize,
 }
 
 impl BuildProgress {
-    /// Overall completion in `0.0..=1.0` (indexing counts for a tenth of the work).
+    /// Overall completion in `0.0..=1.0` (indexing and finishing count for a tenth of the work
+    /// each).
     pub fn fraction(&self) -> f64 {
         let part = if self.total == 0 {
             1.0
@@ -499,112 +615,10 @@ impl BuildProgress {
         };
         match self.phase {
             BuildPhase::Index => 0.1 * part,
-            BuildPhase::Analysis => 0.1 + 0.9 * part,
+            BuildPhase::Analysis => 0.1 + 0.8 * part,
+            BuildPhase::Finish => 0.9 + 0.1 * part,
             BuildPhase::Done => 1.0,
         }
-    }
-}
-
-/// The replay's per-event tables, filled as the analysis advances.
-#[derive(Default)]
-struct Tables {
-    /// Events already added.
-    next: usize,
-    /// Position in `rec.changes` reached by `change_start`.
-    change_pos: usize,
-    change_start: Vec<u32>,
-    first_store: HashMap<u64, (u32, Option<u64>)>,
-    first_store_events: Vec<u32>,
-    children: HashMap<u64, Vec<u64>>,
-    touches: HashMap<u64, Vec<u32>>,
-    job_events: Vec<Vec<u32>>,
-    /// Events between lane checkpoints (0 until the index is known).
-    checkpoint_every: usize,
-    checkpoint_start: Vec<u32>,
-    checkpoint_lanes: Vec<LaneEntry>,
-    /// Lane counters after the events added so far.
-    lane_state: BTreeMap<(u8, u16), [i32; 4]>,
-}
-
-impl Tables {
-    /// Add event `i` (its changes are recorded in `rec`).
-    fn add(
-        &mut self,
-        trace: &Trace,
-        index: &crate::analysis::EventIndex,
-        rec: &Recording,
-        i: usize,
-    ) {
-        if self.checkpoint_every == 0 {
-            // The lane count is bounded by consumers × sources × tiers, all known now.
-            let lanes = rec.consumers.max(1) * index.sources.len() * index.tiers.len();
-            self.checkpoint_every = checkpoint_interval(lanes);
-            self.job_events = vec![Vec::new(); index.jobs.len()];
-        }
-        if i.is_multiple_of(self.checkpoint_every) {
-            self.checkpoint();
-        }
-        while rec
-            .changes
-            .get(self.change_pos)
-            .is_some_and(|c| (c.event as usize) < i)
-        {
-            self.change_pos += 1;
-        }
-        self.change_start.push(self.change_pos as u32);
-        for ch in rec.changes.get(self.change_pos..).unwrap_or(&[]) {
-            if ch.event as usize != i {
-                break;
-            }
-            self.lane_state.insert((ch.consumer, ch.lane), ch.counts);
-        }
-        let Some((_, ev)) = index.event(trace, i) else {
-            return;
-        };
-        if let Some(loc) = index.events.get(i) {
-            if let Some(list) = self.job_events.get_mut(loc.job as usize) {
-                list.push(i as u32);
-            }
-        }
-        let stored = matches!(ev, KvEvent::BlockStored(_));
-        let mut parent = match ev {
-            KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
-            _ => None,
-        };
-        for h in ev.block_hashes().iter().map(|h| h.as_u64()) {
-            self.touches.entry(h).or_default().push(i as u32);
-            if stored {
-                if let std::collections::hash_map::Entry::Vacant(v) = self.first_store.entry(h) {
-                    v.insert((i as u32, parent));
-                    self.first_store_events.push(i as u32);
-                    if let Some(p) = parent {
-                        self.children.entry(p).or_default().push(h);
-                    }
-                }
-                parent = Some(h);
-            }
-        }
-    }
-
-    /// Checkpoint the lane counters at cursor `self.next`.
-    fn checkpoint(&mut self) {
-        self.checkpoint_start
-            .push(self.checkpoint_lanes.len() as u32);
-        self.checkpoint_lanes
-            .extend(self.lane_state.iter().map(|((c, l), v)| (*c, *l, *v)));
-    }
-
-    /// Close the tables after the last event (`n` events).
-    fn close(&mut self, n: usize, changes: usize) {
-        if self.checkpoint_every == 0 {
-            self.checkpoint_every = checkpoint_interval(0);
-        }
-        if n.is_multiple_of(self.checkpoint_every) {
-            self.checkpoint();
-        }
-        self.checkpoint_start
-            .push(self.checkpoint_lanes.len() as u32);
-        self.change_start.push(changes as u32);
     }
 }
 
@@ -622,8 +636,11 @@ impl Tables {
 /// ])]);
 /// let mut b = ReplayBuilder::new(t, &AnalysisConfig::default()); // cheap
 /// while !b.is_done() {
-///     let p = b.advance(1); // at most about one event of work per call
-///     assert!(p.done <= p.total && p.total == 2);
+///     let p = b.advance(1); // about one event (or finding) of work per call
+///     assert!(p.done <= p.total);
+///     if p.phase == BuildPhase::Analysis {
+///         assert_eq!(p.total, 2); // events
+///     }
 /// }
 /// assert_eq!(b.progress().phase, BuildPhase::Done);
 /// let replay = b.finish();
@@ -632,14 +649,14 @@ impl Tables {
 ///
 /// [`Replay::new`] is `ReplayBuilder::new(..).finish()`: the result does not depend on how the
 /// work was sliced. Every step of [`ReplayBuilder::advance`] is bounded by its budget (whole
-/// batch records while indexing, single events after); [`ReplayBuilder::finish`] after
-/// [`ReplayBuilder::is_done`] sorts the findings and builds tables of size `events / 64`, and
-/// assembles the loss summaries (sorting the lost block hashes).
+/// batch records while indexing, single events, then findings) except a few whole steps that
+/// each end their call: freeing one model's state, sorting the findings (by small keys), one
+/// model's loss summary (sorting its lost block hashes). [`ReplayBuilder::finish`] after
+/// [`ReplayBuilder::is_done`] makes one pass over the per-cursor rows and the findings.
 pub struct ReplayBuilder {
     trace: Trace,
     run: Run,
     rec: Recording,
-    tables: Tables,
 }
 
 impl ReplayBuilder {
@@ -650,12 +667,7 @@ impl ReplayBuilder {
             consumers: config.consumers.len(),
             ..Recording::default()
         };
-        ReplayBuilder {
-            trace,
-            run,
-            rec,
-            tables: Tables::default(),
-        }
+        ReplayBuilder { trace, run, rec }
     }
 
     /// Do about `budget` events of work (at least one batch record or event) and report
@@ -664,12 +676,6 @@ impl ReplayBuilder {
         if !self.is_done() {
             self.run
                 .advance(&self.trace, budget, None, Some(&mut self.rec));
-            let done = self.run.events_done();
-            while self.tables.next < done {
-                self.tables
-                    .add(&self.trace, self.run.index(), &self.rec, self.tables.next);
-                self.tables.next += 1;
-            }
         }
         self.progress()
     }
@@ -679,16 +685,17 @@ impl ReplayBuilder {
         let phase = match self.run.stage() {
             Stage::Index => BuildPhase::Index,
             Stage::Events | Stage::Release => BuildPhase::Analysis,
+            Stage::Finish => BuildPhase::Finish,
             Stage::Done => BuildPhase::Done,
         };
         BuildProgress {
             phase,
             done: self.run.done(),
-            total: self.run.total(),
+            total: self.run.stage_total(),
         }
     }
 
-    /// Whether every event has been processed (then [`ReplayBuilder::finish`] is cheap).
+    /// Whether all the sliced work is done (then [`ReplayBuilder::finish`] is cheap).
     pub fn is_done(&self) -> bool {
         self.run.stage() == Stage::Done
     }
@@ -706,20 +713,43 @@ impl ReplayBuilder {
         let ReplayBuilder {
             trace,
             run,
-            rec,
-            mut tables,
+            mut rec,
         } = self;
-        let analysis = run.finish(&trace);
+        let (analysis, interner) = run.finish_parts(&trace);
         let n = analysis.index.events.len();
-        tables.close(n, rec.changes.len());
-        let mut finding_events: Vec<(usize, usize)> = analysis
+        rec.close(n);
+        rec.blocks_seen.interner = interner;
+        // (event, k) for k over violations then other findings, sorted: both lists are sorted
+        // by event, so a merge (violations first on ties) does it.
+        let reorders = analysis.violations.len();
+        let others: Vec<usize> = analysis
+            .findings
+            .iter()
+            .filter(|f| !f.rule.is_reorder())
+            .map(|f| f.event)
+            .collect();
+        let mut finding_events: Vec<(usize, usize)> = Vec::with_capacity(reorders + others.len());
+        let mut a = analysis
             .violations
             .iter()
-            .chain(analysis.findings.iter().filter(|f| !f.rule.is_reorder()))
+            .map(|f| f.event)
             .enumerate()
-            .map(|(k, f)| (f.event, k))
-            .collect();
-        finding_events.sort_unstable();
+            .peekable();
+        let mut b = others.iter().enumerate().peekable();
+        loop {
+            let take_a = match (a.peek(), b.peek()) {
+                (Some((_, ea)), Some((_, eb))) => *ea <= **eb,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let next = if take_a {
+                a.next().map(|(k, e)| (e, k))
+            } else {
+                b.next().map(|(k, e)| (*e, reorders + k))
+            };
+            finding_events.extend(next);
+        }
         let consumers = analysis.config.consumers.len();
         let mut job_violations: Vec<Vec<u32>> = vec![Vec::new(); analysis.index.jobs.len()];
         for f in analysis
@@ -746,30 +776,24 @@ impl ReplayBuilder {
             .map(|j| j.last_event - j.first_event + 1)
             .max()
             .unwrap_or(0);
-        let skip_first_store = Skip::build(&tables.first_store_events, n, |e| *e as usize);
-        let skip_findings = Skip::build(&finding_events, n, |f| f.0);
-        let skip_jobs = Skip::build(&analysis.index.jobs, n, |j| j.first_event);
+        // Findings before each cursor: one pass over the rows and the sorted findings.
+        let mut k = 0usize;
+        for (c, row) in rec.rows.iter_mut().enumerate() {
+            while finding_events.get(k).is_some_and(|f| f.0 < c) {
+                k += 1;
+            }
+            row.findings = k as u32;
+        }
+        let lanes = rec.lane_keys.len();
         Replay {
-            skip_first_store,
-            skip_findings,
-            skip_jobs,
             trace,
             analysis,
             rec,
-            checkpoint_every: tables.checkpoint_every,
-            checkpoint_start: tables.checkpoint_start,
-            checkpoint_lanes: tables.checkpoint_lanes,
-            change_start: tables.change_start,
-            first_store: tables.first_store,
-            first_store_events: tables.first_store_events,
-            children: tables.children,
-            touches: tables.touches,
-            job_events: tables.job_events,
             job_violations,
             max_job_span,
             finding_events,
             cursor: 0,
-            lanes_now: vec![BTreeMap::new(); consumers],
+            lanes_now: vec![vec![None; lanes]; consumers],
         }
     }
 }
@@ -807,12 +831,8 @@ impl Replay {
     }
 
     fn changes_of(&self, event: usize) -> &[Change] {
-        let a = self.change_start.get(event).copied().unwrap_or(0) as usize;
-        let b = self
-            .change_start
-            .get(event + 1)
-            .copied()
-            .unwrap_or(a as u32) as usize;
+        let a = self.rec.change_start(event) as usize;
+        let b = self.rec.change_start(event + 1) as usize;
         self.rec.changes.get(a..b).unwrap_or(&[])
     }
 
@@ -821,7 +841,7 @@ impl Replay {
         let Some(ch) = self.rec.changes.get(idx as usize) else {
             return [0; 4];
         };
-        let Some(list) = self.rec.per_lane.get(&(ch.consumer, ch.lane)) else {
+        let Some(list) = self.rec.lane_changes(ch.consumer, ch.lane) else {
             return [0; 4];
         };
         let pos = list.partition_point(|x| *x < idx);
@@ -841,10 +861,10 @@ impl Replay {
             return None;
         }
         let e = self.cursor;
-        let changes: Vec<Change> = self.changes_of(e).to_vec();
-        for ch in changes {
-            if let Some(m) = self.lanes_now.get_mut(ch.consumer as usize) {
-                m.insert(ch.lane, ch.counts);
+        let (a, b) = (self.rec.change_start(e), self.rec.change_start(e + 1));
+        for idx in a..b {
+            if let Some(ch) = self.rec.changes.get(idx as usize).copied() {
+                set_lane(&mut self.lanes_now, ch.consumer, ch.lane, ch.counts);
             }
         }
         self.cursor += 1;
@@ -857,14 +877,11 @@ impl Replay {
             return None;
         }
         let e = self.cursor - 1;
-        let a = self.change_start.get(e).copied().unwrap_or(0);
-        let b = self.change_start.get(e + 1).copied().unwrap_or(a);
+        let (a, b) = (self.rec.change_start(e), self.rec.change_start(e + 1));
         for idx in (a..b).rev() {
             let before = self.before_change(idx);
             if let Some(ch) = self.rec.changes.get(idx as usize).copied() {
-                if let Some(m) = self.lanes_now.get_mut(ch.consumer as usize) {
-                    m.insert(ch.lane, before);
-                }
+                set_lane(&mut self.lanes_now, ch.consumer, ch.lane, before);
             }
         }
         self.cursor = e;
@@ -876,34 +893,23 @@ impl Replay {
     pub fn seek(&mut self, cursor: usize) {
         let cursor = cursor.min(self.len());
         for m in &mut self.lanes_now {
-            m.clear();
+            m.fill(None);
         }
-        let k = cursor / self.checkpoint_every;
-        let a = self.checkpoint_start.get(k).copied().unwrap_or(0) as usize;
+        let k = cursor / self.rec.checkpoint_every;
+        let a = self.rec.checkpoint_start.get(k).copied().unwrap_or(0) as usize;
         let b = self
+            .rec
             .checkpoint_start
             .get(k + 1)
             .copied()
             .unwrap_or(a as u32) as usize;
-        for (c, lane, counts) in self.checkpoint_lanes.get(a..b).unwrap_or(&[]) {
-            if let Some(m) = self.lanes_now.get_mut(*c as usize) {
-                m.insert(*lane, *counts);
-            }
+        for (c, lane, counts) in self.rec.checkpoint_lanes.get(a..b).unwrap_or(&[]) {
+            set_lane(&mut self.lanes_now, *c, *lane, *counts);
         }
-        let from = self
-            .change_start
-            .get(k * self.checkpoint_every)
-            .copied()
-            .unwrap_or(0) as usize;
-        let to = self
-            .change_start
-            .get(cursor)
-            .copied()
-            .unwrap_or(self.rec.changes.len() as u32) as usize;
+        let from = self.rec.change_start(k * self.rec.checkpoint_every) as usize;
+        let to = self.rec.change_start(cursor) as usize;
         for ch in self.rec.changes.get(from..to).unwrap_or(&[]) {
-            if let Some(m) = self.lanes_now.get_mut(ch.consumer as usize) {
-                m.insert(ch.lane, ch.counts);
-            }
+            set_lane(&mut self.lanes_now, ch.consumer, ch.lane, ch.counts);
         }
         self.cursor = cursor;
     }
@@ -1010,9 +1016,10 @@ impl Replay {
     /// Consumer `c`'s verdict on event `i`, as produced at delivery.
     fn verdict(&self, c: usize, i: usize, hashes: &[u64]) -> Option<EventVerdict> {
         let cv = self.rec.verdicts.get(c)?.get(i)?;
-        let key = (c as u8, i as u32);
-        let blocks: Blocks = match self.rec.blocks.get(&key) {
-            Some(b) => b.iter().cloned().collect(),
+        let key = verdict_key(c, i);
+        let blocks_at = self.rec.blocks.binary_search_by_key(&key, |e| e.0).ok();
+        let blocks: Blocks = match blocks_at.and_then(|k| self.rec.blocks.get(k)) {
+            Some((_, b)) => b.iter().cloned().collect(),
             None => hashes
                 .iter()
                 .map(|h| BlockVerdict {
@@ -1024,7 +1031,13 @@ impl Replay {
         };
         Some(EventVerdict {
             verdict: cv.kind,
-            missing_parent: self.rec.missing.get(&key).copied(),
+            missing_parent: self
+                .rec
+                .missing
+                .binary_search_by_key(&key, |e| e.0)
+                .ok()
+                .and_then(|k| self.rec.missing.get(k))
+                .map(|e| e.1),
             reason: self.rec.string(cv.reason),
             status: self.rec.string(cv.status as u16),
             blocks: if matches!(cv.kind, VerdictKind::Cleared) {
@@ -1076,7 +1089,7 @@ impl Replay {
                 .filter(|r| r.1 as usize == c)
                 .map(|r| r.2.clone())
                 .collect();
-            let a = self.change_start.get(i).copied().unwrap_or(0);
+            let a = self.rec.change_start(i);
             let lanes = self
                 .changes_of(i)
                 .iter()
@@ -1130,13 +1143,15 @@ impl Replay {
                     .get(c)
                     .map(|m| {
                         m.iter()
-                            .map(|(lane, counts)| {
-                                let (source, tier) = self.lane_names(*lane);
-                                LaneSnapshot {
+                            .enumerate()
+                            .filter_map(|(lane, counts)| {
+                                let counts = (*counts)?;
+                                let (source, tier) = self.lane_names(lane as u16);
+                                Some(LaneSnapshot {
                                     source,
                                     tier,
-                                    counts: unpack(*counts),
-                                }
+                                    counts: unpack(counts),
+                                })
                             })
                             .collect()
                     })
@@ -1165,11 +1180,14 @@ impl Replay {
         // Jobs are interned in order of their first event: only jobs starting within the
         // longest job span before the cursor can still be active.
         let jobs = &self.analysis.index.jobs;
-        let end = self.skip_jobs.count_lt(jobs, c, |j| j.first_event);
+        let row = self.rec.rows.get(c).copied().unwrap_or_default();
+        let end = row.jobs as usize;
         let lo = c.saturating_sub(self.max_job_span);
         let start = self
-            .skip_jobs
-            .count_lt(jobs, lo, |j| j.first_event)
+            .rec
+            .rows
+            .get(lo)
+            .map_or(0, |r| r.jobs as usize)
             .min(end);
         let mut active: Vec<&Job> = jobs
             .get(start..end)
@@ -1188,6 +1206,7 @@ impl Replay {
             .map(|j| JobProgress {
                 job: j.clone(),
                 delivered: self
+                    .rec
                     .job_events
                     .get(j.id as usize)
                     .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
@@ -1203,65 +1222,42 @@ impl Replay {
             last_event: c.checked_sub(1).and_then(|e| self.event_info(e)),
             consumers,
             active_jobs,
-            blocks_seen: self
-                .skip_first_store
-                .count_lt(&self.first_store_events, c, |e| *e as usize),
-            findings_so_far: self
-                .skip_findings
-                .count_lt(&self.finding_events, c, |f| f.0),
+            blocks_seen: row.first_stores as usize,
+            findings_so_far: row.findings as usize,
         }
     }
 
     /// Topology and per-consumer outcome of one block, as of the cursor.
     pub fn block(&self, hash: u64) -> BlockInfo {
         let c = self.cursor;
-        let first = self
-            .first_store
-            .get(&hash)
-            .filter(|(e, _)| (*e as usize) < c);
-        let children = self
-            .children
-            .get(&hash)
-            .map(|v| {
-                v.iter()
-                    .copied()
-                    .filter(|h| {
-                        self.first_store
-                            .get(h)
-                            .is_some_and(|(e, _)| (*e as usize) < c)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let tables = &self.rec.blocks_seen;
+        let first = tables.first_store(hash).filter(|(e, _)| *e < c);
+        let children = tables
+            .children(hash)
+            .filter(|h| tables.first_store(*h).is_some_and(|(e, _)| e < c))
+            .collect();
         let mut last_outcome = Vec::new();
-        if let Some(list) = self.touches.get(&hash) {
-            let pos = list.partition_point(|e| (*e as usize) < c);
-            if let Some(e) = pos
-                .checked_sub(1)
-                .and_then(|p| list.get(p))
-                .map(|e| *e as usize)
-            {
-                let hashes = self.event_info(e).map(|x| x.hashes).unwrap_or_default();
-                for (ci, kind) in self.analysis.config.consumers.iter().enumerate() {
-                    if let Some(v) = self.verdict(ci, e, &hashes) {
-                        let k = v
-                            .blocks
-                            .iter()
-                            .find(|b| b.hash == hash)
-                            .map_or(v.verdict, |b| b.verdict);
-                        let k = match self.analysis.verdict_kind(*kind, e) {
-                            Some(VerdictKind::Replayed) => VerdictKind::Replayed,
-                            _ => k,
-                        };
-                        last_outcome.push((*kind, e, k));
-                    }
+        if let Some(e) = tables.touches(hash).take_while(|e| *e < c).last() {
+            let hashes = self.event_info(e).map(|x| x.hashes).unwrap_or_default();
+            for (ci, kind) in self.analysis.config.consumers.iter().enumerate() {
+                if let Some(v) = self.verdict(ci, e, &hashes) {
+                    let k = v
+                        .blocks
+                        .iter()
+                        .find(|b| b.hash == hash)
+                        .map_or(v.verdict, |b| b.verdict);
+                    let k = match self.analysis.verdict_kind(*kind, e) {
+                        Some(VerdictKind::Replayed) => VerdictKind::Replayed,
+                        _ => k,
+                    };
+                    last_outcome.push((*kind, e, k));
                 }
             }
         }
         BlockInfo {
             hash,
-            parent: first.and_then(|(_, p)| *p),
-            first_stored: first.map(|(e, _)| *e as usize),
+            parent: first.and_then(|(_, p)| p),
+            first_stored: first.map(|(e, _)| e),
             children,
             last_outcome,
         }
@@ -1270,7 +1266,6 @@ impl Replay {
     /// Approximate heap bytes held by the replay index (not counting the trace itself).
     pub fn index_bytes(&self) -> usize {
         let n = self.len();
-        let per_map_entry = 48;
         n * std::mem::size_of::<crate::analysis::EventLoc>()
             + self
                 .rec
@@ -1288,33 +1283,26 @@ impl Replay {
             + self
                 .rec
                 .per_lane
-                .values()
-                .map(|v| v.capacity() * 4)
+                .iter()
+                .map(|v| 24 + v.capacity() * 4)
                 .sum::<usize>()
-            + self.change_start.capacity() * 4
-            + self.checkpoint_start.capacity() * 4
-            + self.skip_first_store.bytes()
-            + self.skip_findings.bytes()
-            + self.skip_jobs.bytes()
-            + self.checkpoint_lanes.capacity() * std::mem::size_of::<LaneEntry>()
-            + self.first_store.len() * (per_map_entry + 24)
-            + self.first_store_events.capacity() * 4
+            + self.rec.rows.capacity() * std::mem::size_of::<Row>()
+            + self.rec.checkpoint_start.capacity() * 4
+            + self.rec.checkpoint_lanes.capacity() * std::mem::size_of::<LaneEntry>()
+            + self.rec.blocks_seen.bytes()
             + self
-                .children
-                .values()
-                .map(|v| per_map_entry + v.capacity() * 8)
-                .sum::<usize>()
-            + self
-                .touches
-                .values()
-                .map(|v| per_map_entry + v.capacity() * 4)
-                .sum::<usize>()
-            + self
+                .rec
                 .job_events
                 .iter()
                 .map(|v| 24 + v.capacity() * 4)
                 .sum::<usize>()
-            + (self.rec.missing.len() + self.rec.blocks.len()) * per_map_entry
+            + self.rec.missing.capacity() * 16
+            + self
+                .rec
+                .blocks
+                .iter()
+                .map(|b| 24 + b.1.len() * std::mem::size_of::<BlockVerdict>())
+                .sum::<usize>()
     }
 
     /// Records of the trace that are not batches (header, gaps), for display.
