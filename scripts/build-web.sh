@@ -1,31 +1,48 @@
 #!/usr/bin/env bash
 # Builds the kvscope web debugger into dist/ without trunk (see ../shared/reference/toolchain.md):
 #   cargo (wasm-release profile) -> wasm-bindgen --target web -> wasm-opt -Oz (npm binaryen 132)
+# Two wasm modules: the app (kvscope_web*, web/) and the Compare dialog's simulator
+# (kvscope_sim*, web/sim/), which the app imports only when Compare opens.
 # Usage: scripts/build-web.sh [OUT_DIR]   (default: dist)
-# WEB_CARGO_FLAGS="--no-default-features" builds without the Compare dialog (no simulator).
+# WEB_CARGO_FLAGS="--no-default-features" builds without the Compare dialog (and its simulator).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-dist}
 log() { printf '[build-web] %s\n' "$*" >&2; }
+compare=1
+case " ${WEB_CARGO_FLAGS:-} " in *" --no-default-features "*) compare=0 ;; esac
 
 # shellcheck disable=SC2086
 cargo build --locked --profile wasm-release --target wasm32-unknown-unknown -p kvscope-web ${WEB_CARGO_FLAGS:-}
-WASM=target/wasm32-unknown-unknown/wasm-release/kvscope-web.wasm
+if [ "$compare" = 1 ]; then
+  cargo build --locked --profile wasm-release --target wasm32-unknown-unknown -p kvscope-web-sim
+fi
+TARGET=target/wasm32-unknown-unknown/wasm-release
 mkdir -p "$OUT"
-rm -f "$OUT"/kvscope_web*
-wasm-bindgen --target web --no-typescript --out-dir "$OUT" --out-name kvscope_web "$WASM"
+rm -rf "$OUT"/kvscope_web* "$OUT"/kvscope_sim* "$OUT"/snippets
 
 # wasm-opt: only npm's binaryen 132 (Debian's binaryen 108 breaks wasm-bindgen output).
 WASM_OPT=tests/e2e/node_modules/.bin/wasm-opt
-if [ -x "$WASM_OPT" ] && "$WASM_OPT" --version | grep -q 'version 132'; then
-  "$WASM_OPT" -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-    --enable-mutable-globals --enable-reference-types --enable-multivalue \
-    "$OUT/kvscope_web_bg.wasm" -o "$OUT/kvscope_web_bg.wasm"
-else
-  log "npm binaryen 132 not found (run scripts/install-tools.sh); skipping wasm-opt"
+optimize() {
+  if [ -x "$WASM_OPT" ] && "$WASM_OPT" --version | grep -q 'version 132'; then
+    "$WASM_OPT" -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+      --enable-mutable-globals --enable-reference-types --enable-multivalue "$1" -o "$1"
+  else
+    log "npm binaryen 132 not found (run scripts/install-tools.sh); skipping wasm-opt"
+  fi
+}
+report() {
+  log "$1: $(wc -c <"$1") B, $(gzip -9 -c "$1" | wc -c) B gzip"
+}
+
+wasm-bindgen --target web --no-typescript --out-dir "$OUT" --out-name kvscope_web "$TARGET/kvscope-web.wasm"
+optimize "$OUT/kvscope_web_bg.wasm"
+if [ "$compare" = 1 ]; then
+  wasm-bindgen --target web --no-typescript --out-dir "$OUT" --out-name kvscope_sim "$TARGET/kvscope_web_sim.wasm"
+  optimize "$OUT/kvscope_sim_bg.wasm"
 fi
 
 cp index.html "$OUT/index.html"
-raw=$(wc -c <"$OUT/kvscope_web_bg.wasm")
-gz=$(gzip -9 -c "$OUT/kvscope_web_bg.wasm" | wc -c)
-log "dist ready: $OUT (kvscope_web_bg.wasm ${raw} B, ${gz} B gzip)"
+report "$OUT/kvscope_web_bg.wasm"
+[ "$compare" = 0 ] || report "$OUT/kvscope_sim_bg.wasm"
+log "dist ready: $OUT (the app loads kvscope_web_bg.wasm; kvscope_sim_bg.wasm only when Compare opens)"

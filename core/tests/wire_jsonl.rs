@@ -274,3 +274,51 @@ proptest! {
         }
     }
 }
+
+/// Step through `text` with `budget` bytes per step, checking positions and event counts.
+fn read_stepwise(text: &[u8], budget: usize) -> Result<Trace, WireError> {
+    let mut r = jsonl::Reader::new(text);
+    let mut last = 0;
+    let mut steps = 0;
+    while !r.step(budget)? {
+        steps += 1;
+        assert!(r.position() > last && r.position() <= text.len());
+        last = r.position();
+    }
+    assert_eq!(r.position(), text.len());
+    assert!(steps <= text.len() / budget.max(1) + 1, "{steps} steps");
+    let events = r.events();
+    let t = r.finish()?;
+    assert_eq!(events, t.event_count());
+    Ok(t)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Reading step by step gives what one `read_trace` call gives: same records, origins
+    /// (whole-file line numbers) and errors.
+    #[test]
+    fn stepwise_reading_equals_reading_at_once(
+        lines in proptest::collection::vec(0usize..6, 0..30),
+        budget in 0usize..2000,
+        bom in any::<bool>(),
+    ) {
+        let mut text = if bom { "\u{feff}".to_owned() } else { String::new() };
+        for (i, kind) in lines.iter().enumerate() {
+            text.push_str(&match kind {
+                0 => removed_line(&i.to_string()),
+                1 => String::new(),
+                2 => "{\"kind\": \"header\", \"kvscope\": 1}\r".to_owned(),
+                3 => r#"{"source": "s", "seq": 3, "ts": 1, "events": [{"type": "AllBlocksCleared"}, {"type": "AllBlocksCleared"}]}"#.to_owned(),
+                4 => "  ".to_owned(),
+                _ if i % 7 == 0 => "{\"source\": \"s\", \"events\": 5}".to_owned(),
+                _ => removed_line("2"),
+            });
+            text.push('\n');
+        }
+        let whole = read(&text);
+        let stepped = read_stepwise(text.as_bytes(), budget);
+        prop_assert_eq!(stepped, whole);
+    }
+}

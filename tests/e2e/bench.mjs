@@ -4,7 +4,7 @@
 // tokens each, mixed GPU/CPU media, a parent chain, 16 events per batch) as JSON Lines, converts
 // it to msgpack with `kvscope convert` (KVSCOPE_BIN, default target/release/kvscope), then loads
 // each into the page through the file input and reports:
-//   * the app's own figure: bytes in memory -> timeline model (parse + flatten + layout), ms;
+//   * the app's own figure: bytes in memory -> timeline model (parse + flatten + lanes + edges), ms;
 //   * wall time: file input -> first rendered timeline (includes the browser reading the file);
 //   * the core analysis (consumer models, violation index; runs after the first paint), ms, and
 //     wall time file input -> analysis complete and re-rendered;
@@ -15,8 +15,10 @@
 //     response time of a pan key pressed during the analysis (measured from Node: includes any
 //     wait for a busy main thread);
 //   * the app's wasm size, raw and gzip -9 (plus any lazily loaded wasm in dist/).
+// KVSCOPE_SHOTS=1: instead of timing, take 1280x720 screenshots while loading, while analysing
+// and when ready (msgpack in the light theme, JSONL in the dark one) into tests/e2e/screenshots/.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, createWriteStream, readFileSync, readdirSync, existsSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, createWriteStream, readFileSync, readdirSync, existsSync, rmSync, statSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -58,6 +60,25 @@ function freePort() {
 
 const stats = (xs) => { const s = [...xs].sort((a, b) => a - b); return { median: s[Math.floor(s.length / 2)], p95: s[Math.floor(s.length * 0.95)] }; };
 
+// Screenshots of a load: while parsing, while analysing, ready.
+async function shots(page, n, fmt, file) {
+  const dir = join(here, 'screenshots');
+  mkdirSync(dir, { recursive: true });
+  const theme = fmt === 'jsonl' ? 'dark' : 'light';
+  if ((await page.locator('html').getAttribute('data-theme')) !== theme) await page.keyboard.press('t');
+  await page.setInputFiles('[data-testid=file-input]', file);
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid=load-progress]')?.value) > 20, null, { timeout: 600000 });
+  await page.screenshot({ path: join(dir, `bench-${n}-${fmt}-${theme}-loading.png`) });
+  await page.waitForSelector('[data-testid=analysis-progress]', { timeout: 600000 });
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid=analysis-progress]')?.value) > 30, null, { timeout: 600000 }).catch(() => {});
+  await page.screenshot({ path: join(dir, `bench-${n}-${fmt}-${theme}-analysing.png`) });
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")', { timeout: 600000 });
+  await page.keyboard.press('n');
+  await page.keyboard.press('ArrowRight');
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  await page.screenshot({ path: join(dir, `bench-${n}-${fmt}-${theme}-ready.png`) });
+}
+
 const tmp = mkdtempSync(join(tmpdir(), 'kvscope-bench-'));
 const port = await freePort();
 const server = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', dist], { stdio: 'ignore' });
@@ -96,6 +117,12 @@ try {
       page.on('pageerror', (e) => errors.push(e.message));
       await page.goto(`http://127.0.0.1:${port}/`);
       await page.waitForSelector('[data-testid=stats]:has-text("events")');
+      if (process.env.KVSCOPE_SHOTS) {
+        await shots(page, n, fmt, file);
+        console.log(`${n} events ${fmt}: screenshots taken` + (errors.length ? `; PAGE ERRORS: ${errors.join(' | ')}` : ''));
+        await page.close();
+        continue;
+      }
       const t0 = Date.now();
       await page.setInputFiles('[data-testid=file-input]', file);
       await page.waitForSelector(`[data-testid=stats]:has-text("${n} events")`, { timeout: 600000 });
@@ -133,7 +160,8 @@ try {
       const ft = marks['first-timeline'];
       const loadBlock = longest(([s, d]) => s + d > marks.bytes - 50 && s + d <= ft + 1);
       const analysisBlock = longest(([s, d]) => s + d > ft + 1 && s < marks.analysed);
-      const breakdown = (status.match(/\(([^)]*ms)\)/) || [])[1] || '';
+      const statusDone = await page.locator('[data-testid=status]').innerText();
+      const breakdown = (statusDone.match(/\(([^)]*ms)\)/) || [])[1] || '';
       const steps = await page.evaluate(async () => {
         const frame = () => new Promise((r) => requestAnimationFrame(r));
         const out = [];

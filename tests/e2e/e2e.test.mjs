@@ -111,6 +111,42 @@ test('lanes per tier × job on the demo: one lane per job, in the permalink', as
   assert.deepEqual(pageErrors, []);
 });
 
+test('lanes per tier × job with many jobs: the lanes scroll, the overview strip stays put', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("violations")');
+  // 60 batches of CPU stores, each an inferred job; every 7th child names a later parent.
+  const lines = [];
+  for (let b = 0; b < 60; b++) {
+    const evs = [0, 1, 2].map((j) => {
+      const h = 5000 + b * 3 + j;
+      const parent = j === 0 ? 'null' : (b % 7 === 0 && j === 1 ? h + 1 : h - 1);
+      return `{"type":"BlockStored","block_hashes":[${h}],"parent_block_hash":${parent},"token_ids":[1,2],"block_size":2,"lora_id":null,"medium":"CPU","lora_name":null}`;
+    });
+    lines.push(`{"source":"p","dp_rank":0,"seq":${b},"ts":${1700000000 + b}.0,"events":[${evs.join(',')}]}`);
+  }
+  const file = join(mkdtempSync(join(tmpdir(), 'kvscope-jobs-')), 'jobs.jsonl');
+  writeFileSync(file, lines.join('\n') + '\n');
+  await page.setInputFiles('[data-testid=file-input]', file);
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded jobs.jsonl")');
+  await page.getByRole('combobox', { name: 'Lanes' }).selectOption('job');
+  await page.waitForSelector('[data-testid=stats]:has-text("60 lanes")');
+  const head = page.locator('[data-testid=timeline-head]');
+  const lanes = page.locator('[data-testid=timeline]');
+  const before = [await head.boundingBox(), await lanes.boundingBox()];
+  await page.locator('[data-testid=timeline-scroll]').evaluate((el) => { el.scrollTop = 600; });
+  await page.waitForFunction(() => document.querySelector('[data-testid=timeline-scroll]').scrollTop > 500);
+  const after = [await head.boundingBox(), await lanes.boundingBox()];
+  assert.deepEqual(after[0], before[0], 'the head (overview + axis) did not move');
+  assert.ok(after[1].y < before[1].y - 500, `the lanes scrolled: ${before[1].y} -> ${after[1].y}`);
+  // A step keeps the current event's lane in view, under the head.
+  await page.keyboard.press('End');
+  await page.waitForSelector('[data-testid=counter]:has-text("180 / 180")');
+  assert.deepEqual(await head.boundingBox(), before[0]);
+  await page.screenshot({ path: join(shots, 'jobs-lanes-scrolled.png') });
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
 test('load a legacy trace through the file input, press n: first violation selected, details shown', async () => {
   const page = await open();
   await page.waitForSelector('[data-testid=stats]:has-text("events")');
@@ -209,11 +245,19 @@ test('bad input shows a located error, not a blank page', async () => {
 });
 
 test('compare: generate legacy-vs-fixed in cpython and fixed order in the page', async () => {
-  const page = await open();
-  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  const page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(`compare: ${e.message}`));
+  const fetched = [];
+  page.on('request', (r) => fetched.push(new URL(r.url()).pathname));
+  await page.goto(base);
+  await page.waitForSelector('[data-testid=stats]:has-text("violations")');
+  // The simulator is a separate module, fetched only when Compare opens.
+  assert.ok(fetched.includes('/kvscope_web_bg.wasm'), fetched.join(' '));
+  assert.ok(!fetched.some((p) => p.includes('kvscope_sim')), `not fetched yet: ${fetched.join(' ')}`);
   await page.getByRole('button', { name: 'Compare', exact: true }).click();
   await page.getByRole('button', { name: 'Generate and compare' }).click();
   await page.waitForSelector('[data-testid=compare-table]');
+  assert.ok(fetched.includes('/kvscope_sim_bg.wasm'), fetched.join(' '));
   const row = await page.locator('[data-testid=compare-table] tr', { hasText: 'child-before-parent-in-job' }).innerText();
   const [, left, right] = row.split('\t').map((s) => s.trim());
   assert.ok(Number(left) > 0, `legacy side has in-job violations: ${row}`);

@@ -1,108 +1,93 @@
 //! Compare: generate one of the core's built-in scenarios in the page twice (e.g. CPython set
 //! order vs the fixed order), with the seeds and sizes a user picks, and show the two analyses
 //! side by side (`kvscope_core::analysis::compare`); either trace opens in the debugger.
-//! Behind the `compare` cargo feature (on by default) because it links the simulator.
+//!
+//! The simulator is not in the app's wasm: it is a second module (`web/sim`: `kvscope_sim.js`
+//! and `kvscope_sim_bg.wasm` next to the app in `dist/`) imported the first time the dialog
+//! opens, which keeps the first download small. It simulates and analyses both sides and
+//! returns a [`Comparison`]: the table and both traces as JSON Lines. Behind the `compare`
+//! cargo feature (on by default).
 
-use kvscope_core::analysis::{analyze, compare, AnalysisConfig, TraceDiff};
-use kvscope_core::order::OrderMode;
-use kvscope_core::scenario::{builtin, Scenario, SecondaryTierConfig};
-use kvscope_core::sim;
-use kvscope_core::trace::Trace;
-use kvscope_core::wire::jsonl;
+use std::cell::RefCell;
+
 use leptos::prelude::*;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
 
 use crate::load;
 use crate::permalink::TraceOrigin;
+use crate::sim_params::{Builtin, Comparison, Params};
 use crate::AppState;
 
-/// What the user picked.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Params {
-    /// Built-in scenario name.
-    pub scenario: String,
-    /// Order of the left trace (`fixed`, `legacy`, `cpython`).
-    pub left: String,
-    /// Order of the right trace.
-    pub right: String,
-    /// Scenario seed (also the legacy permutation seed).
-    pub seed: u64,
-    /// `PYTHONHASHSEED` for `cpython`.
-    pub python_hash_seed: u32,
-    /// Workers (`completion.workers`), `None`: the scenario's.
-    pub workers: Option<u32>,
-    /// CPU capacity in chunks, `None`: the scenario's.
-    pub capacity: Option<u64>,
-    /// Number of STORAGE tiers, `None`: the scenario's.
-    pub tiers: Option<usize>,
+/// Where the simulator module is, relative to the page (`dist/`).
+pub const SIM_JS: &str = "./kvscope_sim.js";
+/// Its wasm, relative to the page.
+pub const SIM_WASM: &str = "./kvscope_sim_bg.wasm";
+
+#[wasm_bindgen(inline_js = "export function import_sim(js, wasm) {
+  const base = document.baseURI;
+  return import(new URL(js, base).href).then(async (m) => {
+    await m.default({ module_or_path: new URL(wasm, base).href });
+    return m;
+  });
+}")]
+extern "C" {
+    /// Import the simulator's JS glue and instantiate its wasm; resolves to the module.
+    #[wasm_bindgen(catch)]
+    fn import_sim(js: &str, wasm: &str) -> Result<js_sys::Promise, JsValue>;
 }
 
-impl Default for Params {
-    fn default() -> Self {
-        Params {
-            scenario: "legacy-vs-fixed".into(),
-            left: "cpython".into(),
-            right: "fixed".into(),
-            seed: 0,
-            python_hash_seed: 0,
-            workers: None,
-            capacity: None,
-            tiers: None,
-        }
-    }
+thread_local! {
+    /// The simulator module once imported (kept for later dialogs).
+    static SIM: RefCell<Option<JsValue>> = const { RefCell::new(None) };
 }
 
-fn order(name: &str, p: &Params) -> OrderMode {
-    match name {
-        "legacy" => OrderMode::Legacy { seed: p.seed },
-        "cpython" => OrderMode::CPython {
-            python_hash_seed: p.python_hash_seed,
-        },
-        _ => OrderMode::Fixed,
-    }
+fn js_text(v: &JsValue) -> String {
+    v.dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| v.as_string())
+        .unwrap_or_else(|| format!("{v:?}"))
 }
 
-/// The scenario for one side.
-pub fn scenario(p: &Params, side_order: &str) -> Result<Scenario, String> {
-    let mut s = builtin::load(&p.scenario)
-        .ok_or_else(|| format!("unknown built-in scenario {:?}", p.scenario))?
-        .map_err(|e| e.to_string())?;
-    s.seed = p.seed;
-    s.order = order(side_order, p);
-    if let Some(w) = p.workers {
-        s.completion.workers = w.max(1);
+/// Import the simulator module (once) and return it.
+pub async fn simulator() -> Result<JsValue, String> {
+    if let Some(m) = SIM.with(|s| s.borrow().clone()) {
+        return Ok(m);
     }
-    if let Some(c) = p.capacity {
-        s.cpu.capacity_chunks = c.max(1);
-    }
-    if let Some(n) = p.tiers {
-        let template = s.secondary_tiers.first().cloned();
-        s.secondary_tiers.truncate(n);
-        while s.secondary_tiers.len() < n {
-            let i = s.secondary_tiers.len();
-            let mut t = template.clone().unwrap_or(SecondaryTierConfig {
-                name: String::new(),
-                ownership: None,
-                locality: None,
-                min_latency_steps: 1,
-                max_latency_steps: 2,
-                failure_probability: 0.0,
-                promotions: true,
-            });
-            t.name = format!("tier{i}");
-            s.secondary_tiers.push(t);
-        }
-    }
-    s.validate().map_err(|e| e.to_string())?;
-    Ok(s)
+    let promise = import_sim(SIM_JS, SIM_WASM).map_err(|e| js_text(&e))?;
+    let m = JsFuture::from(promise)
+        .await
+        .map_err(|e| format!("could not load the simulator ({SIM_JS}): {}", js_text(&e)))?;
+    SIM.with(|s| *s.borrow_mut() = Some(m.clone()));
+    Ok(m)
 }
 
-/// Simulate both sides and compare their analyses.
-pub fn run(p: &Params) -> Result<(Trace, Trace, TraceDiff), String> {
-    let a = sim::simulate(&scenario(p, &p.left)?).map_err(|e| e.to_string())?;
-    let b = sim::simulate(&scenario(p, &p.right)?).map_err(|e| e.to_string())?;
-    let cfg = AnalysisConfig::default();
-    let diff = compare(&analyze(&a, &cfg), &analyze(&b, &cfg));
-    Ok((a, b, diff))
+/// Call `name(args...)` on the simulator module; a thrown error becomes its message.
+fn call(sim: &JsValue, name: &str, args: &[JsValue]) -> Result<JsValue, String> {
+    let f: js_sys::Function = js_sys::Reflect::get(sim, &name.into())
+        .ok()
+        .and_then(|f| f.dyn_into().ok())
+        .ok_or_else(|| format!("the simulator module has no {name}()"))?;
+    let args: js_sys::Array = args.iter().collect();
+    f.apply(&JsValue::NULL, &args).map_err(|e| js_text(&e))
+}
+
+/// The simulator's built-in scenarios.
+pub fn builtins(sim: &JsValue) -> Result<Vec<Builtin>, String> {
+    let json = call(sim, "builtins", &[])?
+        .as_string()
+        .ok_or("builtins() returned no string")?;
+    serde_json::from_str(&json).map_err(|e| e.to_string())
+}
+
+/// Simulate, analyse and compare both sides of `p` (in the simulator module).
+pub fn run(sim: &JsValue, p: &Params) -> Result<Comparison, String> {
+    let json = serde_json::to_string(p).map_err(|e| e.to_string())?;
+    let out = call(sim, "compare", &[json.as_str().into()])?
+        .as_string()
+        .ok_or("compare() returned no string")?;
+    serde_json::from_str(&out).map_err(|e| e.to_string())
 }
 
 fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
@@ -114,8 +99,21 @@ fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
     }
 }
 
-/// Event counts of both sides and their comparison, or an error sentence.
-type Outcome = Result<(usize, usize, TraceDiff), String>;
+/// The comparison, or an error sentence.
+type Outcome = Result<Comparison, String>;
+
+/// The simulator module as the dialog sees it.
+#[derive(Clone, Debug, PartialEq)]
+enum SimState {
+    /// Not requested yet.
+    Idle,
+    /// Being fetched and instantiated.
+    Loading,
+    /// Ready: its built-in scenarios.
+    Ready(Vec<Builtin>),
+    /// Could not be loaded.
+    Failed(String),
+}
 
 /// The Compare dialog.
 #[component]
@@ -126,34 +124,43 @@ pub fn CompareDialog(
     let st = expect_context::<AppState>();
     let params = RwSignal::new(Params::default());
     let result: RwSignal<Option<Outcome>> = RwSignal::new(None);
-    let traces: StoredValue<Option<(Trace, Trace)>> = StoredValue::new(None);
     let busy = RwSignal::new(false);
+    let sim = RwSignal::new(SimState::Idle);
+    // Import the simulator the first time the dialog opens.
+    Effect::new(move |_| {
+        if !open.get() || sim.get_untracked() != SimState::Idle {
+            return;
+        }
+        sim.set(SimState::Loading);
+        leptos::task::spawn_local(async move {
+            let state = match simulator().await.and_then(|m| builtins(&m)) {
+                Ok(list) => SimState::Ready(list),
+                Err(e) => SimState::Failed(e),
+            };
+            sim.set(state);
+        });
+    });
+    let ready = move || matches!(sim.get(), SimState::Ready(_));
     let generate = move |_| {
         busy.set(true);
         let p = params.get_untracked();
         leptos::task::spawn_local(async move {
             load::yield_now().await;
-            match run(&p) {
-                Ok((a, b, d)) => {
-                    result.set(Some(Ok((a.event_count(), b.event_count(), d))));
-                    traces.set_value(Some((a, b)));
-                }
-                Err(e) => result.set(Some(Err(e))),
-            }
+            let outcome = simulator().await.and_then(|m| run(&m, &p));
+            result.set(Some(outcome));
             busy.set(false);
         });
     };
     let open_side = move |left: bool| {
         let p = params.get_untracked();
-        let Some((a, b)) = traces.get_value() else {
+        let Some(Ok(c)) = result.get_untracked() else {
             return;
         };
-        let (t, o) = if left {
-            (a, p.left.clone())
+        let (text, o) = if left {
+            (c.left, p.left.clone())
         } else {
-            (b, p.right.clone())
+            (c.right, p.right.clone())
         };
-        let text = jsonl::write_trace(&t);
         open.set(false);
         load::load_bytes(
             st,
@@ -182,7 +189,13 @@ pub fn CompareDialog(
                     <div class="row">
                         <label>"Scenario"
                             <select aria-label="Scenario" on:change:target=move |e| { let v = e.target().value(); params.update(|p| p.scenario = v) }>
-                                {builtin::BUILTINS.iter().map(|b| view! { <option value=b.name title=b.description selected=move || params.get().scenario == b.name>{b.name}</option> }).collect_view()}
+                                {move || match sim.get() {
+                                    SimState::Ready(list) => list.into_iter().map(|b| {
+                                        let (name, value, label) = (b.name.clone(), b.name.clone(), b.name);
+                                        view! { <option value=value title=b.description selected=move || params.get().scenario == name>{label}</option> }
+                                    }).collect_view().into_any(),
+                                    _ => view! { <option value=params.get_untracked().scenario>{params.get_untracked().scenario}</option> }.into_any(),
+                                }}
                             </select>
                         </label>
                         {order_select("Left order", |p| p.left.clone(), |p, v| p.left = v)}
@@ -201,28 +214,28 @@ pub fn CompareDialog(
                             on:change:target=move |e| { let v = num(&e.target().value()); params.update(|p| p.tiers = v) }/></label>
                     </div>
                     <div class="row">
-                        <button class="btn primary" aria-label="Generate and compare" prop:disabled=move || busy.get() on:click=generate>
+                        <button class="btn primary" aria-label="Generate and compare" prop:disabled=move || busy.get() || !ready() on:click=generate>
                             {move || if busy.get() { "Generating…" } else { "Generate and compare" }}
                         </button>
                         <button class="btn" on:click=move |_| open.set(false)>"Close"</button>
+                        {move || match sim.get() {
+                            SimState::Loading | SimState::Idle => Some(view! {
+                                <span class="muted analysing" data-testid="sim-loading" role="status"><span class="spinner" aria-hidden="true"></span>"Loading the simulator…"</span>
+                            }.into_any()),
+                            SimState::Failed(e) => Some(view! { <span class="status error" role="alert">{e}</span> }.into_any()),
+                            SimState::Ready(_) => None,
+                        }}
                     </div>
                     {move || result.get().map(|r| match r {
                         Err(e) => view! { <p class="status error" role="alert">{e}</p> }.into_any(),
-                        Ok((na, nb, d)) => {
+                        Ok(c) => {
                             let p = params.get_untracked();
                             view! {
                                 <table class="kv compare-table" data-testid="compare-table">
                                     <tr><th></th><th>{format!("left: {}", p.left)}</th><th>{format!("right: {}", p.right)}</th></tr>
-                                    <tr><th>"events"</th><td>{na}</td><td>{nb}</td></tr>
-                                    {d.rules.iter().filter(|r| r.a + r.b > 0).map(|r| view! {
-                                        <tr><th class="rule">{r.rule.name()}</th><td class:bad={r.a > r.b}>{r.a}</td><td class:bad={r.b > r.a}>{r.b}</td></tr>
+                                    {c.rows.into_iter().map(|r| view! {
+                                        <tr><th class:rule=r.rule>{r.label}</th><td class:bad=r.a_worse>{r.a}</td><td class:bad=r.b_worse>{r.b}</td></tr>
                                     }).collect_view()}
-                                    {d.losses.iter().map(|l| view! {
-                                        <tr><th>{format!("{}: blocks / events lost", l.consumer)}</th>
-                                            <td class:bad={l.a_blocks_lost > l.b_blocks_lost}>{format!("{} / {}", l.a_blocks_lost, l.a_events_lost)}</td>
-                                            <td class:bad={l.b_blocks_lost > l.a_blocks_lost}>{format!("{} / {}", l.b_blocks_lost, l.b_events_lost)}</td></tr>
-                                    }).collect_view()}
-                                    <tr><th>"violations only on this side"</th><td>{d.disappeared.len()}</td><td>{d.appeared.len()}</td></tr>
                                 </table>
                                 <div class="row">
                                     <button class="btn" on:click=move |_| open_side(true)>"Open left in the debugger"</button>
@@ -234,48 +247,5 @@ pub fn CompareDialog(
                 </div>
             </div>
         </Show>
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpython_order_loses_blocks_that_the_fix_keeps() {
-        let (a, b, d) = run(&Params::default()).unwrap();
-        assert_eq!(a.event_count(), b.event_count());
-        let in_job = d
-            .rules
-            .iter()
-            .find(|r| r.rule.name() == "child-before-parent-in-job")
-            .unwrap();
-        assert!(in_job.a > 0, "the legacy side has in-job violations");
-        assert_eq!(in_job.b, 0, "the fix has none");
-        let llmd = d.losses.iter().find(|l| l.consumer == "llmd").unwrap();
-        assert!(llmd.a_blocks_lost >= llmd.b_blocks_lost);
-    }
-
-    #[test]
-    fn parameters_apply_and_bad_names_are_errors() {
-        let p = Params {
-            tiers: Some(2),
-            capacity: Some(3),
-            workers: Some(2),
-            ..Params::default()
-        };
-        let s = scenario(&p, "legacy").unwrap();
-        assert_eq!(s.secondary_tiers.len(), 2);
-        assert_eq!(s.cpu.capacity_chunks, 3);
-        assert_eq!(s.completion.workers, 2);
-        assert_eq!(s.order, OrderMode::Legacy { seed: 0 });
-        assert!(scenario(
-            &Params {
-                scenario: "nope".into(),
-                ..Params::default()
-            },
-            "fixed"
-        )
-        .is_err());
     }
 }

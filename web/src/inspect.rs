@@ -9,14 +9,14 @@
 //! * Job order: the current event's transfer job, in emitted order vs prefix order, with
 //!   inversions marked.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use kvscope_core::consumers::{ConsumerKind, VerdictKind};
 use kvscope_core::replay::{Snapshot, Step};
 use leptos::prelude::*;
 
 use crate::model::Model;
-use crate::AppState;
+use crate::{AnalysisStatus, AppState};
 
 /// Topology nodes rendered at most.
 const TREE_NODES: usize = 160;
@@ -75,23 +75,31 @@ pub fn at_cursor(m: &Model, cursor: u32) -> Option<(Snapshot, Option<Step>)> {
     Some((snap, step))
 }
 
-/// What the consumer views show while the core's analysis runs.
-pub fn analysing_view(m: &Model) -> AnyView {
+/// What the consumer views show while the core's analysis runs: what is coming and how far
+/// the analysis is.
+pub fn analysing_view(st: AppState, m: &Model) -> AnyView {
+    let n = m.len();
+    let pct = move || match st.analysis.get() {
+        AnalysisStatus::Running { fraction, .. } => 100.0 * fraction,
+        _ => 100.0,
+    };
     view! {
-        <p class="muted analysing" data-testid="analysing" role="status">
-            <span class="spinner" aria-hidden="true"></span>
-            {format!("Analysing {} events with the consumer models… the timeline is ready; verdicts, snapshots and the full violation list follow.", m.len())}
-        </p>
+        <div class="muted analysing-box" data-testid="analysing" role="status">
+            <p class="analysing"><span class="spinner" aria-hidden="true"></span>
+                {move || format!("Analysing {n} events with the consumer models: {}%", crate::fixed(pct().floor(), 0))}</p>
+            <progress max="100" prop:value=pct aria-label="Analysis progress"></progress>
+            <p class="small">"The timeline is ready (pan, zoom, step, jump between child-first deliveries). Verdicts, snapshots, the topology, job order and the full violation list follow."</p>
+        </div>
     }
     .into_any()
 }
 
 fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>) -> AnyView {
     let Some((snap, step)) = at_cursor(m, cursor) else {
-        return analysing_view(m);
+        return analysing_view(st, m);
     };
     let Some(r) = m.replay() else {
-        return analysing_view(m);
+        return analysing_view(st, m);
     };
     let cards = kinds
         .into_iter()
@@ -180,7 +188,7 @@ fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> An
             .into_any();
     };
     let Some(mut r) = m.replay() else {
-        return analysing_view(m);
+        return analysing_view(st, m);
     };
     r.seek(cursor as usize);
     let Some(info) = r.event_info(cur as usize) else {
@@ -193,7 +201,7 @@ fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> An
     };
     // Walk up to the root (bounded), then collect the subtree breadth-first (bounded).
     let mut root = start;
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     for _ in 0..256 {
         if !seen.insert(root) {
             break;
@@ -208,11 +216,11 @@ fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> An
         .block(root)
         .parent
         .filter(|p| r.block(*p).first_stored.is_none());
-    let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
-    let mut state: HashMap<u64, &'static str> = HashMap::new();
+    let mut children: HashMap<u64, Vec<u64>> = HashMap::default();
+    let mut state: HashMap<u64, &'static str> = HashMap::default();
     let mut queue = std::collections::VecDeque::from([root]);
     let mut count = 0;
-    let mut visited = HashSet::new();
+    let mut visited = HashSet::default();
     while let Some(h) = queue.pop_front() {
         if count >= TREE_NODES || !visited.insert(h) {
             continue;
@@ -311,7 +319,7 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
         return view! { <p class="muted">"Step to an event of a transfer job to see its order."</p> }.into_any();
     };
     let Some(r) = m.replay() else {
-        return analysing_view(m);
+        return analysing_view(st, m);
     };
     let a = r.analysis();
     let Some(job_id) = a
@@ -364,7 +372,7 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
     };
     let mut prefix: Vec<(usize, usize, u64)> =
         rows.iter().map(|(i, h, _)| (depth(*i), *i, *h)).collect();
-    prefix.sort();
+    crate::model::sort_by_u64(&mut prefix, |(d, i, _)| (*d as u64) << 32 | (*i as u64));
     let inverted: HashSet<usize> = rows
         .iter()
         .filter(|(i, _, p)| p.and_then(|p| last_hash.get(&p)).is_some_and(|pi| pi > i))
@@ -409,8 +417,17 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
 pub fn Inspector() -> impl IntoView {
     let st = expect_context::<AppState>();
     let tab = RwSignal::new(Tab::Consumers);
+    let analysing = move || matches!(st.analysis.get(), AnalysisStatus::Running { .. });
+    let wait_title = "Available when the analysis is done";
     let tab_btn = move |t: Tab, label: &'static str| {
-        view! { <button class="btn" role="tab" aria-selected=move || (tab.get() == t).to_string() on:click=move |_| tab.set(t)>{label}</button> }
+        // Consumers stays clickable (it shows the analysis' progress); the others need it.
+        let needs_analysis = t != Tab::Consumers;
+        view! {
+            <button class="btn" role="tab" aria-selected=move || (tab.get() == t).to_string()
+                prop:disabled=move || needs_analysis && analysing()
+                title=move || if needs_analysis && analysing() { wait_title } else { label }
+                on:click=move |_| tab.set(t)>{label}</button>
+        }
     };
     view! {
         <section class="pane inspector" aria-label="Inspector" data-testid="inspector">
@@ -418,7 +435,8 @@ pub fn Inspector() -> impl IntoView {
                 {tab_btn(Tab::Consumers, "Consumers")}
                 {tab_btn(Tab::Topology, "Topology")}
                 {tab_btn(Tab::JobOrder, "Job order")}
-                <select aria-label="Consumer" data-testid="consumer" title="Router model"
+                <select aria-label="Consumer" data-testid="consumer" prop:disabled=analysing
+                    title=move || if analysing() { wait_title } else { "Router model" }
                     on:change:target=move |e| { let v = e.target().value(); st.consumer.set(if v.is_empty() { None } else { Some(v) }) }>
                     <option value="" selected=move || st.consumer.get().is_none()>"all models"</option>
                     {ConsumerKind::ALL.iter().map(|k| {

@@ -12,6 +12,7 @@
 //! Trace strings are always rendered as text nodes (never `inner_html`).
 #![deny(missing_docs)]
 
+pub mod chunks;
 #[cfg(feature = "compare")]
 pub mod compare;
 pub mod controls;
@@ -20,6 +21,8 @@ pub mod load;
 pub mod model;
 pub mod panels;
 pub mod permalink;
+#[cfg(feature = "compare")]
+pub mod sim_params;
 pub mod timeline;
 
 use std::sync::Arc;
@@ -31,6 +34,48 @@ use permalink::TraceOrigin;
 
 /// The built-in demo trace (JSON Lines), shown on first open.
 pub const DEMO_TRACE: &str = include_str!("../fixtures/demo.jsonl");
+
+/// `x` with `digits` decimals (`fixed(2.345, 1)` = `"2.3"`), by integer arithmetic: the app
+/// formats no float through `core::fmt` (whose float code is several KB of wasm).
+pub fn fixed(x: f64, digits: u32) -> String {
+    if !x.is_finite() {
+        return if x.is_nan() {
+            "NaN".into()
+        } else if x > 0.0 {
+            "∞".into()
+        } else {
+            "-∞".into()
+        };
+    }
+    let p = 10u64.pow(digits.min(9));
+    let v = (x.abs() * p as f64).round();
+    if v >= 9e15 {
+        return format!("{}", x.round() as i64);
+    }
+    let v = v as u64;
+    let sign = if x < 0.0 && v != 0 { "-" } else { "" };
+    if digits == 0 {
+        format!("{sign}{v}")
+    } else {
+        format!("{sign}{}.{:0w$}", v / p, v % p, w = digits.min(9) as usize)
+    }
+}
+
+/// A float as its shortest round-trip text (a trace's `ts`, float extra keys): JavaScript's
+/// `Number.prototype.toString` in the browser, Rust's `Display` elsewhere (same digits).
+pub fn float_text(x: f64) -> String {
+    #[cfg(target_arch = "wasm32")]
+    {
+        js_sys::Number::from(x)
+            .to_string_with_radix(10)
+            .map(String::from)
+            .unwrap_or_default()
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        format!("{x}")
+    }
+}
 
 /// Light or dark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +144,14 @@ pub enum AnalysisStatus {
     Running {
         /// Events being analysed.
         events: usize,
+        /// Overall completion, `0.0..=1.0`.
+        fraction: f64,
+        /// Events done in the current phase.
+        done: usize,
+        /// Analysis rate so far.
+        events_per_s: f64,
+        /// Still indexing (sources, tiers, jobs) before the consumer models run.
+        indexing: bool,
     },
     /// Done, in `ms` milliseconds.
     Done {
@@ -167,6 +220,8 @@ pub struct AppState {
     pub compare: RwSignal<bool>,
     /// The analysis of the loaded trace.
     pub analysis: RwSignal<AnalysisStatus>,
+    /// Generation of the newest load: loads and analyses of older ones stop.
+    pub load_gen: RwSignal<u64>,
 }
 
 impl AppState {
@@ -192,6 +247,7 @@ impl AppState {
             dragging: RwSignal::new(false),
             compare: RwSignal::new(false),
             analysis: RwSignal::new(AnalysisStatus::Idle),
+            load_gen: RwSignal::new(0),
         }
     }
 

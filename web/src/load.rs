@@ -71,52 +71,179 @@ fn shift_line(mut e: WireError, lines_before: u64) -> WireError {
     e
 }
 
-/// Parse bytes into a trace, reporting progress after each JSONL chunk.
-async fn parse(st: AppState, name: &str, bytes: &[u8], t0: f64) -> Result<Trace, WireError> {
+/// Report parsing progress (`done` of the bytes, `events` so far) and let the page paint.
+async fn progress(st: AppState, name: &str, done: usize, total: usize, events: usize, t0: f64) {
+    let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
+    st.status.set(LoadStatus::Loading {
+        name: name.to_owned(),
+        done,
+        total,
+        events,
+        events_per_s: events as f64 / secs,
+    });
+    yield_now().await;
+}
+
+/// Parse bytes into a trace a chunk of whole records at a time ([`crate::chunks`]), reporting
+/// progress (bytes, events, events/s) after each chunk. `current` says whether this load is
+/// still wanted (a newer one cancels it: `None`).
+async fn parse(
+    st: AppState,
+    name: &str,
+    bytes: &[u8],
+    t0: f64,
+    current: impl Fn() -> bool,
+) -> Option<Result<Trace, WireError>> {
+    let mut records: Vec<TraceRecord> = Vec::new();
+    let mut pos = 0usize;
+    let mut events = 0usize;
     match wire::detect_format(bytes) {
         InputFormat::MsgpackStream => {
-            yield_now().await;
-            wire::read_trace(bytes, stem(name))
-        }
-        InputFormat::Jsonl => {
-            let mut records: Vec<TraceRecord> = Vec::new();
-            let mut pos = 0usize;
-            let mut lines_before = 0u64;
-            let mut events = 0usize;
+            let mut payloads = 0u64;
             while pos < bytes.len() {
-                let rest = bytes.get(pos..).unwrap_or_default();
-                let end = if rest.len() <= CHUNK {
-                    rest.len()
-                } else {
-                    match rest
-                        .get(CHUNK..)
-                        .and_then(|r| r.iter().position(|&b| b == b'\n'))
-                    {
-                        Some(nl) => CHUNK + nl + 1,
-                        None => rest.len(),
-                    }
+                let part = crate::chunks::next_msgpack_chunk(bytes, pos, CHUNK).and_then(|c| {
+                    let part = wire::msgpack::decode_stream(bytes.get(c.start..c.end)?, stem(name));
+                    Some((c, part.ok()?))
+                });
+                let Some((c, part)) = part else {
+                    // Malformed somewhere here: the core's decoder on the whole stream reports
+                    // it with its exact byte offset and batch number.
+                    return Some(wire::read_trace(bytes, stem(name)));
                 };
-                let chunk = rest.get(..end).unwrap_or_default();
-                let part =
-                    wire::jsonl::read_trace(chunk).map_err(|e| shift_line(e, lines_before))?;
                 events += part.event_count();
-                records.extend(part.records);
-                lines_before += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
-                pos += end;
+                records.extend(part.records.into_iter().map(|mut r| {
+                    if let TraceRecord::Batch(b) = &mut r {
+                        b.seq += payloads;
+                        b.origin += payloads;
+                    }
+                    r
+                }));
+                payloads += c.payloads;
+                pos = c.end;
                 if pos < bytes.len() {
-                    let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
-                    st.status.set(LoadStatus::Loading {
-                        name: name.to_owned(),
-                        done: pos,
-                        total: bytes.len(),
-                        events,
-                        events_per_s: events as f64 / secs,
-                    });
-                    yield_now().await;
+                    progress(st, name, pos, bytes.len(), events, t0).await;
+                    if !current() {
+                        return None;
+                    }
                 }
             }
-            Ok(Trace { records })
         }
+        InputFormat::Jsonl => {
+            let mut lines_before = 0u64;
+            while pos < bytes.len() {
+                let end = crate::chunks::next_jsonl_chunk(bytes, pos, CHUNK);
+                let chunk = bytes.get(pos..end).unwrap_or_default();
+                let part = match wire::jsonl::read_trace(chunk) {
+                    Ok(p) => p,
+                    Err(e) => return Some(Err(shift_line(e, lines_before))),
+                };
+                events += part.event_count();
+                records.extend(part.records.into_iter().map(|mut r| {
+                    if let TraceRecord::Batch(b) = &mut r {
+                        b.origin += lines_before; // chunk lines -> file lines
+                    }
+                    r
+                }));
+                lines_before += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+                pos = end;
+                if pos < bytes.len() {
+                    progress(st, name, pos, bytes.len(), events, t0).await;
+                    if !current() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+    Some(Ok(Trace { records }))
+}
+
+/// Target duration of one slice of the analysis, ms: long enough to amortise the yield,
+/// short enough that a pan or a click waits at most about this long.
+const SLICE_MS: f64 = 30.0;
+
+/// Budget (`ReplayBuilder::advance` units) of the first slice of each analysis phase.
+const FIRST_BUDGET: usize = 2_000;
+
+/// Start a new load: every load or analysis task of an earlier one stops at its next slice.
+/// Returns the new load's generation.
+fn begin_load(st: AppState) -> u64 {
+    st.load_gen.update_untracked(|g| *g += 1);
+    st.load_gen.get_untracked()
+}
+
+/// Whether the load of generation `gen` is still the newest.
+fn is_current(st: AppState, gen: u64) -> bool {
+    st.load_gen.get_untracked() == gen
+}
+
+/// Run (or resume) the core's analysis of the loaded model in slices of about [`SLICE_MS`],
+/// yielding to the browser between slices (the timeline pans and zooms meanwhile) and
+/// publishing progress in [`AppState::analysis`]. Stops when a newer load starts; the model
+/// it works on is whatever [`AppState::model`] holds (a re-layout keeps the analysis going).
+pub fn spawn_analysis(st: AppState) {
+    let gen = st.load_gen.get_untracked();
+    leptos::task::spawn_local(async move {
+        let events = st.len() as usize;
+        let t0 = now_ms();
+        let mut budget = FIRST_BUDGET;
+        let mut phase = None;
+        let mut last_paint = t0;
+        loop {
+            if !is_current(st, gen) {
+                return; // a newer load took over
+            }
+            let ts = now_ms();
+            let progress = st
+                .model
+                .with_untracked(|m| m.as_ref().and_then(|m| m.analyse_some(budget)));
+            let took = (now_ms() - ts).max(0.05);
+            let Some(p) = progress else { break };
+            // Adapt the budget so a slice takes about SLICE_MS; a new phase has other costs
+            // per unit (indexing counts batches, the analysis events): start small again.
+            if phase.replace(p.phase).is_some_and(|q| q != p.phase) {
+                budget = FIRST_BUDGET;
+            } else {
+                let scale = (SLICE_MS / took).clamp(0.25, 4.0);
+                budget = ((budget as f64 * scale) as usize).clamp(64, 1 << 22);
+            }
+            let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
+            st.analysis.set(AnalysisStatus::Running {
+                events,
+                fraction: p.fraction(),
+                done: p.done,
+                events_per_s: p.done as f64 / secs,
+                indexing: p.phase == kvscope_core::replay::BuildPhase::Index,
+            });
+            // Let the browser handle input; give it a frame now and then.
+            if now_ms() - last_paint > 100.0 {
+                after_paint().await;
+                last_paint = now_ms();
+            } else {
+                yield_now().await;
+            }
+        }
+        let ms = now_ms() - t0;
+        mark("kvscope:analysed");
+        st.analysis.set(AnalysisStatus::Done { ms });
+        st.model.update(|_| {}); // violations and consumer models changed
+        st.status.update(|s| {
+            if let LoadStatus::Loaded { breakdown, .. } = s {
+                breakdown.push_str(&format!(" · analysis {}", crate::fixed(ms, 0)));
+            }
+        });
+    });
+}
+
+/// A load that did not replace the model (error, cancelled): make sure the model still shown
+/// gets analysed (the failed load stopped its analysis).
+fn resume_analysis(st: AppState) {
+    let unfinished = st
+        .model
+        .with_untracked(|m| m.as_ref().is_some_and(|m| !m.is_analysed()));
+    if unfinished {
+        begin_load(st);
+        spawn_analysis(st);
     }
 }
 
@@ -129,6 +256,7 @@ pub fn load_bytes(
     link: Option<LinkState>,
 ) {
     st.playing.set(false);
+    let gen = begin_load(st);
     st.status.set(LoadStatus::Loading {
         name: name.clone(),
         done: 0,
@@ -138,19 +266,38 @@ pub fn load_bytes(
     });
     leptos::task::spawn_local(async move {
         yield_now().await;
+        if !is_current(st, gen) {
+            return;
+        }
         let t0 = now_ms();
         mark("kvscope:bytes");
-        let trace = match parse(st, &name, &bytes, t0).await {
-            Ok(t) => t,
-            Err(e) => {
+        let trace = match parse(st, &name, &bytes, t0, move || is_current(st, gen)).await {
+            None => return, // a newer load took over
+            Some(Ok(t)) => t,
+            Some(Err(e)) => {
                 st.status.set(LoadStatus::Error {
                     name,
                     message: e.to_string(),
                 });
+                resume_analysis(st);
                 return;
             }
         };
-        let mode = st.lane_mode.get_untracked();
+        let parse_ms = now_ms() - t0;
+        let n = trace.event_count();
+        st.status.set(LoadStatus::Loading {
+            name: name.clone(),
+            done: bytes.len(),
+            total: bytes.len(),
+            events: n,
+            events_per_s: n as f64 / (parse_ms / 1000.0).max(1e-3),
+        });
+        yield_now().await;
+        if !is_current(st, gen) {
+            return;
+        }
+        // Lay the timeline out in three steps (flatten, lanes, edges), yielding in between so no
+        // single task blocks the page for the whole layout of a large trace.
         let mut phases = vec![("parse", now_ms() - t0)];
         let mut last = now_ms();
         let mut phase = |p: &'static str| {
@@ -158,42 +305,58 @@ pub fn load_bytes(
             phases.push((p, t - last));
             last = t;
         };
-        let model = match Model::from_trace_timed(&name, trace, mode, &mut phase) {
+        let mut model = match Model::flatten(&name, trace) {
             Ok(m) => m,
             Err(e) => {
                 st.status.set(LoadStatus::Error {
                     name,
                     message: e.to_string(),
                 });
+                resume_analysis(st);
                 return;
             }
         };
+        phase("flatten");
+        yield_now().await;
+        if !is_current(st, gen) {
+            return;
+        }
+        let mode = st.lane_mode.get_untracked();
+        model.layout_lanes(mode);
+        phase("lanes");
+        yield_now().await;
+        if !is_current(st, gen) {
+            return;
+        }
+        model.index_edges();
+        phase("edges");
         let ms = now_ms() - t0;
         let n = model.len();
-        let origin = match origin {
-            TraceOrigin::Inline(_) | TraceOrigin::Local => {
-                if crate::permalink::inline_trace(&bytes).is_some() {
-                    TraceOrigin::Inline(bytes)
-                } else {
-                    TraceOrigin::Local
-                }
-            }
-            o => o,
-        };
-        let model = Arc::new(model);
-        st.analysis.set(AnalysisStatus::Running { events: n });
+        // A local trace goes into permalinks inline if it compresses small enough: decided
+        // after the first paint (asynchronous compression); `Local` meanwhile.
+        let inline_later = origin == TraceOrigin::Local;
+        st.analysis.set(AnalysisStatus::Running {
+            events: n,
+            fraction: 0.0,
+            done: 0,
+            events_per_s: 0.0,
+            indexing: true,
+        });
         st.origin.set(Some(origin));
-        st.model.set(Some(model.clone()));
+        st.model.set(Some(Arc::new(model)));
+        if st.lane_mode.get_untracked() != mode {
+            relayout(st); // the lane picker changed while this trace was laid out
+        }
         let breakdown = phases
             .iter()
-            .map(|(p, t)| format!("{p} {t:.0}"))
+            .map(|(p, t)| format!("{p} {}", crate::fixed(*t, 0)))
             .collect::<Vec<_>>()
             .join(" · ");
         st.status.set(LoadStatus::Loaded {
             name: name.clone(),
             events: n,
             ms,
-            breakdown: breakdown.clone(),
+            breakdown,
         });
         let link = link.unwrap_or_default();
         st.rule.set(link.rule.clone());
@@ -207,28 +370,21 @@ pub fn load_bytes(
         }
         st.cursor.set(link.cursor.unwrap_or(0).min(n as u32));
 
-        // The timeline is up: let the browser paint it, then run the core's analysis (one
-        // synchronous call: the core has no incremental API) and re-render what depends on it.
+        // The timeline is up: let the browser paint it, then run the core's analysis in slices
+        // (the page stays interactive) and re-render what depends on it when it is done.
         after_paint().await;
         mark("kvscope:first-timeline");
-        let ta = now_ms();
-        model.analyse();
-        let analysis_ms = now_ms() - ta;
-        mark("kvscope:analysed");
-        let current = st
-            .model
-            .with_untracked(|m| m.as_ref().is_some_and(|m| Arc::ptr_eq(m, &model)));
-        if !current {
-            return; // another trace was loaded meanwhile
+        if !is_current(st, gen) {
+            return;
         }
-        st.analysis.set(AnalysisStatus::Done { ms: analysis_ms });
-        st.model.update(|_| {}); // violations and consumer models changed
-        st.status.set(LoadStatus::Loaded {
-            name,
-            events: n,
-            ms,
-            breakdown: format!("{breakdown} · analysis {analysis_ms:.0}"),
-        });
+        spawn_analysis(st);
+        if inline_later {
+            if let Some(text) = crate::permalink::inline_trace(&bytes).await {
+                if is_current(st, gen) {
+                    st.origin.set(Some(TraceOrigin::Inline(text)));
+                }
+            }
+        }
     });
 }
 
@@ -343,13 +499,23 @@ pub fn boot(st: AppState) {
         .and_then(|s| web_sys::UrlSearchParams::new_with_str(&s).ok())
         .and_then(|p| p.get("url"));
     match (link.origin.clone(), query_url) {
-        (Some(TraceOrigin::Inline(bytes)), _) => load_bytes(
-            st,
-            "linked trace".into(),
-            bytes,
-            TraceOrigin::Inline(Vec::new()),
-            Some(link),
-        ),
+        (Some(TraceOrigin::Inline(text)), _) => {
+            leptos::task::spawn_local(async move {
+                match crate::permalink::uninline_trace(&text).await {
+                    Ok(bytes) => load_bytes(
+                        st,
+                        "linked trace".into(),
+                        bytes,
+                        TraceOrigin::Inline(text),
+                        Some(link),
+                    ),
+                    Err(message) => st.status.set(LoadStatus::Error {
+                        name: "permalink".into(),
+                        message,
+                    }),
+                }
+            });
+        }
         (Some(TraceOrigin::Url(u)), _) => load_url(st, u, Some(link)),
         (_, Some(u)) => load_url(st, u, Some(link)),
         (Some(TraceOrigin::Demo), None) => load_demo(st, Some(link)),

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use kvscope_core::analysis::{AnalysisConfig, EventIndex, Job, Level};
 use kvscope_core::event::{KvEvent, Tier};
-use kvscope_core::replay::Replay;
+use kvscope_core::replay::{BuildProgress, Replay, ReplayBuilder};
 use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
 
 /// One event of the trace, located by batch and position in the batch.
@@ -198,9 +198,9 @@ pub struct Model {
     pub name: String,
     /// The header record, if any.
     pub header: Option<TraceHeader>,
-    /// The trace while the analysis has not run yet ([`Model::analyse`] moves it into the
-    /// replay engine).
-    pending: Mutex<Option<Trace>>,
+    /// The trace and the analysis in progress, until the replay engine takes the trace over
+    /// ([`Model::analyse`], [`Model::analyse_some`]).
+    pending: Mutex<Pending>,
     /// The core's replay engine, once analysed; it then owns the trace. Locked briefly to read
     /// the trace or to seek and snapshot (single-threaded in the browser, so never contended).
     replay: OnceLock<Mutex<Replay>>,
@@ -229,8 +229,35 @@ pub struct Model {
     blocks: Vec<u8>,
 }
 
+/// Stable sort of `v` by a `u64` key. Every call goes through one sort of `(key, index)`
+/// pairs, so the wasm carries one sort implementation instead of one per element type (each
+/// is several KB).
+pub fn sort_by_u64<T>(v: &mut Vec<T>, key: impl Fn(&T) -> u64) {
+    let mut keys: Vec<(u64, u32)> = v
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (key(x), i as u32))
+        .collect();
+    keys.sort_unstable();
+    let mut slots: Vec<Option<T>> = std::mem::take(v).into_iter().map(Some).collect();
+    *v = keys
+        .iter()
+        .filter_map(|&(_, i)| slots.get_mut(i as usize).and_then(Option::take))
+        .collect();
+}
+
 /// Events per block of the timeline's coarse bins ([`Model::bins`]).
 pub const BIN_BLOCK: usize = 64;
+
+/// The analysis of a [`Model`] before it is done.
+enum Pending {
+    /// Not started: the trace.
+    Trace(Trace),
+    /// Under way: the core's resumable builder (it owns the trace meanwhile).
+    Building(Box<ReplayBuilder>),
+    /// Done: the replay engine owns the trace.
+    Done,
+}
 
 /// Rule of the preliminary child-first findings shown before the analysis has run.
 pub const CHILD_FIRST: &str = "child-before-parent";
@@ -275,13 +302,26 @@ impl Model {
 
     /// Flatten a trace and lay it out for drawing (lanes, edges, child-first findings), without
     /// the core's analysis: call [`Model::analyse`] later. Calls `mark(phase)` after each phase
-    /// (`flatten`, `layout`) so the caller can time them.
+    /// (`flatten`, `lanes`, `edges`) so the caller can time them.
     pub fn from_trace_timed(
         name: &str,
         trace: Trace,
         mode: LaneMode,
         mark: &mut dyn FnMut(&'static str),
     ) -> Result<Model, ModelError> {
+        let mut model = Model::flatten(name, trace)?;
+        mark("flatten");
+        model.layout_lanes(mode);
+        mark("lanes");
+        model.index_edges();
+        mark("edges");
+        Ok(model)
+    }
+
+    /// Flatten a trace into delivery-ordered events, not laid out yet: call
+    /// [`Model::layout_lanes`] and [`Model::index_edges`] (or [`Model::layout`]) next. The
+    /// loader yields to the browser between these steps.
+    pub fn flatten(name: &str, trace: Trace) -> Result<Model, ModelError> {
         let header = trace.records.iter().find_map(|r| match r {
             TraceRecord::Header(h) => Some(h.clone()),
             _ => None,
@@ -310,11 +350,10 @@ impl Model {
                 }
             }
         }
-        mark("flatten");
-        let mut model = Model {
+        Ok(Model {
             name: name.to_owned(),
             header,
-            pending: Mutex::new(Some(trace)),
+            pending: Mutex::new(Pending::Trace(trace)),
             replay: OnceLock::new(),
             quick: Vec::new(),
             analysed: OnceLock::new(),
@@ -327,27 +366,38 @@ impl Model {
             edges: Vec::new(),
             by_parent: Vec::new(),
             blocks: Vec::new(),
-        };
-        model.layout(mode);
-        mark("layout");
-        Ok(model)
+        })
     }
 
     /// Run the core's analysis (all consumer models and the violation index; see
-    /// `kvscope_core::replay::Replay::new`) if it has not run yet. Synchronous.
+    /// `kvscope_core::replay::Replay::new`), or the rest of it, if it has not completed yet.
+    /// Synchronous: the app uses [`Model::analyse_some`] instead.
     pub fn analyse(&self) {
+        while self.analyse_some(usize::MAX).is_some() {}
+    }
+
+    /// Do about `budget` events of the analysis (`kvscope_core::replay::ReplayBuilder`) and
+    /// report how far it is; `None` once it is done (the replay engine and the findings are
+    /// then available). The app calls this in slices of a few tens of milliseconds so the page
+    /// stays responsive.
+    pub fn analyse_some(&self, budget: usize) -> Option<BuildProgress> {
         if self.replay.get().is_some() {
-            return;
+            return None;
         }
-        let Some(trace) = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        else {
-            return;
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let builder = match std::mem::replace(&mut *pending, Pending::Done) {
+            Pending::Trace(t) => Box::new(ReplayBuilder::new(t, &AnalysisConfig::default())),
+            Pending::Building(b) => b,
+            Pending::Done => return None,
         };
-        let replay = Replay::new(trace, &AnalysisConfig::default());
+        let mut builder = builder;
+        let progress = builder.advance(budget);
+        if !builder.is_done() {
+            *pending = Pending::Building(builder);
+            return Some(progress);
+        }
+        drop(pending);
+        let replay = builder.finish();
         let a = replay.analysis();
         let mut violations: Vec<Violation> = a
             .violations
@@ -365,9 +415,10 @@ impl Model {
                 related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
             })
             .collect();
-        violations.sort_by_key(|v| v.event);
+        sort_by_u64(&mut violations, |v| u64::from(v.event));
         let _ = self.analysed.set(violations);
         let _ = self.replay.set(Mutex::new(replay));
+        None
     }
 
     /// Whether [`Model::analyse`] has run.
@@ -394,9 +445,17 @@ impl Model {
             return f(r.trace());
         }
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        match pending.as_ref() {
-            Some(t) => f(t),
-            None => f(&Trace::default()),
+        match &*pending {
+            Pending::Trace(t) => f(t),
+            Pending::Building(b) => f(b.trace()),
+            Pending::Done => {
+                drop(pending);
+                // The builder just handed over to the replay engine.
+                match self.replay() {
+                    Some(r) => f(r.trace()),
+                    None => f(&Trace::default()),
+                }
+            }
         }
     }
 
@@ -442,6 +501,12 @@ impl Model {
     /// (no allocation per event), then sorted (GPU, CPU, STORAGE tiers, others; per job: the
     /// tier's "no job" lane, then jobs in order of appearance).
     pub fn layout(&mut self, mode: LaneMode) {
+        self.layout_lanes(mode);
+        self.index_edges();
+    }
+
+    /// The lanes part of [`Model::layout`]: each event's lane and the coarse bins.
+    pub fn layout_lanes(&mut self, mode: LaneMode) {
         type Key<'t> = (
             Option<&'t str>,
             Option<&'t str>,
@@ -554,7 +619,6 @@ impl Model {
             .collect();
         self.lanes = distinct;
         self.index_blocks();
-        self.index_edges();
     }
 
     /// Fill [`Model::blocks`] from `lane_of` and `kinds`.
@@ -648,9 +712,10 @@ impl Model {
         bins
     }
 
-    /// Single pass: for each stored child, link to the latest earlier store of its parent in
-    /// the same lane; a parent stored only later gives a child-first edge (and a violation).
-    fn index_edges(&mut self) {
+    /// The edges part of [`Model::layout`] (after [`Model::layout_lanes`]). Single pass: for
+    /// each stored child, link to the latest earlier store of its parent in the same lane; a
+    /// parent stored only later gives a child-first edge (and a violation).
+    pub fn index_edges(&mut self) {
         let edges = self.with_trace(|t| self.edges_of(t));
         self.quick = edges
             .iter()
@@ -666,33 +731,47 @@ impl Model {
                 related: Some(e.parent),
             })
             .collect();
-        self.quick.sort_by_key(|v| (v.event, v.related));
-        let mut by_parent: Vec<u32> = (0..edges.len() as u32).collect();
-        by_parent.sort_by_key(|&k| edges.get(k as usize).map(|e| (e.parent, e.child)));
-        self.by_parent = by_parent;
+        sort_by_u64(&mut self.quick, |v| {
+            u64::from(v.event) << 32
+                | v.related
+                    .map_or(0, |r| u64::from(r) + 1)
+                    .min(u64::from(u32::MAX))
+        });
+        let mut by_parent: Vec<(u64, u32)> = edges
+            .iter()
+            .enumerate()
+            .map(|(k, e)| (u64::from(e.parent) << 32 | u64::from(e.child), k as u32))
+            .collect();
+        by_parent.sort_unstable();
+        self.by_parent = by_parent.into_iter().map(|(_, k)| k).collect();
         self.edges = edges;
     }
 
     fn edges_of(&self, t: &Trace) -> Vec<Edge> {
-        let mut edges: Vec<Edge> = Vec::new();
-        // (lane, hash) -> latest event storing that block.
-        let mut stored: HashMap<(u16, u64), u32> = HashMap::default();
-        // hash -> some event storing it in any lane (for cross-lane edges).
-        let mut any_lane: HashMap<u64, u32> = HashMap::default();
+        let stored_event =
+            |r: &EventRef| match batch_of(t, *r).and_then(|b| b.events.get(r.ev as usize)) {
+                Some(KvEvent::BlockStored(s)) => Some(s),
+                _ => None,
+            };
+        // Forward edges come out in child order (one per child event); the others are sorted
+        // and merged in at the end.
+        let n = self.events.len();
+        let mut forward: Vec<Edge> = Vec::with_capacity(n);
+        let mut late: Vec<Edge> = Vec::new();
+        // (lane, hash) -> latest event storing that block. Sized for every event up front:
+        // growing a table of a million entries rehashes it (hundreds of ms in wasm).
+        let mut stored: HashMap<(u16, u64), u32> =
+            HashMap::with_capacity_and_hasher(n, Default::default());
         // (lane, parent hash) -> children waiting for that parent.
         let mut waiting: HashMap<(u16, u64), Vec<u32>> = HashMap::default();
         for (i, r) in self.events.iter().enumerate() {
             let i = i as u32;
             let lane = self.lane_of.get(i as usize).copied().unwrap_or(0);
-            let Some(KvEvent::BlockStored(s)) =
-                batch_of(t, *r).and_then(|b| b.events.get(r.ev as usize))
-            else {
-                continue;
-            };
+            let Some(s) = stored_event(r) else { continue };
             if let Some(p) = &s.parent_block_hash {
                 let key = (lane, p.as_u64());
                 match stored.get(&key) {
-                    Some(&pe) => edges.push(Edge {
+                    Some(&pe) => forward.push(Edge {
                         parent: pe,
                         child: i,
                         kind: EdgeKind::Forward,
@@ -703,31 +782,61 @@ impl Model {
             for h in &s.block_hashes {
                 let key = (lane, h.as_u64());
                 stored.insert(key, i);
-                any_lane.entry(key.1).or_insert(i);
+                if waiting.is_empty() {
+                    continue;
+                }
                 if let Some(children) = waiting.remove(&key) {
-                    for c in children {
-                        edges.push(Edge {
-                            parent: i,
-                            child: c,
-                            kind: EdgeKind::ChildFirst,
-                        });
+                    late.extend(children.into_iter().map(|c| Edge {
+                        parent: i,
+                        child: c,
+                        kind: EdgeKind::ChildFirst,
+                    }));
+                }
+            }
+        }
+        drop(stored);
+        // Children whose parent never arrived in their lane: a cross-lane edge from the first
+        // store of that parent in any lane, found by a second pass (only when there are some).
+        if !waiting.is_empty() {
+            let mut first: HashMap<u64, u32> =
+                waiting.keys().map(|(_, p)| (*p, u32::MAX)).collect();
+            let mut missing = first.len();
+            for (i, r) in self.events.iter().enumerate() {
+                if missing == 0 {
+                    break;
+                }
+                let Some(s) = stored_event(r) else { continue };
+                for h in &s.block_hashes {
+                    if let Some(slot) = first.get_mut(&h.as_u64()) {
+                        if *slot == u32::MAX {
+                            *slot = i as u32;
+                            missing -= 1;
+                        }
                     }
                 }
             }
-        }
-        // Children whose parent never arrived in their lane: cross-lane edge if known elsewhere.
-        for ((_, p), children) in waiting {
-            if let Some(&pe) = any_lane.get(&p) {
-                for c in children {
-                    edges.push(Edge {
+            for ((_, p), children) in waiting {
+                if let Some(&pe) = first.get(&p).filter(|e| **e != u32::MAX) {
+                    late.extend(children.into_iter().map(|c| Edge {
                         parent: pe,
                         child: c,
                         kind: EdgeKind::CrossLane,
-                    });
+                    }));
                 }
             }
         }
-        edges.sort_by_key(|e| (e.child, e.parent));
+        let key = |e: &Edge| u64::from(e.child) << 32 | u64::from(e.parent);
+        sort_by_u64(&mut late, key);
+        // Merge the two sorted lists.
+        let mut edges = Vec::with_capacity(forward.len() + late.len());
+        let mut late = late.into_iter().peekable();
+        for e in forward {
+            while let Some(l) = late.next_if(|l| key(l) < key(&e)) {
+                edges.push(l);
+            }
+            edges.push(e);
+        }
+        edges.extend(late);
         edges
     }
 
@@ -779,10 +888,9 @@ impl Model {
 
     /// Rule names present, sorted.
     pub fn rules(&self) -> Vec<String> {
-        let mut r: Vec<String> = self.violations().iter().map(|v| v.rule.clone()).collect();
-        r.sort();
-        r.dedup();
-        r
+        let r: std::collections::BTreeSet<&str> =
+            self.violations().iter().map(|v| v.rule.as_str()).collect();
+        r.into_iter().map(str::to_owned).collect()
     }
 
     /// The first violation strictly after `cursor` (`None`: from the start) of `rule`, or of
@@ -1120,6 +1228,34 @@ mod tests {
         assert!(children(4).is_empty());
     }
 
+    /// A child whose parent is only stored in another lane gets a cross-lane edge from that
+    /// parent's first store; edges stay sorted by child with the others.
+    #[test]
+    fn cross_lane_edges() {
+        let trace = Trace {
+            records: vec![
+                batch(0, vec![stored(1, None, "GPU"), stored(7, Some(9), "CPU")]),
+                batch(1, vec![stored(5, Some(1), "CPU"), stored(1, None, "GPU")]),
+                batch(2, vec![stored(9, None, "CPU"), stored(6, Some(5), "CPU")]),
+            ],
+        };
+        let m = Model::from_trace("t", trace, LaneMode::Tier).unwrap();
+        let e = |parent, child, kind| Edge {
+            parent,
+            child,
+            kind,
+        };
+        assert_eq!(
+            m.edges,
+            [
+                e(4, 1, EdgeKind::ChildFirst),
+                e(0, 2, EdgeKind::CrossLane),
+                e(2, 5, EdgeKind::Forward),
+            ]
+        );
+        assert_eq!(m.children_of(0).map(|x| x.child).collect::<Vec<_>>(), [2]);
+    }
+
     /// Zoomed far out the timeline bins whole blocks of events: the same marks as binning
     /// event by event, each at most one column off.
     #[test]
@@ -1255,6 +1391,13 @@ mod tests {
             LaneMode::TierJob
         );
         assert_eq!(LaneMode::parse("bogus"), LaneMode::Tier);
+    }
+
+    #[test]
+    fn u64_key_sort_is_stable() {
+        let mut v: Vec<(u32, char)> = vec![(3, 'a'), (1, 'b'), (3, 'c'), (0, 'd'), (1, 'e')];
+        sort_by_u64(&mut v, |x| u64::from(x.0));
+        assert_eq!(v, [(0, 'd'), (1, 'b'), (1, 'e'), (3, 'a'), (3, 'c')]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use leptos::prelude::*;
 
 use crate::controls::SHORTCUTS;
 use crate::model::{EdgeKind, Model};
-use crate::{load, AnalysisStatus, AppState, LoadStatus};
+use crate::{fixed, load, AnalysisStatus, AppState, LoadStatus};
 
 /// At most this many violation rows are in the DOM (a window around the cursor).
 const VIOLATION_ROWS: usize = 200;
@@ -17,11 +17,26 @@ const TOKENS_SHOWN: usize = 64;
 
 fn fmt_bytes(n: usize) -> String {
     if n >= 1 << 20 {
-        format!("{:.1} MB", n as f64 / (1u64 << 20) as f64)
+        format!("{} MB", fixed(n as f64 / (1u64 << 20) as f64, 1))
     } else if n >= 1 << 10 {
-        format!("{:.1} KB", n as f64 / 1024.0)
+        format!("{} KB", fixed(n as f64 / 1024.0, 1))
     } else {
         format!("{n} B")
+    }
+}
+
+/// The analysis' progress as a short sentence: `analysing 1000000 events: 42% · 310000
+/// events/s` (`indexing 3%` while the trace is indexed).
+pub fn analysis_text(events: usize, fraction: f64, events_per_s: f64, indexing: bool) -> String {
+    let pct = fixed((100.0 * fraction).floor(), 0);
+    let what = if indexing { "indexing " } else { "" };
+    if events_per_s > 0.0 && !indexing {
+        format!(
+            "analysing {events} events: {what}{pct}% · {} events/s",
+            fixed(events_per_s, 0)
+        )
+    } else {
+        format!("analysing {events} events: {what}{pct}%")
     }
 }
 
@@ -37,8 +52,13 @@ pub fn StatusBanner() -> impl IntoView {
                 view! {
                     <div class="status loading" data-testid="status" role="status">
                         <span class="spinner" aria-hidden="true"></span>
-                        {format!("Loading {name}: {} of {} · {events} events · {:.0} events/s", fmt_bytes(done), fmt_bytes(total), events_per_s)}
-                        <progress max="100" prop:value=pct aria-label="Loading progress"></progress>
+                        {if done == 0 {
+                            format!("Loading {name} ({}): reading…", fmt_bytes(total))
+                        } else {
+                            format!("Loading {name}: {} of {} · {events} events · {} events/s{}", fmt_bytes(done), fmt_bytes(total), fixed(events_per_s, 0),
+                                if total > 0 && done >= total { " · laying out the timeline…" } else { "" })
+                        }}
+                        <progress max="100" prop:value=pct aria-label="Loading progress" data-testid="load-progress"></progress>
                     </div>
                 }.into_any()
             }
@@ -46,17 +66,22 @@ pub fn StatusBanner() -> impl IntoView {
                 let rate = if ms > 0.0 { events as f64 / (ms / 1000.0) } else { 0.0 };
                 view! {
                     <div class="status ok" data-testid="status" role="status">
-                        {format!("Loaded {name}: {events} events in {ms:.0} ms ({rate:.0} events/s)")}
-                        <span class="muted small" title="milliseconds per phase">{format!("({breakdown} ms)")}</span>
+                        <span title=format!("milliseconds per phase: {breakdown}")>{format!("Loaded {name}: {events} events in {} ms ({} events/s)", fixed(ms, 0), fixed(rate, 0))}</span>
+                        // The per-phase breakdown once the analysis is done (while it runs, the
+                        // line holds its progress).
+                        {move || (!matches!(st.analysis.get(), AnalysisStatus::Running { .. })).then(|| {
+                            view! { <span class="muted small" title="milliseconds per phase">{format!("({breakdown} ms)")}</span> }
+                        })}
                         {move || match st.analysis.get() {
-                            AnalysisStatus::Running { events } => Some(view! {
-                                <span class="analysing" data-testid="analysis-state">
+                            AnalysisStatus::Running { events, fraction, events_per_s, indexing, .. } => Some(view! {
+                                <span class="analysing" data-testid="analysis-state" title="consumer models (llm-d, Dynamo, SGLang, ideal), violation index, lint rules">
                                     <span class="spinner" aria-hidden="true"></span>
-                                    {format!("analysing {events} events (consumer models, violation index)…")}
+                                    {analysis_text(events, fraction, events_per_s, indexing)}
+                                    <progress max="100" prop:value=100.0 * fraction aria-label="Analysis progress" data-testid="analysis-progress"></progress>
                                 </span>
                             }.into_any()),
                             AnalysisStatus::Done { ms } => Some(view! {
-                                <span class="muted small" data-testid="analysis-state">{format!("analysed in {ms:.0} ms")}</span>
+                                <span class="muted small" data-testid="analysis-state">{format!("analysed in {} ms", fixed(ms, 0))}</span>
                             }.into_any()),
                             AnalysisStatus::Idle => None,
                         }}
@@ -90,7 +115,7 @@ fn extra_text(v: &ExtraValue) -> String {
         ExtraValue::Bool(b) => b.to_string(),
         ExtraValue::UInt(u) => u.to_string(),
         ExtraValue::Int(i) => i.to_string(),
-        ExtraValue::Float(f) => f.to_string(),
+        ExtraValue::Float(f) => crate::float_text(*f),
         ExtraValue::Str(s) => format!("{s:?}"),
         ExtraValue::Bytes(b) => format!(
             "b'{}'",
@@ -187,7 +212,7 @@ fn event_view(
         {row("source", b.source.clone())}
         {row("dp_rank", opt(&b.dp_rank))}
         {row("seq", b.seq.to_string())}
-        {row("ts", format!("{}", b.ts))}
+        {row("ts", crate::float_text(b.ts))}
         {row("line / batch", b.origin.to_string())}
         {row("index in batch", r.ev.to_string())}
     };

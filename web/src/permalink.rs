@@ -1,9 +1,15 @@
 //! Permalinks: the view state (cursor, filters, lanes, viewport, consumer) and the trace's
-//! origin (demo, same-origin URL, or the whole trace inlined as deflate + base64url) encoded in
-//! the URL hash, e.g. `#c=12&r=child-before-parent-in-job&v=0,0.05&u=/trace`. Pure functions.
+//! origin (demo, same-origin URL, or the whole trace inlined as raw deflate + base64url) encoded
+//! in the URL hash, e.g. `#c=12&r=child-before-parent-in-job&v=0,0.05&u=/trace`.
+//!
+//! Encoding and decoding the hash are pure functions. Inlining uses the browser's
+//! `CompressionStream` / `DecompressionStream` (`deflate-raw`): asynchronous, and no deflate
+//! code in the app's wasm.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
 
 use crate::model::LaneMode;
 
@@ -17,8 +23,8 @@ pub enum TraceOrigin {
     Demo,
     /// A same-origin URL.
     Url(String),
-    /// The trace bytes, inlined (deflate + base64url in the link).
-    Inline(Vec<u8>),
+    /// The trace inlined in the link: raw deflate, base64url ([`inline_trace`]).
+    Inline(String),
     /// Not reproducible from the link (a large local file).
     Local,
 }
@@ -84,47 +90,118 @@ fn dec(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Compress trace bytes for inlining; `None` when the result exceeds [`INLINE_LIMIT`].
-/// Stops compressing as soon as the output outgrows the limit, so a large trace costs only the
-/// first few hundred KB of deflate work (not a level-9 pass over the whole file).
-pub fn inline_trace(bytes: &[u8]) -> Option<String> {
-    use miniz_oxide::deflate::core::{
-        compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
-    };
-    // Same stream as `miniz_oxide::deflate::compress_to_vec(bytes, 9)` (raw deflate).
-    let mut c = CompressorOxide::new(create_comp_flags_from_zip_params(9, 0, 0));
+/// Inflated inline traces larger than this are refused (a link is not a zip bomb).
+pub const INFLATE_LIMIT: usize = 64 << 20;
+
+#[wasm_bindgen(inline_js = r#"
+const CHUNK = 65536;
+export async function deflate_raw_limited(bytes, limit) {
+  const cs = new CompressionStream('deflate-raw');
+  const writer = cs.writable.getWriter();
+  const reader = cs.readable.getReader();
+  const parts = [];
+  let total = 0, over = false;
+  const pump = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      total += value.length;
+      if (total > limit) { over = true; await reader.cancel().catch(() => {}); return; }
+      parts.push(value);
+    }
+  })();
+  for (let i = 0; i < bytes.length && !over; i += CHUNK) {
+    await writer.write(bytes.slice(i, i + CHUNK)).catch(() => {});
+  }
+  if (!over) await writer.close().catch(() => {});
+  await pump;
+  if (over) return undefined;
+  const out = new Uint8Array(total);
+  let o = 0;
+  for (const p of parts) { out.set(p, o); o += p.length; }
+  return out;
+}
+export async function inflate_raw_limited(bytes, limit) {
+  const ds = new DecompressionStream('deflate-raw');
+  const writer = ds.writable.getWriter();
+  writer.write(bytes).catch(() => {});
+  writer.close().catch(() => {});
+  const reader = ds.readable.getReader();
+  const parts = [];
+  let total = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    total += value.length;
+    if (total > limit) {
+      await reader.cancel().catch(() => {});
+      throw new Error(`it inflates to more than ${limit} bytes`);
+    }
+    parts.push(value);
+  }
+  const out = new Uint8Array(total);
+  let o = 0;
+  for (const p of parts) { out.set(p, o); o += p.length; }
+  return out;
+}
+"#)]
+extern "C" {
+    /// Raw-deflate `bytes`; resolves to `undefined` as soon as the output exceeds `limit`.
+    #[wasm_bindgen(catch)]
+    fn deflate_raw_limited(bytes: &[u8], limit: u32) -> Result<js_sys::Promise, JsValue>;
+    /// Inflate raw deflate; rejects on bad data or when the output exceeds `limit`.
+    #[wasm_bindgen(catch)]
+    fn inflate_raw_limited(bytes: &[u8], limit: u32) -> Result<js_sys::Promise, JsValue>;
+}
+
+fn js_message(v: &JsValue) -> String {
+    js_sys::Reflect::get(v, &"message".into())
+        .ok()
+        .and_then(|m| m.as_string())
+        .or_else(|| v.as_string())
+        .unwrap_or_else(|| "unknown error".into())
+}
+
+/// The inline form of trace bytes (raw deflate, base64url) for a permalink, or `None` when it
+/// would exceed [`INLINE_LIMIT`]: the compressor stops as soon as its output outgrows the
+/// limit, so a large trace costs only its first few hundred KB of deflate work. Browser only.
+pub async fn inline_trace(bytes: &[u8]) -> Option<String> {
     // The base64url text must fit INLINE_LIMIT * 4 / 3 + 4 characters.
     let max_packed = (INLINE_LIMIT * 4 / 3 + 4) * 3 / 4;
-    let mut out = vec![0u8; max_packed + 1];
-    let mut input = bytes;
-    let mut pos = 0;
-    loop {
-        let (status, used, written) = compress(
-            &mut c,
-            input,
-            out.get_mut(pos..).unwrap_or_default(),
-            TDEFLFlush::Finish,
-        );
-        pos += written;
-        input = input.get(used..).unwrap_or_default();
-        match status {
-            TDEFLStatus::Done => break,
-            TDEFLStatus::Okay if pos < out.len() && (used > 0 || written > 0) => continue,
-            _ => return None, // output full (too large) or a compressor error
-        }
-    }
-    out.truncate(pos);
-    let s = URL_SAFE_NO_PAD.encode(out);
+    let packed = JsFuture::from(deflate_raw_limited(bytes, max_packed as u32).ok()?)
+        .await
+        .ok()?;
+    let packed = packed.dyn_into::<js_sys::Uint8Array>().ok()?.to_vec();
+    let s = URL_SAFE_NO_PAD.encode(packed);
     (s.len() <= INLINE_LIMIT * 4 / 3 + 4).then_some(s)
 }
 
-/// Inverse of [`inline_trace`]; errors are readable sentences.
-pub fn uninline_trace(s: &str) -> Result<Vec<u8>, String> {
+/// Inverse of [`inline_trace`] (any raw deflate stream, e.g. links made before the browser's
+/// compressor was used); errors are readable sentences. Browser only.
+pub async fn uninline_trace(s: &str) -> Result<Vec<u8>, String> {
     let packed = URL_SAFE_NO_PAD
         .decode(s.as_bytes())
         .map_err(|e| format!("the link's inline trace is not base64url: {e}"))?;
-    miniz_oxide::inflate::decompress_to_vec_with_limit(&packed, 64 << 20)
-        .map_err(|e| format!("the link's inline trace does not inflate: {e:?}"))
+    let bad = |e: JsValue| {
+        format!(
+            "the link's inline trace does not inflate: {}",
+            js_message(&e)
+        )
+    };
+    let out = JsFuture::from(inflate_raw_limited(&packed, INFLATE_LIMIT as u32).map_err(bad)?)
+        .await
+        .map_err(bad)?;
+    out.dyn_into::<js_sys::Uint8Array>()
+        .map(|a| a.to_vec())
+        .map_err(|_| "the link's inline trace does not inflate".into())
+}
+
+/// Whether `s` can be an inline trace (base64url text, no padding).
+fn is_base64url(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() % 4 != 1
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 impl LinkState {
@@ -147,23 +224,19 @@ impl LinkState {
             parts.push(format!("l={}", self.lanes.as_str()));
         }
         if let Some((s, p)) = self.viewport {
-            parts.push(format!("v={s:.1},{p:.4}"));
+            parts.push(format!("v={},{}", crate::fixed(s, 1), crate::fixed(p, 4)));
         }
         match &self.origin {
             Some(TraceOrigin::Demo) => parts.push("d=1".into()),
             Some(TraceOrigin::Url(u)) => parts.push(format!("u={}", enc(u))),
-            Some(TraceOrigin::Inline(b)) => {
-                if let Some(s) = inline_trace(b) {
-                    parts.push(format!("t={s}"));
-                }
-            }
+            Some(TraceOrigin::Inline(s)) => parts.push(format!("t={s}")),
             Some(TraceOrigin::Local) | None => {}
         }
         parts.join("&")
     }
 
     /// Decode a URL hash (with or without `#`). Unknown keys are ignored; an inline trace that
-    /// does not decode is an error.
+    /// is not base64url is an error (one that does not inflate fails when it is loaded).
     pub fn from_hash(hash: &str) -> Result<LinkState, String> {
         let mut st = LinkState::default();
         for part in hash
@@ -186,7 +259,8 @@ impl LinkState {
                 }
                 "d" => st.origin = Some(TraceOrigin::Demo),
                 "u" => st.origin = Some(TraceOrigin::Url(dec(v))),
-                "t" => st.origin = Some(TraceOrigin::Inline(uninline_trace(v)?)),
+                "t" if is_base64url(v) => st.origin = Some(TraceOrigin::Inline(v.to_owned())),
+                "t" => return Err("the link's inline trace is not base64url".into()),
                 _ => {}
             }
         }
@@ -207,7 +281,7 @@ mod tests {
             consumer: Some("llmd".into()),
             lanes: LaneMode::SourceTier,
             viewport: Some((10.0, 0.125)),
-            origin: Some(TraceOrigin::Inline(b"{\"kvscope\":1}\n".to_vec())),
+            origin: Some(TraceOrigin::Inline("q1ZKzs8pLS7Jz00sSlWyMqwFAA".into())),
         };
         let h = st.to_hash();
         assert!(
@@ -225,6 +299,11 @@ mod tests {
         };
         assert_eq!(LinkState::from_hash(&st.to_hash()).unwrap(), st);
         assert!(LinkState::from_hash("t=!!!").is_err());
+        assert!(LinkState::from_hash("t=").is_err());
+        assert!(
+            LinkState::from_hash("t=abcde").is_err(),
+            "not a base64 length"
+        );
         let jobs = LinkState {
             lanes: LaneMode::TierJob,
             ..Default::default()
@@ -239,44 +318,5 @@ mod tests {
             LinkState::from_hash("c=abc&zz=1").unwrap(),
             LinkState::default()
         );
-    }
-
-    #[test]
-    fn large_traces_are_not_inlined() {
-        let big: Vec<u8> = (0..400_000u32)
-            .flat_map(|i| i.wrapping_mul(2654435761).to_le_bytes())
-            .collect();
-        assert!(inline_trace(&big).is_none());
-        assert!(inline_trace(b"small").is_some());
-    }
-}
-
-#[cfg(test)]
-mod inline_tests {
-    use super::*;
-
-    /// The bounded compressor gives exactly what a full `compress_to_vec` gives, and decides
-    /// near the limit the same way.
-    #[test]
-    fn same_stream_as_compress_to_vec() {
-        let demo = crate::DEMO_TRACE.as_bytes();
-        let full = URL_SAFE_NO_PAD.encode(miniz_oxide::deflate::compress_to_vec(demo, 9));
-        assert_eq!(inline_trace(demo).as_deref(), Some(full.as_str()));
-        assert_eq!(uninline_trace(&full).unwrap(), demo);
-        // Around the limit: pseudo-random bytes barely compress.
-        let mut x = 1u64;
-        for n in [INLINE_LIMIT - 64, INLINE_LIMIT, INLINE_LIMIT + 64] {
-            let bytes: Vec<u8> = (0..n)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
-            let s = URL_SAFE_NO_PAD.encode(miniz_oxide::deflate::compress_to_vec(&bytes, 9));
-            let expect = (s.len() <= INLINE_LIMIT * 4 / 3 + 4).then_some(s);
-            assert_eq!(inline_trace(&bytes), expect, "n = {n}");
-        }
     }
 }

@@ -803,7 +803,7 @@ pub fn Timeline() -> impl IntoView {
             None => "Timeline: no trace".into(),
         })
     };
-    let height = move || format!("{}px", canvas_height(lane_count.get()));
+    let height = move || format!("{}px", crate::fixed(canvas_height(lane_count.get()), 0));
     view! {
         <section class="timeline" aria-label="Timeline">
             <div class="legend">
@@ -814,16 +814,21 @@ pub fn Timeline() -> impl IntoView {
                 <span class="hint">"drag to pan · wheel to zoom · click to select · ? for keys"</span>
                 <crate::controls::LanePicker/>
             </div>
+            // Layout that the constants above depend on is inline (works without the page's CSS).
             <canvas node_ref=head class="timeline-head" data-testid="timeline-head" role="img"
+                style:display="block" style:width="100%" style:height=format!("{}px", crate::fixed(HEAD, 0))
                 aria-label="Overview of the whole trace (click to jump) and event index axis"
                 on:mousedown=move |e: ev::MouseEvent| overview_seek(&e)
                 on:mousemove=move |e: ev::MouseEvent| if e.buttons() & 1 != 0 { overview_seek(&e) }></canvas>
-            <div class="timeline-scroll" node_ref=scroller data-testid="timeline-scroll">
-                <div class="timeline-lanes" style:height=height>
+            <div class="timeline-scroll" node_ref=scroller data-testid="timeline-scroll"
+                style:max-height=format!("{}px", crate::fixed(SCROLL_MAX, 0)) style:overflow-y="auto">
+                <div class="timeline-lanes" style:position="relative" style:height=height>
                     <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
-                        style:height=height
+                        style:display="block" style:width="100%" style:height=height
                         on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up on:wheel=on_wheel></canvas>
-                    <canvas node_ref=overlay class="timeline-overlay" data-testid="timeline-cursor" aria-hidden="true"></canvas>
+                    <canvas node_ref=overlay class="timeline-overlay" data-testid="timeline-cursor" aria-hidden="true"
+                        style:position="absolute" style:left="0" style:top="0" style:width="100%" style:height="100%"
+                        style:pointer-events="none"></canvas>
                 </div>
             </div>
             <ol class="visually-hidden" data-testid="lane-list" aria-label="Lanes">

@@ -304,3 +304,320 @@ async fn timeline_first_then_analysis() {
         text(&root, "inspector")
     );
 }
+
+/// A msgpack stream of `batches` batches of `per_batch` single-block `BlockStored` events
+/// (a parent chain per medium, 256 five-byte token ids each: about 1.3 KB per event).
+fn big_msgpack(batches: u64, per_batch: u64) -> Vec<u8> {
+    use kvscope_core::event::{BlockStored, KvEvent, KvEventBatch};
+    use kvscope_core::hash::BlockHash;
+    use kvscope_core::wire::{msgpack::encode_batch, EventEncoding};
+    let mut out = Vec::new();
+    let mut last = [None, None];
+    for b in 0..batches {
+        let events = (0..per_batch)
+            .map(|j| {
+                let i = b * per_batch + j;
+                let m = usize::from(i.is_multiple_of(3));
+                let h = 1_000_000 + i;
+                let parent = last[m].replace(h).map(BlockHash::Int);
+                KvEvent::BlockStored(BlockStored {
+                    block_hashes: vec![BlockHash::Int(h)],
+                    parent_block_hash: parent,
+                    token_ids: (0..256)
+                        .map(|k| 70_000 + (i as u32 * 256 + k) % 50_000)
+                        .collect(),
+                    block_size: 256,
+                    lora_id: None,
+                    medium: Some(["GPU", "CPU"][m].into()),
+                    lora_name: None,
+                    extra_keys: None,
+                    group_idx: None,
+                    kv_cache_spec_kind: None,
+                    kv_cache_spec_sliding_window: None,
+                    locality: None,
+                    ownership: None,
+                })
+            })
+            .collect();
+        out.extend(encode_batch(
+            &KvEventBatch {
+                ts: 1_700_000_000.0 + b as f64,
+                events,
+                data_parallel_rank: Some(0),
+            },
+            EventEncoding::Array,
+        ));
+    }
+    out
+}
+
+/// What the page went through while loading a large trace.
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    /// A loading status part-way through the bytes, with events counted and a rate.
+    partial_load: bool,
+    /// The load progress bar in the DOM.
+    load_bar: bool,
+    /// An analysis status part-way (0 < fraction < 1).
+    partial_analysis: bool,
+    /// The analysis progress bar in the DOM.
+    analysis_bar: bool,
+    /// Analysis fractions seen, in order.
+    fractions: Vec<f64>,
+}
+
+/// A large msgpack stream (above the loader's chunk size) shows byte/event progress while it is
+/// parsed, then the timeline, then the analysis' progress bar while the analysis runs in slices:
+/// meanwhile the page steps (the cursor moves) and timers fire; then the app is ready.
+#[wasm_bindgen_test]
+async fn large_trace_shows_progress_and_stays_interactive() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let root = container();
+    let st = AppState::new();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! {
+            <kvscope_web::panels::StatusBanner/>
+            <kvscope_web::controls::StepBar/>
+            <kvscope_web::timeline::Timeline/>
+            <kvscope_web::inspect::Inspector/>
+        }
+    });
+    sleep(10).await;
+    let bytes = big_msgpack(1_000, 6);
+    assert!(
+        bytes.len() > 6 << 20,
+        "{} bytes: more than one chunk",
+        bytes.len()
+    );
+    let seen: Rc<RefCell<Seen>> = Rc::default();
+    let s = seen.clone();
+    Effect::new(move |_| {
+        if let kvscope_web::LoadStatus::Loading {
+            done,
+            total,
+            events,
+            events_per_s,
+            ..
+        } = st.status.get()
+        {
+            if done > 0 && done < total && events > 0 && events_per_s > 0.0 {
+                s.borrow_mut().partial_load = true;
+            }
+        }
+        if let AnalysisStatus::Running { fraction, .. } = st.analysis.get() {
+            let mut s = s.borrow_mut();
+            s.fractions.push(fraction);
+            if fraction > 0.0 && fraction < 1.0 {
+                s.partial_analysis = true;
+            }
+        }
+    });
+    load::load_bytes(st, "big.msgpack".into(), bytes, TraceOrigin::Local, None);
+    let mut stepped = false;
+    for _ in 0..6000 {
+        {
+            let mut s = seen.borrow_mut();
+            s.load_bar |= el(&root, "load-progress").is_some();
+            s.analysis_bar |= el(&root, "analysis-progress").is_some();
+        }
+        let running = matches!(st.analysis.get_untracked(), AnalysisStatus::Running { .. });
+        if running && !stepped && seen.borrow().partial_analysis {
+            // Step while the analysis runs: the counter follows at once.
+            click(&root, "step-forward").await;
+            assert_eq!(text(&root, "counter"), "1 / 6000");
+            assert!(
+                matches!(st.analysis.get_untracked(), AnalysisStatus::Running { .. }),
+                "still analysing while the step was handled"
+            );
+            stepped = true;
+        }
+        if matches!(st.analysis.get_untracked(), AnalysisStatus::Done { .. }) {
+            break;
+        }
+        sleep(5).await;
+    }
+    let s = seen.borrow().clone();
+    assert!(s.partial_load, "{s:?}");
+    assert!(s.load_bar, "{s:?}");
+    assert!(s.partial_analysis && s.analysis_bar, "{s:?}");
+    assert!(stepped, "stepped during the analysis: {s:?}");
+    assert!(
+        s.fractions.windows(2).all(|w| w[0] <= w[1]),
+        "progress only grows: {:?}",
+        s.fractions
+    );
+    until(&root, "status", "analysed in").await;
+    assert!(text(&root, "status").contains("Loaded big.msgpack: 6000 events"));
+    assert!(el(&root, "analysis-progress").is_none());
+    // Ready: the consumer models answer at the cursor.
+    sleep(20).await;
+    assert!(
+        el(&root, "consumer-llmd").is_some(),
+        "{}",
+        text(&root, "inspector")
+    );
+    // Batch numbers continue across chunks (seq = position in the stream).
+    st.seek(5_999);
+    let seq = st.model.with_untracked(|m| {
+        m.as_ref()
+            .and_then(|m| m.with_event(5_999, |b, _, _| (b.seq, b.origin)))
+    });
+    assert_eq!(seq, Some((999, 1000)));
+}
+
+/// A new trace loaded while the analysis of the previous one runs cancels it: the new one is
+/// analysed, the old one never lands.
+#[wasm_bindgen_test]
+async fn a_new_load_cancels_the_running_analysis() {
+    let root = container();
+    let st = AppState::new();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! { <kvscope_web::panels::StatusBanner/><kvscope_web::controls::StepBar/> }
+    });
+    load::load_bytes(
+        st,
+        "big.msgpack".into(),
+        big_msgpack(300, 6),
+        TraceOrigin::Local,
+        None,
+    );
+    for _ in 0..3000 {
+        if matches!(st.analysis.get_untracked(), AnalysisStatus::Running { fraction, .. } if fraction > 0.0)
+        {
+            break;
+        }
+        sleep(5).await;
+    }
+    assert!(
+        matches!(st.analysis.get_untracked(), AnalysisStatus::Running { .. }),
+        "{:?}",
+        st.analysis.get_untracked()
+    );
+    let old = st.model.get_untracked().unwrap();
+    load::load_bytes(
+        st,
+        "tiers.jsonl".into(),
+        include_bytes!("../fixtures/tiers.jsonl").to_vec(),
+        TraceOrigin::Local,
+        None,
+    );
+    until(&root, "status", "analysed in").await;
+    assert!(text(&root, "status").contains("Loaded tiers.jsonl: 12 events"));
+    assert_eq!(st.len(), 12);
+    sleep(50).await;
+    assert!(!old.is_analysed(), "the old analysis stopped");
+}
+
+/// With many lanes (tier × job) the lanes scroll; the head (overview strip, axis) stays put
+/// above them.
+#[wasm_bindgen_test]
+async fn overview_stays_put_when_lanes_scroll() {
+    let root = container();
+    let st = AppState::new();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! { <kvscope_web::timeline::Timeline/> }
+    });
+    // 40 batches of CPU events: 40 inferred jobs, one lane each.
+    let mut text_trace = String::new();
+    for b in 0..40u64 {
+        let evs: Vec<String> = (0..3u64)
+            .map(|j| {
+                let h = 5000 + b * 3 + j;
+                format!(
+                    r#"{{"type":"BlockStored","block_hashes":[{h}],"parent_block_hash":null,"token_ids":[1,2],"block_size":2,"lora_id":null,"medium":"CPU","lora_name":null}}"#
+                )
+            })
+            .collect();
+        text_trace.push_str(&format!(
+            r#"{{"source":"p","dp_rank":0,"seq":{b},"ts":{b}.0,"events":[{}]}}"#,
+            evs.join(",")
+        ));
+        text_trace.push('\n');
+    }
+    st.lane_mode.set(kvscope_web::model::LaneMode::TierJob);
+    load::load_bytes(
+        st,
+        "jobs.jsonl".into(),
+        text_trace.into_bytes(),
+        TraceOrigin::Local,
+        None,
+    );
+    for _ in 0..300 {
+        if st
+            .model
+            .with_untracked(|m| m.as_ref().is_some_and(|m| m.lanes.len() >= 40))
+        {
+            break;
+        }
+        sleep(10).await;
+    }
+    sleep(50).await;
+    let head = el(&root, "timeline-head").expect("head canvas");
+    let lanes = el(&root, "timeline").expect("lanes canvas");
+    let scroller = el(&root, "timeline-scroll").expect("scroll container");
+    assert!(
+        scroller.scroll_height() > scroller.client_height() + 200,
+        "the lanes scroll: {} > {}",
+        scroller.scroll_height(),
+        scroller.client_height()
+    );
+    let (head_top, lanes_top) = (
+        head.get_bounding_client_rect().top(),
+        lanes.get_bounding_client_rect().top(),
+    );
+    scroller.set_scroll_top(400);
+    sleep(30).await;
+    assert!(scroller.scroll_top() > 300);
+    assert_eq!(
+        head.get_bounding_client_rect().top(),
+        head_top,
+        "the head did not move"
+    );
+    assert!(
+        lanes.get_bounding_client_rect().top() < lanes_top - 300.0,
+        "the lanes moved up"
+    );
+    // The head sits right above the visible lanes (not scrolled out of the container).
+    let visible = scroller.get_bounding_client_rect();
+    assert!(head.get_bounding_client_rect().bottom() <= visible.top() + 1.0);
+}
+
+/// Inline permalinks use the browser's raw-deflate streams: a trace round-trips; a stream made
+/// by another deflate implementation (zlib, level 9: what links made with miniz_oxide were)
+/// inflates to the same bytes; large traces are not inlined; garbage is a readable error.
+#[wasm_bindgen_test]
+async fn inline_permalinks_round_trip_in_the_browser() {
+    use kvscope_web::permalink::{inline_trace, uninline_trace, INLINE_LIMIT};
+    let demo = kvscope_web::DEMO_TRACE.as_bytes();
+    let text = inline_trace(demo).await.expect("the demo is small");
+    assert!(
+        text.len() < demo.len() / 2,
+        "{} of {}",
+        text.len(),
+        demo.len()
+    );
+    assert_eq!(uninline_trace(&text).await.unwrap(), demo);
+    let zlib = include_str!("fixtures/demo-link.txt").trim();
+    assert_eq!(uninline_trace(zlib).await.unwrap(), demo);
+    // Pseudo-random bytes barely compress: over the limit, not inlined (and the compressor
+    // stops early instead of deflating 8 MB).
+    let mut x = 1u64;
+    let noise: Vec<u8> = (0..8 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    assert!(inline_trace(&noise).await.is_none());
+    assert!(inline_trace(&noise[..INLINE_LIMIT / 2]).await.is_some());
+    let err = uninline_trace("AAAAAAAA").await.unwrap_err();
+    assert!(err.contains("does not inflate"), "{err}");
+    let err = uninline_trace("!!").await.unwrap_err();
+    assert!(err.contains("base64url"), "{err}");
+}

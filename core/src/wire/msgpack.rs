@@ -1002,8 +1002,9 @@ impl Fields {
     }
 
     fn build(self, tag: &[u8], at: usize, what: &str) -> Res<KvEvent> {
-        let name = String::from_utf8_lossy(tag);
-        let missing = |field: &str| err(at, format!("{name}: missing required {what} {field}"));
+        // The tag as text only for messages (not validated on the success path).
+        let name = || String::from_utf8_lossy(tag);
+        let missing = |field: &str| err(at, format!("{}: missing required {what} {field}", name()));
         match tag {
             b"BlockStored" => Ok(KvEvent::BlockStored(BlockStored {
                 block_hashes: self.block_hashes.ok_or_else(|| missing("block_hashes"))?,
@@ -1031,7 +1032,8 @@ impl Fields {
             _ => Err(err(
                 at,
                 format!(
-                    "unknown event type {name:?} (expected BlockStored, BlockRemoved or AllBlocksCleared)"
+                    "unknown event type {:?} (expected BlockStored, BlockRemoved or AllBlocksCleared)",
+                    name()
                 ),
             )),
         }

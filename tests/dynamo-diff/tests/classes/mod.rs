@@ -182,3 +182,24 @@ fn e_shared_split_limits_removal_cascade_not_modelled() {
     assert_agrees(t.clone(), Mode::WorkerSide);
     assert_differs_from_shared(t);
 }
+
+/// F (found by the random test): a chain stored twice, the rank cleared, then a chain sharing
+/// the first two blocks stored again. The clear must leave nothing behind on either side.
+#[test]
+fn f_double_store_clear_restore() {
+    let t = vec![
+        b(
+            0,
+            0,
+            vec![store(None, &ints(&[1, 2, 3, 4]), &[1, 2, 3, 4], None)],
+        ),
+        b(
+            0,
+            0,
+            vec![store(None, &ints(&[1, 2, 3, 4]), &[1, 2, 3, 4], None)],
+        ),
+        b(0, 0, vec![KvEvent::AllBlocksCleared]),
+        b(0, 0, vec![store(None, &ints(&[1, 2, 9]), &[1, 2, 9], None)]),
+    ];
+    assert_agrees(t, Mode::WorkerSide);
+}

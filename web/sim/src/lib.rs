@@ -1,0 +1,225 @@
+//! The web debugger's Compare simulator, built as its own wasm module (`kvscope_sim.js` +
+//! `kvscope_sim_bg.wasm` in `dist/`). The debugger imports it only when the Compare dialog
+//! opens, so the core's scenario simulator stays out of the app's first download; the debugger
+//! itself parses the returned traces and compares their analyses.
+//!
+//! The JS surface is two functions: `builtins()` (JSON list of [`Builtin`]) and
+//! `compare(params_json)` (both sides of [`Params`] simulated and analysed: a [`Comparison`] as
+//! JSON). The analyses run here too, so the app carries no comparison code either.
+#![deny(missing_docs)]
+
+#[path = "../../src/sim_params.rs"]
+pub mod params;
+
+use kvscope_core::analysis::{analyze, compare as compare_analyses, AnalysisConfig};
+use kvscope_core::order::OrderMode;
+use kvscope_core::scenario::{builtin, Scenario, SecondaryTierConfig};
+use kvscope_core::sim;
+use kvscope_core::trace::Trace;
+use kvscope_core::wire::jsonl;
+use wasm_bindgen::prelude::*;
+
+pub use params::{Builtin, Comparison, Params, Row};
+
+fn order(name: &str, p: &Params) -> OrderMode {
+    match name {
+        "legacy" => OrderMode::Legacy { seed: p.seed },
+        "cpython" => OrderMode::CPython {
+            python_hash_seed: p.python_hash_seed,
+        },
+        _ => OrderMode::Fixed,
+    }
+}
+
+/// The scenario for one side: the built-in with the user's seed, order, workers, CPU capacity
+/// and number of STORAGE tiers (extra tiers copy the first one's settings).
+pub fn scenario(p: &Params, side_order: &str) -> Result<Scenario, String> {
+    let mut s = builtin::load(&p.scenario)
+        .ok_or_else(|| format!("unknown built-in scenario {:?}", p.scenario))?
+        .map_err(|e| e.to_string())?;
+    s.seed = p.seed;
+    s.order = order(side_order, p);
+    if let Some(w) = p.workers {
+        s.completion.workers = w.max(1);
+    }
+    if let Some(c) = p.capacity {
+        s.cpu.capacity_chunks = c.max(1);
+    }
+    if let Some(n) = p.tiers {
+        let template = s.secondary_tiers.first().cloned();
+        s.secondary_tiers.truncate(n);
+        while s.secondary_tiers.len() < n {
+            let i = s.secondary_tiers.len();
+            let mut t = template.clone().unwrap_or(SecondaryTierConfig {
+                name: String::new(),
+                ownership: None,
+                locality: None,
+                min_latency_steps: 1,
+                max_latency_steps: 2,
+                failure_probability: 0.0,
+                promotions: true,
+            });
+            t.name = format!("tier{i}");
+            s.secondary_tiers.push(t);
+        }
+    }
+    s.validate().map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// Simulate one side (`left`: [`Params::left`]'s order, else [`Params::right`]'s).
+pub fn simulate_side(p: &Params, left: bool) -> Result<Trace, String> {
+    let side = if left { &p.left } else { &p.right };
+    sim::simulate(&scenario(p, side)?).map_err(|e| e.to_string())
+}
+
+/// The built-in scenarios, for the dialog's picker.
+pub fn builtin_list() -> Vec<Builtin> {
+    builtin::BUILTINS
+        .iter()
+        .map(|b| Builtin {
+            name: b.name.to_owned(),
+            description: b.description.to_owned(),
+        })
+        .collect()
+}
+
+/// JS: the built-in scenarios as a JSON array of `{name, description}`.
+#[wasm_bindgen]
+pub fn builtins() -> String {
+    serde_json::to_string(&builtin_list()).unwrap_or_else(|_| "[]".into())
+}
+
+/// Simulate both sides of `p`, analyse them and tabulate the differences: events, every rule
+/// with findings on either side, each consumer model's losses, violations on one side only.
+pub fn compare_sides(p: &Params) -> Result<Comparison, String> {
+    let a = simulate_side(p, true)?;
+    let b = simulate_side(p, false)?;
+    let cfg = AnalysisConfig::default();
+    let d = compare_analyses(&analyze(&a, &cfg), &analyze(&b, &cfg));
+    let row = |label: String, rule: bool, a: String, b: String, a_worse: bool, b_worse: bool| Row {
+        label,
+        rule,
+        a,
+        b,
+        a_worse,
+        b_worse,
+    };
+    let mut rows = vec![row(
+        "events".into(),
+        false,
+        a.event_count().to_string(),
+        b.event_count().to_string(),
+        false,
+        false,
+    )];
+    rows.extend(d.rules.iter().filter(|r| r.a + r.b > 0).map(|r| {
+        row(
+            r.rule.name().into(),
+            true,
+            r.a.to_string(),
+            r.b.to_string(),
+            r.a > r.b,
+            r.b > r.a,
+        )
+    }));
+    rows.extend(d.losses.iter().map(|l| {
+        row(
+            format!("{}: blocks / events lost", l.consumer),
+            false,
+            format!("{} / {}", l.a_blocks_lost, l.a_events_lost),
+            format!("{} / {}", l.b_blocks_lost, l.b_events_lost),
+            l.a_blocks_lost > l.b_blocks_lost,
+            l.b_blocks_lost > l.a_blocks_lost,
+        )
+    }));
+    rows.push(row(
+        "violations only on this side".into(),
+        false,
+        d.disappeared.len().to_string(),
+        d.appeared.len().to_string(),
+        false,
+        false,
+    ));
+    Ok(Comparison {
+        left: jsonl::write_trace(&a),
+        right: jsonl::write_trace(&b),
+        rows,
+    })
+}
+
+/// JS: simulate and compare both sides of `params_json` (a [`Params`] object as JSON); returns
+/// a [`Comparison`] as JSON. Throws an `Error` naming what is wrong with the parameters.
+#[wasm_bindgen]
+pub fn compare(params_json: &str) -> Result<String, JsError> {
+    let p: Params = serde_json::from_str(params_json)
+        .map_err(|e| JsError::new(&format!("bad Compare parameters: {e}")))?;
+    let c = compare_sides(&p).map_err(|e| JsError::new(&e))?;
+    serde_json::to_string(&c).map_err(|e| JsError::new(&e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpython_order_loses_blocks_that_the_fix_keeps() {
+        let c = compare_sides(&Params::default()).unwrap();
+        let get = |label: &str| c.rows.iter().find(|r| r.label == label).cloned().unwrap();
+        let events = get("events");
+        assert_eq!(events.a, events.b);
+        let in_job = get("child-before-parent-in-job");
+        assert!(
+            in_job.rule && in_job.a_worse && !in_job.b_worse,
+            "{in_job:?}"
+        );
+        assert!(
+            in_job.a.parse::<usize>().unwrap() > 0,
+            "the legacy side has in-job violations"
+        );
+        assert_eq!(in_job.b, "0", "the fix has none");
+        let llmd = get("llmd: blocks / events lost");
+        assert!(!llmd.b_worse, "{llmd:?}");
+        // The traces are the simulated ones.
+        let left = jsonl::read_trace(c.left.as_bytes()).unwrap();
+        assert_eq!(left.event_count().to_string(), events.a);
+        let right = jsonl::read_trace(c.right.as_bytes()).unwrap();
+        let sim = simulate_side(&Params::default(), false).unwrap();
+        assert_eq!(right.records.len(), sim.records.len());
+        assert_eq!(right.event_count(), sim.event_count());
+    }
+
+    #[test]
+    fn parameters_apply_and_bad_names_are_errors() {
+        let p = Params {
+            tiers: Some(2),
+            capacity: Some(3),
+            workers: Some(2),
+            ..Params::default()
+        };
+        let s = scenario(&p, "legacy").unwrap();
+        assert_eq!(s.secondary_tiers.len(), 2);
+        assert_eq!(s.cpu.capacity_chunks, 3);
+        assert_eq!(s.completion.workers, 2);
+        assert_eq!(s.order, OrderMode::Legacy { seed: 0 });
+        let bad = Params {
+            scenario: "nope".into(),
+            ..Params::default()
+        };
+        assert!(scenario(&bad, "fixed").is_err());
+        assert!(simulate_side(&bad, true).unwrap_err().contains("nope"));
+    }
+
+    /// The JSON contract: the debugger's serialized parameters come back as a comparison it
+    /// can read; unknown fields are refused.
+    #[test]
+    fn json_contract() {
+        let json = serde_json::to_string(&Params::default()).unwrap();
+        let text = compare(&json).map_err(|_| ()).unwrap();
+        let c: Comparison = serde_json::from_str(&text).unwrap();
+        assert_eq!(c, compare_sides(&Params::default()).unwrap());
+        let list: Vec<Builtin> = serde_json::from_str(&builtins()).unwrap();
+        assert!(list.iter().any(|b| b.name == "legacy-vs-fixed"));
+        assert!(serde_json::from_str::<Params>(r#"{"scenario":"x","bogus":1}"#).is_err());
+    }
+}
