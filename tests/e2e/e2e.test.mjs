@@ -86,6 +86,8 @@ test('the demo opens on first visit, with lanes, violations and no page error', 
   await page.waitForSelector('[data-testid=stats]:has-text("events")');
   assert.match(await text(page, 'trace-name'), /demo/);
   assert.match(await text(page, 'status'), /Loaded demo: 12 events/);
+  // The analysis runs in slices after the first paint: its rule names arrive when it is done.
+  await page.waitForSelector('[data-testid=violations]:has-text("child-before-parent-in-job")');
   assert.match(await text(page, 'violations'), /child-before-parent-in-job/);
   await page.screenshot({ path: join(shots, 'demo.png') });
   await page.close();
