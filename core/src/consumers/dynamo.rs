@@ -652,6 +652,16 @@ impl Dynamo {
         out
     }
 
+    /// `RadixTree::remove_worker_dp_rank` (`indexer/radix_tree.rs` l. 741–759; with
+    /// `clear_all_ranks`, `remove_or_clear_worker_blocks` l. 706–735, the same loop per rank):
+    /// the rank's lookup map is removed, and only the nodes its entries point to (deduplicated
+    /// by pointer) lose the worker (`drop_worker`) and are pruned (`prune_unreachable`: children
+    /// dropped, node unlinked from its parent). A node the worker still covers but no lookup
+    /// entry points to (its hashes were re-stored with other content, so
+    /// `update_lookup_for_blocks` moved them to another node) is never visited: it keeps the
+    /// worker's coverage and stays linked under an unvisited parent, and a later store walking
+    /// into it re-inserts its hashes into the lookup (`split_node` l. 564–576, or a full-edge
+    /// match). MISMATCHES.md class F.
     fn device_clear(&mut self, w: Worker) {
         let has_lookup = |wid: u32| self.lookup_workers.get(wid as usize) == Some(&true);
         let workers: SmallVec<[u32; 4]> = if self.clear_all_ranks {
@@ -676,6 +686,9 @@ impl Dynamo {
             .filter(|wid| has_lookup(**wid))
             .filter_map(|wid| self.worker_list.get(*wid as usize).copied())
             .collect();
+        // The nodes the removed lookup entries point to, per worker (each worker's tree is
+        // its own, so a node belongs to exactly one worker).
+        let mut visited: Vec<(Worker, NodeId)> = Vec::new();
         if !had.is_empty() {
             // `lookup.remove(wk)` for each: drop their entries from every block.
             for l in &mut self.lookup {
@@ -688,6 +701,7 @@ impl Dynamo {
                             },
                             |c| c.indexed -= 1,
                         );
+                        visited.push((e.0, e.1));
                         false
                     } else {
                         true
@@ -695,10 +709,18 @@ impl Dynamo {
                 });
             }
         }
-        for wid in workers {
-            if let Some(m) = self.roots.get_mut(wid as usize) {
-                m.clear();
+        // `seen.insert(Rc::as_ptr(&node))`, then `drop_worker` + `prune_unreachable` per node.
+        // Only removals (children cleared, a node unlinked from its parent), so the order does
+        // not matter: a node stays linked iff no node on its path from the root was visited.
+        visited.sort_unstable();
+        visited.dedup();
+        for (wk, id) in visited {
+            if let Some(n) = self.nodes.get_mut(id as usize) {
+                n.cutoff = 0;
             }
+            self.prune_unreachable(wk, id);
+        }
+        for wid in workers {
             if let Some(has) = self.lookup_workers.get_mut(wid as usize) {
                 *has = self.clear_all_ranks && *has;
             }
