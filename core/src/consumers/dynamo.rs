@@ -18,7 +18,8 @@
 //!   per-`(worker, dp_rank)` lookup. Unknown parent ⇒ `ParentBlockNotFound`, whole event
 //!   dropped; removing a block uncovers it and every later block of its edge (its chain);
 //!   an unknown hash ⇒ `BlockNotFound` while the known ones are still removed; `Cleared` ⇒
-//!   `remove_worker_dp_rank`.
+//!   `remove_worker_dp_rank`, which prunes only the nodes the rank's lookup points to (a node
+//!   whose hashes were re-stored with other tokens keeps the rank's coverage: class F).
 //! * Lower tiers (`src/indexer/lower_tier.rs` `LowerTierIndexer`, one per `StorageTier` and
 //!   rank publisher): edges `(parent_hash, local_hash) → child`, no parent check (orphans are
 //!   stored), an edge conflict stops the rest of the chain, unknown removals are skipped.
@@ -177,6 +178,41 @@ impl Dynamo {
         self.lookup
             .get(id as usize)
             .is_some_and(|l| l.iter().any(|e| e.0 == (source, dp_rank)))
+    }
+
+    /// The model's stand-in `LocalBlockHash` of one block's tokens (salted with `lora_name`).
+    pub fn local_hash(tokens: &[u32], lora_name: Option<&str>) -> u64 {
+        content_hash(0, tokens, lora_name)
+    }
+
+    /// The device tree of `(source, dp_rank)` as `RadixTree::dump_tree_as_events` shows it,
+    /// one entry per block the rank covers in a node linked to the root: `(parent engine hash,
+    /// engine hash, local hash)`, sorted (the dump's edge merging does not change these).
+    /// For differential tests: nodes no lookup entry points to are in it too.
+    pub fn device_tree_blocks(&self, source: u32, dp_rank: u32) -> Vec<(Option<u64>, u64, u64)> {
+        let mut out = Vec::new();
+        let Some(root) = self
+            .workers
+            .get(&worker_key((source, dp_rank)))
+            .and_then(|wid| self.roots.get(*wid as usize))
+        else {
+            return out;
+        };
+        let mut stack: Vec<(NodeId, Option<u64>)> = root.values().map(|id| (*id, None)).collect();
+        while let Some((id, parent)) = stack.pop() {
+            let Some(n) = self.nodes.get(id as usize) else {
+                continue;
+            };
+            let mut prev = parent;
+            for b in n.edge.iter().take(n.cutoff) {
+                out.push((prev, b.1, b.0));
+                prev = Some(b.1);
+            }
+            let last = n.edge.last().map(|b| b.1);
+            stack.extend(n.children.values().map(|c| (*c, last)));
+        }
+        out.sort_unstable();
+        out
     }
 
     /// Number of lower-tier edges `(parent, local hash) → child`, summed over tiers and rank
@@ -888,7 +924,7 @@ impl Dynamo {
                 break;
             };
             blocks.push((
-                content_hash(0, tokens, e.lora_name.as_deref()),
+                Self::local_hash(tokens, e.lora_name.as_deref()),
                 *h,
                 ids.block(i),
             ));

@@ -47,8 +47,11 @@ fn real_store(blocks: &[(u64, u64)]) -> KvCacheEventData {
     })
 }
 
-/// The real tree's dump as `(parent, [(block hash, tokens hash)])` edges of worker 0.
-fn real_edges(t: &RadixTree) -> Vec<(Option<u64>, Vec<(u64, u64)>)> {
+/// A dumped edge: `(parent, [(block hash, tokens hash)])`.
+type Edge = (Option<u64>, Vec<(u64, u64)>);
+
+/// The real tree's dump as edges of worker 0.
+fn real_edges(t: &RadixTree) -> Vec<Edge> {
     let mut out: Vec<_> = t
         .dump_tree_as_events()
         .into_iter()
@@ -171,8 +174,8 @@ fn f2_clear_and_restore_in_one_batch() {
 
 /// Variants: only the first block's content differs (the whole first edge is unreferenced),
 /// only the last one differs (the stale suffix hangs under a node the clear visits, so it is
-/// unlinked with it: nothing survives), the re-store under the stale edge's parent, a full-edge
-/// match (`promote_to_full`, no split), and another rank of the same worker (untouched).
+/// unlinked with it: nothing survives), a store whose parent lies inside the stale edge (split
+/// at the parent), a removal instead of the clear, and another rank of the same worker.
 #[test]
 fn f3_variants() {
     let chain = ints(&[1, 2, 3, 4]);
@@ -198,13 +201,17 @@ fn f3_variants() {
             b(0, 0, vec![store(Some(3), &ints(&[9]), &[9], None)]),
             b(0, 0, vec![store(Some(4), &ints(&[5]), &[5], None)]),
         ],
-        // The same chain again after the clear: a full match of the stale edge.
+        // After the clear, a prefix of the stale edge (`cover_prefix_for_worker` is a no-op:
+        // the rank is still full), then a child of 1: the parent lies inside the stale edge,
+        // `apply_stored` splits there (l. 364–366) and 2, 3, 4 are back.
         vec![
             b(0, 0, vec![store(None, &chain, &[1, 2, 3, 4], None)]),
             b(0, 0, vec![store(None, &chain, &[1 + V, 2, 3, 4], None)]),
             b(0, 0, vec![KvEvent::AllBlocksCleared]),
             b(0, 0, vec![store(None, &ints(&[1]), &[1], None)]),
             b(0, 0, vec![store(Some(4), &ints(&[5]), &[5], None)]),
+            b(0, 0, vec![store(Some(1), &ints(&[5]), &[5], None)]),
+            b(0, 0, vec![store(Some(4), &ints(&[6]), &[6], None)]),
             b(0, 0, vec![store(None, &chain, &[1, 2, 3, 4], None)]),
         ],
         // Without a clear: a removal also reaches only the lookup's node.

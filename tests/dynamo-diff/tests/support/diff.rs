@@ -16,6 +16,9 @@
 //!
 //! After every event the state is compared too: device lookup sizes per instance
 //! (`RadixTree::current_size`) against kvscope's `device_has` over the trace's hash universe,
+//! worker-side each rank's device tree (`dump_tree_as_events`: every covered block linked to
+//! the root, with parent and local hash, so a node no lookup entry points to counts too)
+//! against `device_tree_blocks`,
 //! and the number of distinct lower-tier edges (per rank publisher in the worker-side mode)
 //! against `lower_tier_edges()`.
 
@@ -354,6 +357,9 @@ pub fn run(trace: &GenTrace, mode: Mode) -> Run {
     let mut real_labels = BTreeMap::new();
     let mut index = 0usize;
     let mut resolved = Vec::new();
+    // kvscope's stand-in `LocalBlockHash` → the real one, learnt from every store both sides
+    // converted (they must be a bijection: same tokens on one side ⇔ same on the other).
+    let mut locals = Locals::default();
     'outer: for (bi, b) in trace.iter().enumerate() {
         let payload = encode_batch(
             &KvEventBatch {
@@ -368,6 +374,7 @@ pub fn run(trace: &GenTrace, mode: Mode) -> Run {
             assert_eq!(raws.len(), b.events.len(), "harness: decoded event count");
         }
         for (ei, ev) in b.events.iter().enumerate() {
+            real.last_store_locals.clear();
             let out = match &mut decoded {
                 Err(e) => Real::BatchUndecodable(e.clone()),
                 Ok((w, id, raws)) => real.apply_raw(*w, *id, raws.remove(0)),
@@ -398,7 +405,15 @@ pub fn run(trace: &GenTrace, mode: Mode) -> Run {
                 });
                 break 'outer;
             }
-            if let Some((class, d)) = compare_state(&real, &kv, &uni, &workers, mode) {
+            if let Err(d) = locals.learn(ev, &real.last_store_locals) {
+                mismatches.push(Mismatch {
+                    class: "local_hash_equivalence".into(),
+                    at: (bi, ei),
+                    detail: format!("event {}: {d}", show_event(ev)),
+                });
+                break 'outer;
+            }
+            if let Some((class, d)) = compare_state(&real, &kv, &uni, &workers, &locals, mode) {
                 mismatches.push(Mismatch {
                     class: format!("state {class} after {} ({rl})", ev.type_name()),
                     at: (bi, ei),
@@ -415,11 +430,87 @@ pub fn run(trace: &GenTrace, mode: Mode) -> Run {
     }
 }
 
+/// kvscope local hash ↔ real `LocalBlockHash`, both ways.
+#[derive(Default)]
+struct Locals {
+    to_real: BTreeMap<u64, u64>,
+    to_kv: BTreeMap<u64, u64>,
+}
+
+impl Locals {
+    /// Pair the blocks of a store with the real `tokens_hash`es it was converted to.
+    fn learn(&mut self, ev: &KvEvent, real: &[u64]) -> Result<(), String> {
+        let KvEvent::BlockStored(s) = ev else {
+            return Ok(());
+        };
+        let bs = s.block_size as usize;
+        for (i, r) in real.iter().enumerate() {
+            let Some(tokens) = s.token_ids.get(i * bs..(i + 1) * bs) else {
+                return Err(format!(
+                    "real converted block {i}, kvscope has no tokens for it"
+                ));
+            };
+            let k = Dynamo::local_hash(tokens, s.lora_name.as_deref());
+            let a = *self.to_real.entry(k).or_insert(*r);
+            let b = *self.to_kv.entry(*r).or_insert(k);
+            if a != *r || b != k {
+                return Err(format!(
+                    "block {i}: kvscope local {k:#x} ↔ real {r:#x}, but earlier {k:#x} ↔ {a:#x} / \
+                     {b:#x} ↔ {r:#x} (the two local hashes group tokens differently)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Worker-side: each rank's device tree as the real `dump_tree_as_events` shows it (every
+/// block the rank covers in a node linked to the root, lookup or not) against kvscope's
+/// `device_tree_blocks`, local hashes translated through `locals`.
+fn compare_trees(
+    real: &RealDynamo,
+    kv: &Dynamo,
+    workers: &BTreeSet<(u64, u32)>,
+    locals: &Locals,
+) -> Option<String> {
+    let trees = real.device_trees();
+    for w in workers {
+        let r: Vec<(Option<u64>, u64, Option<u64>)> = trees
+            .get(w)
+            .map(|v| v.iter().map(|(p, h, l)| (*p, *h, Some(*l))).collect())
+            .unwrap_or_default();
+        let mut k: Vec<(Option<u64>, u64, Option<u64>)> = kv
+            .device_tree_blocks(w.0 as u32, w.1)
+            .into_iter()
+            .map(|(p, h, l)| (p, h, locals.to_real.get(&l).copied()))
+            .collect();
+        k.sort_unstable();
+        if r != k {
+            let show = |v: &[(Option<u64>, u64, Option<u64>)]| {
+                v.iter()
+                    .map(|(p, h, _)| match p {
+                        Some(p) => format!("{p}->{h}"),
+                        None => format!("-->{h}"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            return Some(format!(
+                "worker {w:?}: real tree covers [{}], kvscope [{}]",
+                show(&r),
+                show(&k)
+            ));
+        }
+    }
+    None
+}
+
 fn compare_state(
     real: &RealDynamo,
     kv: &Dynamo,
     uni: &BTreeSet<u64>,
     workers: &BTreeSet<(u64, u32)>,
+    locals: &Locals,
     mode: Mode,
 ) -> Option<(&'static str, String)> {
     let sizes = real.device_sizes();
@@ -455,6 +546,11 @@ fn compare_state(
                     format!("shared tree: real lookups hold {total} hashes, kvscope {got}"),
                 ));
             }
+        }
+    }
+    if mode == Mode::WorkerSide {
+        if let Some(d) = compare_trees(real, kv, workers, locals) {
+            return Some(("device_tree", d));
         }
     }
     let lower = real.lower_state();

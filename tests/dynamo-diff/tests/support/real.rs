@@ -147,6 +147,9 @@ pub struct RealDynamo {
     /// One normalizer per worker (the listener keeps one per engine endpoint).
     normalizers: BTreeMap<u64, ZmqEventNormalizer>,
     next_event_id: BTreeMap<Worker, u64>,
+    /// The `LocalBlockHash`es (`tokens_hash`) of the blocks the last applied event stored
+    /// (empty for anything else), in block order.
+    pub last_store_locals: Vec<u64>,
 }
 
 impl RealDynamo {
@@ -161,6 +164,7 @@ impl RealDynamo {
             instances: BTreeMap::new(),
             normalizers: BTreeMap::new(),
             next_event_id: BTreeMap::new(),
+            last_store_locals: Vec::new(),
         }
     }
 
@@ -192,6 +196,7 @@ impl RealDynamo {
     /// Apply one decoded event of publisher `w`.
     pub fn apply_raw(&mut self, w: Worker, event_id: u64, raw: RawKvEvent) -> Real {
         let kv_block_size = self.kv_block_size;
+        self.last_store_locals.clear();
         let worker = WorkerWithDpRank::new(w.0, w.1);
         let normalizer = self
             .normalizers
@@ -267,6 +272,7 @@ impl RealDynamo {
                     );
                     Some("token_ids_too_short")
                 };
+                self.last_store_locals = store.blocks.iter().map(|b| b.tokens_hash.0).collect();
                 let parent = store.parent_hash.map(|p| p.0);
                 let chain: Vec<(u64, (Option<u64>, u64))> = {
                     let mut p = parent;
@@ -355,6 +361,28 @@ impl RealDynamo {
             .iter()
             .map(|(k, i)| (*k, i.tree.current_size()))
             .collect()
+    }
+
+    /// Device trees (`RadixTree::dump_tree_as_events`) per `(worker, rank)`: one entry per
+    /// dumped block, `(parent engine hash, engine hash, tokens hash)`, sorted.
+    pub fn device_trees(&self) -> BTreeMap<Worker, Vec<(Option<u64>, u64, u64)>> {
+        let mut out: BTreeMap<Worker, Vec<(Option<u64>, u64, u64)>> = BTreeMap::new();
+        for inst in self.instances.values() {
+            for e in inst.tree.dump_tree_as_events() {
+                if let KvCacheEventData::Stored(s) = e.event.data {
+                    let v = out.entry((e.worker_id, e.event.dp_rank)).or_default();
+                    let mut prev = s.parent_hash.map(|p| p.0);
+                    for b in s.blocks {
+                        v.push((prev, b.block_hash.0, b.tokens_hash.0));
+                        prev = Some(b.block_hash.0);
+                    }
+                }
+            }
+        }
+        for v in out.values_mut() {
+            v.sort_unstable();
+        }
+        out
     }
 
     /// Lower-tier state: per tier, per worker, the owned blocks.
