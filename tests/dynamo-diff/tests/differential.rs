@@ -65,9 +65,10 @@ const MUST_COVER: &[&str] = &[
 /// reproduction; assert there are none.
 fn differential(mode: Mode, workers: u32, ranks: u32, seed: u8) {
     let n = cases();
-    // A third of the traces with the pre-index wire drops (ownership, bytes hashes), a third
-    // without (so index-level disagreements are not masked by an earlier one), a third
-    // device-tier only (dense shared trees across workers).
+    // A quarter of the traces with the pre-index wire drops (ownership, bytes hashes), a quarter
+    // without (so index-level disagreements are not masked by an earlier one), a quarter
+    // device-tier only (dense shared trees across workers), the same with many variant
+    // re-stores and clears (class F's stale edges).
     let profiles = [
         trace(
             workers,
@@ -76,6 +77,7 @@ fn differential(mode: Mode, workers: u32, ranks: u32, seed: u8) {
             Opts {
                 extras: true,
                 device_only: false,
+                dense: false,
             },
         ),
         trace(
@@ -85,6 +87,7 @@ fn differential(mode: Mode, workers: u32, ranks: u32, seed: u8) {
             Opts {
                 extras: false,
                 device_only: false,
+                dense: false,
             },
         ),
         trace(
@@ -94,6 +97,17 @@ fn differential(mode: Mode, workers: u32, ranks: u32, seed: u8) {
             Opts {
                 extras: false,
                 device_only: true,
+                dense: false,
+            },
+        ),
+        trace(
+            workers,
+            ranks,
+            20,
+            Opts {
+                extras: false,
+                device_only: true,
+                dense: true,
             },
         ),
     ];
@@ -168,7 +182,27 @@ proptest! {
 
     /// One worker, one rank (the two modes coincide): proptest's own shrinking.
     #[test]
-    fn single_publisher_agrees(t in trace(1, 1, 16, Opts { extras: true, device_only: false })) {
+    fn single_publisher_agrees(t in trace(1, 1, 16, Opts { extras: true, device_only: false, dense: false })) {
+        let r = run(&t, Mode::WorkerSide);
+        prop_assert!(
+            r.mismatches.is_empty(),
+            "{}",
+            r.mismatches.iter().map(|m| format!("{} @ {:?}: {}", m.class, m.at, m.detail)).collect::<Vec<_>>().join("\n")
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: proptest_cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// One worker, two ranks, device tier only, many variant re-stores and clears: the
+    /// stale-edge states of class F and what follows from them.
+    #[test]
+    fn dense_device_agrees(t in trace(1, 2, 16, Opts { extras: false, device_only: true, dense: true })) {
         let r = run(&t, Mode::WorkerSide);
         prop_assert!(
             r.mismatches.is_empty(),

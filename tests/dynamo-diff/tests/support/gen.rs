@@ -39,6 +39,9 @@ pub struct Opts {
     pub extras: bool,
     /// Only device-tier media (`nil`/`GPU`): denser device trees across workers.
     pub device_only: bool,
+    /// Re-stores with other tokens (variant content) and `AllBlocksCleared` much more often:
+    /// trees with several edges for the same hashes and clears over them (class F's ground).
+    pub dense: bool,
 }
 
 const CHAIN_A: [u64; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
@@ -124,7 +127,7 @@ fn stored(opts: Opts) -> impl Strategy<Value = KvEvent> {
         store_shape(),
         prop_oneof![20 => Just(KV_BLOCK_SIZE), 1 => Just(8u32), 1 => Just(32u32), 1 => Just(0u32)],
         prop_oneof![16 => Just(TokenShape::Exact), 2 => (1usize..24).prop_map(TokenShape::Short), 1 => Just(TokenShape::Long)],
-        prop_oneof![12 => Just(false), 1 => Just(true)],
+        prop_oneof![12 => Just(false), 1 + 5 * u32::from(opts.dense) => Just(true)],
         medium(opts),
         locality(),
         ownership(opts),
@@ -199,7 +202,7 @@ fn event(opts: Opts) -> impl Strategy<Value = KvEvent> {
     prop_oneof![
         12 => stored(opts),
         5 => removed(opts),
-        1 => Just(KvEvent::AllBlocksCleared),
+        1 + 2 * u32::from(opts.dense) => Just(KvEvent::AllBlocksCleared),
     ]
 }
 
