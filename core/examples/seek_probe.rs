@@ -32,6 +32,23 @@ fn probe(r: &mut Replay, seeks: usize, mut x: u64) -> usize {
     acc
 }
 
+/// `seeks` random seeks alone (`part = "seek"`), or `event_info` of random events.
+#[inline(never)]
+fn probe_part(r: &mut Replay, seeks: usize, mut x: u64, part: &str) -> usize {
+    let len = r.len() as u64;
+    let mut acc = 0;
+    for _ in 0..seeks {
+        x = splitmix(x);
+        let c = (x % (len + 1)) as usize;
+        match part {
+            "seek" => r.seek(c),
+            _ => acc += black_box(r.event_info(c.saturating_sub(1))).map_or(0, |e| e.pos),
+        }
+        acc += r.cursor();
+    }
+    acc
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map_or("time", |s| s.as_str());
@@ -45,6 +62,23 @@ fn main() {
             // Warm up (first touches), then the counted loop.
             probe(&mut r, seeks, 7);
             println!("{}", probe(&mut r, seeks, 1));
+        }
+        "seek" | "event_info" => {
+            let mut replays: Vec<Replay> = sizes
+                .iter()
+                .map(|n| Replay::new(build_trace(*n), &config))
+                .collect();
+            let mut best = vec![f64::MAX; replays.len()];
+            for round in 0..15 {
+                for (k, r) in replays.iter_mut().enumerate() {
+                    let t = Instant::now();
+                    black_box(probe_part(r, 200_000, round as u64 * 31 + 1, mode));
+                    best[k] = best[k].min(t.elapsed().as_nanos() as f64 / 200_000.0);
+                }
+            }
+            for (n, b) in sizes.iter().zip(&best) {
+                println!("{n} events: {b:.0} ns per {mode}");
+            }
         }
         _ => {
             let sizes = if sizes.is_empty() {

@@ -121,8 +121,9 @@ fn unpack(a: [i32; 4]) -> LaneCounts {
 /// Per event `e`: where its lane changes end, the counts a snapshot at cursor `e + 1` shows
 /// and what the UI shows of the event, side by side: a seek and a snapshot at cursor `c` read
 /// row `c - 1` (one or two cache lines) instead of following pointers into the trace and the
-/// index. 48 bytes.
+/// index. 64 bytes, aligned: one cache line.
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(align(64))]
 struct Row {
     /// End of event `e`'s changes in `changes` (= changes of events up to `e`, and
     /// checkpoints before it).
@@ -137,16 +138,24 @@ struct Row {
     hash: u64,
     /// Event `c`'s parent hash, see [`Row::PARENT`].
     parent: u64,
-    /// Event `c`'s batch (index into `Recording::batches`).
-    batch: u32,
-    /// Event `c`'s tier id.
-    tier: u32,
-    /// Event `c`'s job id (`u32::MAX`: none).
+    /// Its batch's line / batch number and publisher sequence number (filled in when the
+    /// replay is finished).
+    origin: u64,
+    seq: u64,
+    /// Its tier id, source id, DP rank and position in its batch, when each fits in 16 bits
+    /// (else [`Row::WIDE`] is set and they come from the index).
+    tier: u16,
+    source: u16,
+    dp_rank: u16,
+    pos: u16,
+    /// Its job id (`u32::MAX`: none).
     job: u32,
     /// Event kind (bits 0–1: [`Row::STORED`], [`Row::REMOVED`], [`Row::CLEARED`]), flags, and
     /// in bits 8–31 the event's position in its job (saturated at [`Row::ORDINAL_MAX`]).
     flags: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Row>() == 64);
 
 impl Row {
     const STORED: u32 = 0;
@@ -159,6 +168,11 @@ impl Row {
     const ONE_HASH: u32 = 1 << 3;
     /// The event names more than one block: read them from the trace.
     const MORE_HASHES: u32 = 1 << 4;
+    /// `tier`, `source`, `dp_rank` or `pos` did not fit: read them from the index.
+    const WIDE: u32 = 1 << 5;
+    /// Some job other than the event's own is active at the cursor after it (else a
+    /// snapshot there needs no job scan).
+    const OTHER_JOBS: u32 = 1 << 6;
     const ORDINAL_SHIFT: u32 = 8;
     const ORDINAL_MAX: u32 = (1 << 24) - 1;
 
@@ -175,19 +189,6 @@ impl Row {
         let o = self.flags >> Row::ORDINAL_SHIFT;
         (o < Row::ORDINAL_MAX).then_some(o as usize)
     }
-}
-
-/// A batch, as event display data needs it (one per batch with events, in record order).
-#[derive(Clone, Copy, Debug, Default)]
-struct BatchRow {
-    /// 1-based JSONL line / msgpack batch number.
-    origin: u64,
-    seq: u64,
-    /// Global index of its first event.
-    first_event: u32,
-    /// Source id.
-    source: u32,
-    dp_rank: u32,
 }
 
 /// A job, compact: [`Replay::job`] builds the [`Job`] from it (32 bytes instead of the `Job`
@@ -209,6 +210,11 @@ struct JobRow {
 impl JobRow {
     const JOB_ID: u8 = 1;
     const INFERRED: u8 = 2;
+}
+
+/// `v` in 16 bits (`u16::MAX` when it does not fit, see [`Row::WIDE`]).
+fn narrow(v: u32) -> u16 {
+    u16::try_from(v).unwrap_or(u16::MAX)
 }
 
 /// Marks a checkpoint header in `Recording::changes` (`counts[0]`: number of entries after it).
@@ -248,10 +254,6 @@ struct Recording {
     checkpoint_every: usize,
     /// Per checkpoint (cursor `k · K`): the index of its header in `changes`.
     checkpoint_at: Vec<u32>,
-    /// Batches with events seen so far (the next event's batch when it starts one).
-    batches_seen: u32,
-    /// Per batch with events: display data (filled in when closed).
-    batches: Vec<BatchRow>,
     /// Lane counters after the events recorded so far.
     lane_state: Vec<Vec<Option<[i32; 4]>>>,
 }
@@ -434,9 +436,6 @@ impl Recorder for Recording {
         if event.is_multiple_of(self.checkpoint_every) {
             self.checkpoint();
         }
-        if loc.pos == 0 {
-            self.batches_seen += 1;
-        }
         let mut ordinal = Row::ORDINAL_MAX;
         if let Some(list) = self.job_events.get_mut(loc.job as usize) {
             ordinal = (list.len() as u32).min(Row::ORDINAL_MAX);
@@ -467,10 +466,21 @@ impl Recorder for Recording {
             jobs: self.jobs_started,
             hash: hashes.first().map_or(0, |h| h.as_u64()),
             parent: parent_hash.map_or(0, |p| p.as_u64()),
-            batch: self.batches_seen.saturating_sub(1),
-            tier: loc.tier,
+            origin: 0,
+            seq: 0,
+            tier: narrow(loc.tier),
+            source: narrow(loc.source),
+            dp_rank: narrow(loc.dp_rank),
+            pos: narrow(loc.pos),
             job: loc.job,
-            flags,
+            flags: if [loc.tier, loc.source, loc.dp_rank, loc.pos]
+                .iter()
+                .any(|v| *v >= u16::MAX as u32)
+            {
+                flags | Row::WIDE
+            } else {
+                flags
+            },
         });
     }
 
@@ -928,22 +938,39 @@ impl ReplayBuilder {
             job_violation_at.push(k as u32);
         }
         let job_violations = pairs.into_iter().map(|p| p.1).collect();
-        // Display data of the batches with events, in record order (as the rows number them).
-        rec.batches = trace
-            .batches()
-            .filter(|b| !b.events.is_empty())
-            .scan(0usize, |first, b| {
-                let row = BatchRow {
-                    origin: b.origin,
-                    seq: b.seq,
-                    first_event: *first as u32,
-                    source: analysis.index.events.get(*first).map_or(0, |l| l.source),
-                    dp_rank: b.dp_rank.unwrap_or(0),
-                };
-                *first += b.events.len();
-                Some(row)
-            })
-            .collect();
+        // Batch display data into the rows (batches' events are consecutive, in record order).
+        let mut rows = rec.rows.iter_mut();
+        for b in trace.batches() {
+            for row in rows.by_ref().take(b.events.len()) {
+                row.origin = b.origin;
+                row.seq = b.seq;
+            }
+        }
+        // Jobs active at each cursor other than the event's own: jobs are open at cursors
+        // `first_event + 1 ..= last_event`, i.e. after events `first_event .. last_event`.
+        let n_rows = rec.rows.len();
+        let mut open = vec![0i32; n_rows + 1];
+        for j in &analysis.index.jobs {
+            if let (Some(a), Some(b)) = (open.get_mut(j.first_event), Some(j.last_event)) {
+                *a += 1;
+                if let Some(b) = open.get_mut(b) {
+                    *b -= 1;
+                }
+            }
+        }
+        let mut now = 0i32;
+        for (e, row) in rec.rows.iter_mut().enumerate() {
+            now += open.get(e).copied().unwrap_or(0);
+            let own = analysis
+                .index
+                .jobs
+                .get(row.job as usize)
+                .is_some_and(|j| j.last_event > e);
+            if now - i32::from(own) > 0 {
+                row.flags |= Row::OTHER_JOBS;
+            }
+        }
+        drop(open);
         let job_rows = analysis
             .index
             .jobs
@@ -1241,8 +1268,18 @@ impl Replay {
             return None;
         }
         let row = self.rec.rows.get(i)?;
-        let b = self.rec.batches.get(row.batch as usize)?;
         let index = &self.analysis.index;
+        let (tier, source, dp_rank, pos) = if row.flags & Row::WIDE != 0 {
+            let l = index.events.get(i)?;
+            (l.tier, l.source, l.dp_rank, l.pos)
+        } else {
+            (
+                row.tier as u32,
+                row.source as u32,
+                row.dp_rank as u32,
+                row.pos as u32,
+            )
+        };
         let hashes = if row.flags & Row::ONE_HASH != 0 {
             vec![row.hash]
         } else if row.flags & Row::MORE_HASHES != 0 {
@@ -1253,18 +1290,18 @@ impl Replay {
         };
         Some(EventInfo {
             index: i,
-            line: b.origin,
-            pos: i - b.first_event as usize,
+            line: row.origin,
+            pos: pos as usize,
             source: index
                 .sources
-                .get(b.source as usize)
+                .get(source as usize)
                 .cloned()
                 .unwrap_or_default(),
-            dp_rank: b.dp_rank,
-            seq: b.seq,
+            dp_rank,
+            seq: row.seq,
             tier: index
                 .tiers
-                .get(row.tier as usize)
+                .get(tier as usize)
                 .map(|t| t.label())
                 .unwrap_or_default(),
             kind: row.kind_name().into(),
@@ -1440,7 +1477,12 @@ impl Replay {
         // job started, in the compact job table).
         let row = current.copied().unwrap_or_default();
         let lo = c.saturating_sub(self.max_job_span);
-        let mut active: Vec<u32> = (0..row.jobs)
+        let scan = if current.is_some_and(|r| r.flags & Row::OTHER_JOBS != 0) {
+            0..row.jobs
+        } else {
+            0..0
+        };
+        let mut active: Vec<u32> = scan
             .rev()
             .map_while(|j| {
                 let r = self.job_rows.get(j as usize)?;
@@ -1546,7 +1588,6 @@ impl Replay {
                 .map(|v| 24 + v.capacity() * 4)
                 .sum::<usize>()
             + self.rec.rows.capacity() * std::mem::size_of::<Row>()
-            + self.rec.batches.capacity() * std::mem::size_of::<BatchRow>()
             + self.rec.checkpoint_at.capacity() * 4
             + self.job_rows.capacity() * std::mem::size_of::<JobRow>()
             + (self.job_violation_at.capacity() + self.job_violations.capacity()) * 4

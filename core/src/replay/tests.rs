@@ -474,3 +474,21 @@ fn seek_work_is_flat_in_trace_length() {
     // 4 consumers × 2 lanes checkpointed, then at most K - 1 = 15 events of 4 changes.
     assert!(max1 <= 8 + 15 * 4, "{max1}");
 }
+
+#[test]
+fn event_info_past_16_bit_positions_comes_from_the_index() {
+    // One batch longer than `u16::MAX` events: positions past it do not fit in the row.
+    let n = u16::MAX as usize + 40;
+    let events = (0..n as u64)
+        .map(|h| stored(&[h + 1], None, Some("GPU"), 16))
+        .collect();
+    let r = Replay::new(
+        trace(vec![batch("a", 0, events)]),
+        &AnalysisConfig::default(),
+    );
+    for i in [0, 1, u16::MAX as usize - 1, u16::MAX as usize, n - 1] {
+        let info = r.event_info(i).unwrap();
+        assert_eq!(info.pos, i);
+        assert_eq!(Some(info), event_info_from_trace(&r, i));
+    }
+}
