@@ -12,22 +12,30 @@
 //!   tables for missing parents and non-uniform per-block outcomes;
 //! * per consumer and lane (source × tier) the counters after every event that changed them,
 //!   with an index by event so that a step applies or reverts only that event's changes;
-//! * per cursor one 16-byte row: where its lane changes start, distinct blocks stored, findings
-//!   and jobs started before it (one memory access answers those parts of a snapshot);
+//! * per event one 64-byte, line-aligned row: where its lane changes end, distinct blocks
+//!   stored, findings and jobs started up to it, and what the UI shows of the event (first
+//!   hash, parent, kind, its batch's line and seq, 16-bit tier / source / DP rank / position
+//!   with a fallback to the index, job and its position in the job, whether another job is
+//!   active after it): a snapshot at cursor `c` reads row `c - 1`, not the trace (the trace only
+//!   for the hashes of events naming more than one block);
 //! * static tables by dense block id (`blocks.rs`): each block's first store (parent, event),
-//!   its children, the events naming it; and each job's events;
-//! * every `K` events a checkpoint of the lane counters (`K` grows with the number of lanes so
-//!   that checkpoints cost at most a few bytes per event).
+//!   its children, the events naming it; each job's events, and a compact 32-byte row per job
+//!   (a `Job` is rebuilt from it with interned source and tier names);
+//! * every `K` events a checkpoint of the lane counters, stored inline in the change log (a
+//!   header, then one entry per lane) and found through a small per-checkpoint index (`K`
+//!   grows with the number of lanes so that checkpoints cost a few bytes per event).
 //!
 //! A seek restores the checkpoint at or before the cursor and applies the recorded lane changes
-//! of at most `K - 1` events (`O(K)`, independent of the trace length, sequential memory),
-//! never a replay; a step is `O(changes of one event)`; memory grows linearly with the trace
-//! (checkpoints hold lane counters only, not consumer states, so never `N²/K`).
-//! `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes per event of
-//! the recording. What still grows with the trace is cache misses: a snapshot at a random
-//! cursor of a large trace reads the event's row, checkpoint, change run, the event itself
-//! (its batch and hashes in the trace) and its job, each a likely cache miss that a small trace
-//! keeps in cache.
+//! of at most `K - 1` events: one contiguous run of the change log (`O(K)`, independent of the
+//! trace length; [`Replay::seek_work`] counts it), never a replay; a step is
+//! `O(changes of one event)`; memory grows linearly with the trace (checkpoints hold lane
+//! counters only, not consumer states, so never `N²/K`). `core/benches/analysis.rs` measures
+//! seek cost at 10k vs 1M events, the work per seek and the bytes per event of the recording;
+//! `core/examples/seek_probe.rs` times seek and snapshot parts and is the callgrind probe.
+//! A seek + snapshot at a random cursor reads the per-checkpoint index, one change run and one
+//! row (plus a job row when the event belongs to a job): on a large trace these are still
+//! cache and TLB misses that a small trace keeps in cache, so the cost is not perfectly flat
+//! (see ARCHITECTURE.md for the measured ratio).
 //!
 //! # Example
 //! ```
