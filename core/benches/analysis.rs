@@ -3,8 +3,9 @@
 //! * `decode/msgpack` (when the msgpack codec is available) and `baseline/iterate` (touch every
 //!   event's hashes): the baselines;
 //! * `analysis/all` : all four consumer models + the violation index over the same trace;
-//! * `replay/seek/{small,large}`: one random seek (plus a snapshot) on a 10k-event and an
-//!   N-event trace (target: flat).
+//! * `replay_seek/{small_10k,large}`: one random seek (plus a snapshot) on a 10k-event and an
+//!   N-event trace (target: flat); the lane entries a seek applies (mean, max over all
+//!   cursors) are printed for both, as work independent of the machine.
 //!
 //! The trace follows DECISIONS.md's benchmark shape: single-block `BlockStored` events with 16
 //! tokens, mixed GPU/CPU media (each request's GPU chain then its CPU offload job in prefix
@@ -16,66 +17,12 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use kvscope_core::analysis::{analyze, AnalysisConfig};
-use kvscope_core::consumers::testkit::stored;
-use kvscope_core::event::KvEvent;
 use kvscope_core::replay::Replay;
-use kvscope_core::trace::{Trace, TraceBatch, TraceRecord};
 use kvscope_core::wire::{msgpack, EventEncoding};
 
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+mod common;
 
-/// `n` events: per request 8 GPU blocks chained, then the same 8 offloaded to CPU (one job per
-/// request, prefix order), 16 events per batch; requests continue a chain of 64 blocks.
-fn build_trace(n: usize) -> Trace {
-    let mut events: Vec<KvEvent> = Vec::with_capacity(n);
-    let mut block = 0u64;
-    while events.len() < n {
-        let first = block;
-        let ids: Vec<u64> = (0..8).map(|k| splitmix(first + k)).collect();
-        for (k, h) in ids.iter().enumerate() {
-            let idx = first + k as u64;
-            let parent = if idx.is_multiple_of(64) {
-                None
-            } else {
-                Some(splitmix(idx - 1))
-            };
-            events.push(stored(&[*h], parent, Some("GPU"), 16));
-        }
-        for (k, h) in ids.iter().enumerate() {
-            let idx = first + k as u64;
-            let parent = if idx.is_multiple_of(64) {
-                None
-            } else {
-                Some(splitmix(idx - 1))
-            };
-            events.push(stored(&[*h], parent, Some("CPU"), 16));
-        }
-        block += 8;
-    }
-    events.truncate(n);
-    let records = events
-        .chunks(16)
-        .enumerate()
-        .map(|(i, chunk)| {
-            TraceRecord::Batch(TraceBatch {
-                source: "pod".into(),
-                dp_rank: Some(0),
-                seq: i as u64,
-                ts: 1_700_000_000.0 + i as f64,
-                events: chunk.to_vec(),
-                provenance: None,
-                raw: None,
-                origin: i as u64 + 1,
-            })
-        })
-        .collect();
-    Trace { records }
-}
+use common::{build_trace, splitmix};
 
 fn events_from_env() -> usize {
     std::env::var("KVSCOPE_BENCH_EVENTS")
@@ -135,6 +82,22 @@ fn bench(c: &mut Criterion) {
         small.index_bytes(),
         small.index_bytes() as f64 / small.len().max(1) as f64,
     );
+    // Work per seek, independent of the machine: recorded lane entries (checkpoint entries
+    // plus changes) a seek applies, over every cursor.
+    for r in [&small, &large] {
+        let (mut sum, mut max) = (0usize, 0usize);
+        for cursor in 0..=r.len() {
+            let w = r.seek_work(cursor);
+            sum += w;
+            max = max.max(w);
+        }
+        eprintln!(
+            "replay seek work at {} events: {:.1} mean, {} max lane entries applied per seek",
+            r.len(),
+            sum as f64 / (r.len() + 1) as f64,
+            max
+        );
+    }
     let mut g = c.benchmark_group("replay_seek");
     g.sample_size(50);
     for (name, mut r) in [("small_10k", small), ("large", large)] {

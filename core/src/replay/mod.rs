@@ -12,22 +12,30 @@
 //!   tables for missing parents and non-uniform per-block outcomes;
 //! * per consumer and lane (source × tier) the counters after every event that changed them,
 //!   with an index by event so that a step applies or reverts only that event's changes;
-//! * per cursor one 16-byte row: where its lane changes start, distinct blocks stored, findings
-//!   and jobs started before it (one memory access answers those parts of a snapshot);
+//! * per event one 64-byte, line-aligned row: where its lane changes end, distinct blocks
+//!   stored, findings and jobs started up to it, and what the UI shows of the event (first
+//!   hash, parent, kind, its batch's line and seq, 16-bit tier / source / DP rank / position
+//!   with a fallback to the index, job and its position in the job, whether another job is
+//!   active after it): a snapshot at cursor `c` reads row `c - 1`, not the trace (the trace only
+//!   for the hashes of events naming more than one block);
 //! * static tables by dense block id (`blocks.rs`): each block's first store (parent, event),
-//!   its children, the events naming it; and each job's events;
-//! * every `K` events a checkpoint of the lane counters (`K` grows with the number of lanes so
-//!   that checkpoints cost at most a few bytes per event).
+//!   its children, the events naming it; each job's events, and a compact 32-byte row per job
+//!   (a `Job` is rebuilt from it with interned source and tier names);
+//! * every `K` events a checkpoint of the lane counters, stored inline in the change log (a
+//!   header, then one entry per lane) and found through a small per-checkpoint index (`K`
+//!   grows with the number of lanes so that checkpoints cost a few bytes per event).
 //!
 //! A seek restores the checkpoint at or before the cursor and applies the recorded lane changes
-//! of at most `K - 1` events (`O(K)`, independent of the trace length, sequential memory),
-//! never a replay; a step is `O(changes of one event)`; memory grows linearly with the trace
-//! (checkpoints hold lane counters only, not consumer states, so never `N²/K`).
-//! `core/benches/analysis.rs` measures seek cost at 10k vs 1M events and the bytes per event of
-//! the recording. What still grows with the trace is cache misses: a snapshot at a random
-//! cursor of a large trace reads the event's row, checkpoint, change run, the event itself
-//! (its batch and hashes in the trace) and its job, each a likely cache miss that a small trace
-//! keeps in cache.
+//! of at most `K - 1` events: one contiguous run of the change log (`O(K)`, independent of the
+//! trace length; [`Replay::seek_work`] counts it), never a replay; a step is
+//! `O(changes of one event)`; memory grows linearly with the trace (checkpoints hold lane
+//! counters only, not consumer states, so never `N²/K`). `core/benches/analysis.rs` measures
+//! seek cost at 10k vs 1M events, the work per seek and the bytes per event of the recording;
+//! `core/examples/seek_probe.rs` times seek and snapshot parts and is the callgrind probe.
+//! A seek + snapshot at a random cursor reads the per-checkpoint index, one change run and one
+//! row (plus a job row when the event belongs to a job): on a large trace these are still
+//! cache and TLB misses that a small trace keeps in cache, so the cost is not perfectly flat
+//! (see ARCHITECTURE.md for the measured ratio).
 //!
 //! # Example
 //! ```
@@ -118,20 +126,107 @@ fn unpack(a: [i32; 4]) -> LaneCounts {
     }
 }
 
-/// Per cursor `c` (state after events `0..c`): where event `c`'s lane changes start and the
-/// counts a snapshot shows, side by side so that one memory access serves a seek and a
-/// snapshot.
+/// Per event `e`: where its lane changes end, the counts a snapshot at cursor `e + 1` shows
+/// and what the UI shows of the event, side by side: a seek and a snapshot at cursor `c` read
+/// row `c - 1` (one or two cache lines) instead of following pointers into the trace and the
+/// index. 64 bytes, aligned: one cache line.
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(align(64))]
 struct Row {
-    /// First index into `changes` of event `c` (= changes of events before `c`).
-    changes: u32,
-    /// Distinct blocks stored before `c`.
+    /// End of event `e`'s changes in `changes` (= changes of events up to `e`, and
+    /// checkpoints before it).
+    changes_end: u32,
+    /// Distinct blocks stored by events up to `e`.
     first_stores: u32,
-    /// Findings (violations and other findings) at events before `c`.
+    /// Findings (violations and other findings) at events up to `e`.
     findings: u32,
-    /// Jobs whose first event is before `c` (jobs are numbered in that order).
+    /// Jobs whose first event is at or before `e` (jobs are numbered in that order).
     jobs: u32,
+    /// Event `c`'s first block hash (u64-normalised), see [`Row::ONE_HASH`].
+    hash: u64,
+    /// Event `c`'s parent hash, see [`Row::PARENT`].
+    parent: u64,
+    /// Its batch's line / batch number and publisher sequence number (filled in when the
+    /// replay is finished).
+    origin: u64,
+    seq: u64,
+    /// Its tier id, source id, DP rank and position in its batch, when each fits in 16 bits
+    /// (else [`Row::WIDE`] is set and they come from the index).
+    tier: u16,
+    source: u16,
+    dp_rank: u16,
+    pos: u16,
+    /// Its job id (`u32::MAX`: none).
+    job: u32,
+    /// Event kind (bits 0–1: [`Row::STORED`], [`Row::REMOVED`], [`Row::CLEARED`]), flags, and
+    /// in bits 8–31 the event's position in its job (saturated at [`Row::ORDINAL_MAX`]).
+    flags: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Row>() == 64);
+
+impl Row {
+    const STORED: u32 = 0;
+    const REMOVED: u32 = 1;
+    const CLEARED: u32 = 2;
+    const KIND: u32 = 3;
+    /// `parent` holds the parent hash.
+    const PARENT: u32 = 1 << 2;
+    /// The event names exactly one block: `hash`.
+    const ONE_HASH: u32 = 1 << 3;
+    /// The event names more than one block: read them from the trace.
+    const MORE_HASHES: u32 = 1 << 4;
+    /// `tier`, `source`, `dp_rank` or `pos` did not fit: read them from the index.
+    const WIDE: u32 = 1 << 5;
+    /// Some job other than the event's own is active at the cursor after it (else a
+    /// snapshot there needs no job scan).
+    const OTHER_JOBS: u32 = 1 << 6;
+    const ORDINAL_SHIFT: u32 = 8;
+    const ORDINAL_MAX: u32 = (1 << 24) - 1;
+
+    fn kind_name(&self) -> &'static str {
+        match self.flags & Row::KIND {
+            Row::STORED => "BlockStored",
+            Row::REMOVED => "BlockRemoved",
+            _ => "AllBlocksCleared",
+        }
+    }
+
+    /// The event's position in its job, unless saturated.
+    fn ordinal(&self) -> Option<usize> {
+        let o = self.flags >> Row::ORDINAL_SHIFT;
+        (o < Row::ORDINAL_MAX).then_some(o as usize)
+    }
+}
+
+/// A job, compact: [`Replay::job`] builds the [`Job`] from it (32 bytes instead of the `Job`
+/// and its two strings).
+#[derive(Clone, Copy, Debug)]
+struct JobRow {
+    job_id: u64,
+    first_event: u32,
+    last_event: u32,
+    events: u32,
+    /// Source and tier ids (of its first event, as the index names the job).
+    source: u32,
+    tier: u32,
+    /// [`JobRow::JOB_ID`], [`JobRow::INFERRED`].
+    flags: u8,
+    kind: Option<crate::trace::ProvenanceKind>,
+}
+
+impl JobRow {
+    const JOB_ID: u8 = 1;
+    const INFERRED: u8 = 2;
+}
+
+/// `v` in 16 bits (`u16::MAX` when it does not fit, see [`Row::WIDE`]).
+fn narrow(v: u32) -> u16 {
+    u16::try_from(v).unwrap_or(u16::MAX)
+}
+
+/// Marks a checkpoint header in `Recording::changes` (`counts[0]`: number of entries after it).
+const CHECKPOINT: u8 = u8::MAX;
 
 /// Everything recorded during the analysis pass.
 #[derive(Default)]
@@ -165,23 +260,38 @@ struct Recording {
     job_events: Vec<Vec<u32>>,
     /// Events between lane checkpoints (0 until the index is known).
     checkpoint_every: usize,
-    checkpoint_start: Vec<u32>,
-    checkpoint_lanes: Vec<LaneEntry>,
+    /// Per checkpoint (cursor `k · K`): the index of its header in `changes`.
+    checkpoint_at: Vec<u32>,
     /// Lane counters after the events recorded so far.
     lane_state: Vec<Vec<Option<[i32; 4]>>>,
 }
 
 impl Recording {
-    /// Checkpoint the lane counters (at the cursor of the next event).
+    /// Checkpoint the lane counters (at the cursor of the next event) into `changes`: a header
+    /// ([`CHECKPOINT`], `counts[0]` = number of entries) and one entry per lane seen, so that a
+    /// seek reads the checkpoint and the changes after it as one run.
     fn checkpoint(&mut self) {
-        self.checkpoint_start
-            .push(self.checkpoint_lanes.len() as u32);
+        let at = self.changes.len();
+        self.checkpoint_at.push(at as u32);
+        self.changes.push(Change {
+            consumer: CHECKPOINT,
+            lane: 0,
+            counts: [0; 4],
+        });
         for (c, lanes) in self.lane_state.iter().enumerate() {
             for (l, v) in lanes.iter().enumerate() {
                 if let Some(v) = v {
-                    self.checkpoint_lanes.push((c as u8, l as u16, *v));
+                    self.changes.push(Change {
+                        consumer: c as u8,
+                        lane: l as u16,
+                        counts: *v,
+                    });
                 }
             }
+        }
+        let entries = (self.changes.len() - at - 1) as i32;
+        if let Some(h) = self.changes.get_mut(at) {
+            h.counts[0] = entries;
         }
     }
 
@@ -190,29 +300,49 @@ impl Recording {
         if self.checkpoint_every == 0 {
             self.checkpoint_every = checkpoint_interval(0);
         }
+        self.end_event();
         if n.is_multiple_of(self.checkpoint_every) {
             self.checkpoint();
         }
-        self.checkpoint_start
-            .push(self.checkpoint_lanes.len() as u32);
-        self.push_row();
+        // The tables are complete: drop the growth slack (up to half of them).
+        self.rows.shrink_to_fit();
+        self.changes.shrink_to_fit();
     }
 
-    /// The row of the next cursor (findings are filled in when the analysis is done).
-    fn push_row(&mut self) {
-        self.rows.push(Row {
-            changes: self.changes.len() as u32,
-            first_stores: self.blocks_seen.first_stores,
-            findings: 0,
-            jobs: self.jobs_started,
-        });
+    /// The last recorded event's changes end here.
+    fn end_event(&mut self) {
+        let end = self.changes.len() as u32;
+        if let Some(row) = self.rows.last_mut() {
+            row.changes_end = end;
+        }
     }
 
-    /// First index into `changes` of event `e` (`changes.len()` past the end).
-    fn change_start(&self, e: usize) -> u32 {
+    /// The checkpoint header at cursor `c` (a multiple of `K`): its index in `changes` and
+    /// its number of entries.
+    fn checkpoint_header(&self, c: usize) -> Option<(usize, usize)> {
+        let at = *self.checkpoint_at.get(c / self.checkpoint_every.max(1))? as usize;
+        let h = self.changes.get(at).filter(|h| h.consumer == CHECKPOINT)?;
+        Some((at, h.counts[0].max(0) as usize))
+    }
+
+    /// First index into `changes` of event `e`'s own changes (after its checkpoint, if any).
+    fn changes_begin(&self, e: usize) -> u32 {
+        if e.is_multiple_of(self.checkpoint_every.max(1)) {
+            if let Some((at, m)) = self.checkpoint_header(e) {
+                return (at + 1 + m) as u32;
+            }
+        }
+        match e.checked_sub(1) {
+            Some(p) => self.changes_end(p),
+            None => 0,
+        }
+    }
+
+    /// End of event `e`'s changes in `changes`.
+    fn changes_end(&self, e: usize) -> u32 {
         self.rows
             .get(e)
-            .map_or(self.changes.len() as u32, |r| r.changes)
+            .map_or(self.changes.len() as u32, |r| r.changes_end)
     }
 
     fn intern(&mut self, s: Option<&Cow<'static, str>>) -> u16 {
@@ -310,16 +440,56 @@ impl Recorder for Recording {
         if self.checkpoint_every == 0 {
             self.checkpoint_every = checkpoint_interval(0);
         }
+        self.end_event();
         if event.is_multiple_of(self.checkpoint_every) {
             self.checkpoint();
         }
-        self.push_row();
+        let mut ordinal = Row::ORDINAL_MAX;
         if let Some(list) = self.job_events.get_mut(loc.job as usize) {
+            ordinal = (list.len() as u32).min(Row::ORDINAL_MAX);
             list.push(event as u32);
             self.jobs_started = self.jobs_started.max(loc.job.saturating_add(1));
         }
+        let hashes = ev.block_hashes();
+        let (kind, parent_hash) = match ev {
+            KvEvent::BlockStored(e) => (Row::STORED, e.parent_block_hash.as_ref()),
+            KvEvent::BlockRemoved(_) => (Row::REMOVED, None),
+            KvEvent::AllBlocksCleared => (Row::CLEARED, None),
+        };
+        let mut flags = kind | ordinal << Row::ORDINAL_SHIFT;
+        flags |= match hashes.len() {
+            0 => 0,
+            1 => Row::ONE_HASH,
+            _ => Row::MORE_HASHES,
+        };
+        if parent_hash.is_some() {
+            flags |= Row::PARENT;
+        }
         let stored = matches!(ev, KvEvent::BlockStored(_));
         self.blocks_seen.add(event as u32, ids, stored, parent);
+        self.rows.push(Row {
+            changes_end: u32::MAX,
+            first_stores: self.blocks_seen.first_stores,
+            findings: 0,
+            jobs: self.jobs_started,
+            hash: hashes.first().map_or(0, |h| h.as_u64()),
+            parent: parent_hash.map_or(0, |p| p.as_u64()),
+            origin: 0,
+            seq: 0,
+            tier: narrow(loc.tier),
+            source: narrow(loc.source),
+            dp_rank: narrow(loc.dp_rank),
+            pos: narrow(loc.pos),
+            job: loc.job,
+            flags: if [loc.tier, loc.source, loc.dp_rank, loc.pos]
+                .iter()
+                .any(|v| *v >= u16::MAX as u32)
+            {
+                flags | Row::WIDE
+            } else {
+                flags
+            },
+        });
     }
 
     fn verdict(
@@ -540,8 +710,13 @@ pub struct Replay {
     trace: Trace,
     analysis: Analysis,
     rec: Recording,
-    /// Per job: events of its within-job violations, sorted.
-    job_violations: Vec<Vec<u32>>,
+    /// Per job `j`: `job_violations[job_violation_at[j]..job_violation_at[j + 1]]` are the
+    /// events of its within-job violations, sorted (one flat table: most jobs have none, and
+    /// then a snapshot reads one small array).
+    job_violation_at: Vec<u32>,
+    job_violations: Vec<u32>,
+    /// Per job: what a snapshot shows of it, compact (its source and tier interned).
+    job_rows: Vec<JobRow>,
     /// Longest job span in events (bounds the active-job scan).
     max_job_span: usize,
     finding_events: Vec<(usize, usize)>,
@@ -549,9 +724,6 @@ pub struct Replay {
     /// Per consumer, by lane slot: the counters at the cursor (`None`: lane not yet seen).
     lanes_now: Vec<Vec<Option<[i32; 4]>>>,
 }
-
-/// One checkpointed lane: `(consumer, lane slot, counters)`.
-type LaneEntry = (u8, u16, [i32; 4]);
 
 /// The sort key of consumer `c`'s verdict on event `e` (verdicts are recorded in this order).
 fn verdict_key(c: usize, e: usize) -> u64 {
@@ -752,24 +924,83 @@ impl ReplayBuilder {
             finding_events.extend(next);
         }
         let consumers = analysis.config.consumers.len();
-        let mut job_violations: Vec<Vec<u32>> = vec![Vec::new(); analysis.index.jobs.len()];
-        for f in analysis
+        // Within-job violations by job, sorted by event: (job, event) pairs sorted, then
+        // offsets per job.
+        let mut pairs: Vec<(u32, u32)> = analysis
             .violations
             .iter()
             .filter(|f| f.rule == Rule::ChildBeforeParentInJob)
-        {
-            let job = analysis
-                .index
-                .events
-                .get(f.event)
-                .map_or(u32::MAX, |l| l.job);
-            if let Some(list) = job_violations.get_mut(job as usize) {
-                list.push(f.event as u32);
+            .filter_map(|f| {
+                let job = analysis.index.events.get(f.event)?.job;
+                (job != u32::MAX).then_some((job, f.event as u32))
+            })
+            .collect();
+        pairs.sort_unstable();
+        let jobs = analysis.index.jobs.len();
+        let mut job_violation_at = Vec::with_capacity(jobs + 1);
+        let mut k = 0usize;
+        for j in 0..=jobs as u32 {
+            while pairs.get(k).is_some_and(|p| p.0 < j) {
+                k += 1;
+            }
+            job_violation_at.push(k as u32);
+        }
+        let job_violations = pairs.into_iter().map(|p| p.1).collect();
+        // Batch display data into the rows (batches' events are consecutive, in record order).
+        let mut rows = rec.rows.iter_mut();
+        for b in trace.batches() {
+            for row in rows.by_ref().take(b.events.len()) {
+                row.origin = b.origin;
+                row.seq = b.seq;
             }
         }
-        for list in &mut job_violations {
-            list.sort_unstable();
+        // Jobs active at each cursor other than the event's own: jobs are open at cursors
+        // `first_event + 1 ..= last_event`, i.e. after events `first_event .. last_event`.
+        let n_rows = rec.rows.len();
+        let mut open = vec![0i32; n_rows + 1];
+        for j in &analysis.index.jobs {
+            if let (Some(a), Some(b)) = (open.get_mut(j.first_event), Some(j.last_event)) {
+                *a += 1;
+                if let Some(b) = open.get_mut(b) {
+                    *b -= 1;
+                }
+            }
         }
+        let mut now = 0i32;
+        for (e, row) in rec.rows.iter_mut().enumerate() {
+            now += open.get(e).copied().unwrap_or(0);
+            let own = analysis
+                .index
+                .jobs
+                .get(row.job as usize)
+                .is_some_and(|j| j.last_event > e);
+            if now - i32::from(own) > 0 {
+                row.flags |= Row::OTHER_JOBS;
+            }
+        }
+        drop(open);
+        let job_rows = analysis
+            .index
+            .jobs
+            .iter()
+            .map(|j| {
+                let loc = analysis.index.events.get(j.first_event);
+                JobRow {
+                    job_id: j.job_id.unwrap_or(0),
+                    first_event: j.first_event as u32,
+                    last_event: j.last_event as u32,
+                    events: j.events as u32,
+                    source: loc.map_or(0, |l| l.source),
+                    tier: loc.map_or(0, |l| l.tier),
+                    flags: if j.job_id.is_some() {
+                        JobRow::JOB_ID
+                    } else {
+                        0
+                    } | if j.inferred { JobRow::INFERRED } else { 0 },
+                    kind: j.kind,
+                }
+            })
+            .collect();
         let max_job_span = analysis
             .index
             .jobs
@@ -777,10 +1008,10 @@ impl ReplayBuilder {
             .map(|j| j.last_event - j.first_event + 1)
             .max()
             .unwrap_or(0);
-        // Findings before each cursor: one pass over the rows and the sorted findings.
+        // Findings at events up to each event: one pass over the rows and the sorted findings.
         let mut k = 0usize;
-        for (c, row) in rec.rows.iter_mut().enumerate() {
-            while finding_events.get(k).is_some_and(|f| f.0 < c) {
+        for (e, row) in rec.rows.iter_mut().enumerate() {
+            while finding_events.get(k).is_some_and(|f| f.0 <= e) {
                 k += 1;
             }
             row.findings = k as u32;
@@ -790,7 +1021,9 @@ impl ReplayBuilder {
             trace,
             analysis,
             rec,
+            job_violation_at,
             job_violations,
+            job_rows,
             max_job_span,
             finding_events,
             cursor: 0,
@@ -832,8 +1065,8 @@ impl Replay {
     }
 
     fn changes_of(&self, event: usize) -> &[Change] {
-        let a = self.rec.change_start(event) as usize;
-        let b = self.rec.change_start(event + 1) as usize;
+        let a = self.rec.changes_begin(event) as usize;
+        let b = self.rec.changes_end(event) as usize;
         self.rec.changes.get(a..b).unwrap_or(&[])
     }
 
@@ -856,13 +1089,50 @@ impl Replay {
         }
     }
 
+    /// Job `j`, built from its compact row (equal to `analysis().index.jobs[j]`).
+    fn job(&self, j: u32) -> Option<Job> {
+        let r = self.job_rows.get(j as usize)?;
+        let index = &self.analysis.index;
+        Some(Job {
+            id: j,
+            job_id: (r.flags & JobRow::JOB_ID != 0).then_some(r.job_id),
+            inferred: r.flags & JobRow::INFERRED != 0,
+            source: index
+                .sources
+                .get(r.source as usize)
+                .cloned()
+                .unwrap_or_default(),
+            tier: index
+                .tiers
+                .get(r.tier as usize)
+                .map(|t| t.label())
+                .unwrap_or_default(),
+            kind: r.kind,
+            first_event: r.first_event as usize,
+            last_event: r.last_event as usize,
+            events: r.events as usize,
+        })
+    }
+
+    /// Within-job violations of job `j` at events before `c`.
+    fn job_violations_before(&self, j: u32, c: usize) -> usize {
+        let at = |j: u32| self.job_violation_at.get(j as usize).map(|a| *a as usize);
+        match (at(j), at(j + 1)) {
+            (Some(a), Some(b)) if a < b => self
+                .job_violations
+                .get(a..b)
+                .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
+            _ => 0,
+        }
+    }
+
     /// Apply the event at the cursor and advance. Returns what changed, `None` at the end.
     pub fn step_forward(&mut self) -> Option<Step> {
         if self.cursor >= self.len() {
             return None;
         }
         let e = self.cursor;
-        let (a, b) = (self.rec.change_start(e), self.rec.change_start(e + 1));
+        let (a, b) = (self.rec.changes_begin(e), self.rec.changes_end(e));
         for idx in a..b {
             if let Some(ch) = self.rec.changes.get(idx as usize).copied() {
                 set_lane(&mut self.lanes_now, ch.consumer, ch.lane, ch.counts);
@@ -878,7 +1148,7 @@ impl Replay {
             return None;
         }
         let e = self.cursor - 1;
-        let (a, b) = (self.rec.change_start(e), self.rec.change_start(e + 1));
+        let (a, b) = (self.rec.changes_begin(e), self.rec.changes_end(e));
         for idx in (a..b).rev() {
             let before = self.before_change(idx);
             if let Some(ch) = self.rec.changes.get(idx as usize).copied() {
@@ -890,29 +1160,42 @@ impl Replay {
     }
 
     /// Move the cursor to `cursor` (clamped to `0..=len()`): restore the lane checkpoint at or
-    /// before it, then apply the recorded changes of the events in between.
+    /// before it, then apply the recorded changes of the events in between (one contiguous
+    /// run of `changes`).
     pub fn seek(&mut self, cursor: usize) {
         let cursor = cursor.min(self.len());
         for m in &mut self.lanes_now {
             m.fill(None);
         }
-        let k = cursor / self.rec.checkpoint_every;
-        let a = self.rec.checkpoint_start.get(k).copied().unwrap_or(0) as usize;
-        let b = self
-            .rec
-            .checkpoint_start
-            .get(k + 1)
-            .copied()
-            .unwrap_or(a as u32) as usize;
-        for (c, lane, counts) in self.rec.checkpoint_lanes.get(a..b).unwrap_or(&[]) {
-            set_lane(&mut self.lanes_now, *c, *lane, *counts);
-        }
-        let from = self.rec.change_start(k * self.rec.checkpoint_every) as usize;
-        let to = self.rec.change_start(cursor) as usize;
+        let (from, to) = self.seek_run(cursor);
         for ch in self.rec.changes.get(from..to).unwrap_or(&[]) {
             set_lane(&mut self.lanes_now, ch.consumer, ch.lane, ch.counts);
         }
         self.cursor = cursor;
+    }
+
+    /// The run of `changes` a seek to `cursor` applies: the entries of the checkpoint at or
+    /// before it, then the changes of the events up to the cursor.
+    fn seek_run(&self, cursor: usize) -> (usize, usize) {
+        let every = self.rec.checkpoint_every.max(1);
+        let Some((at, m)) = self.rec.checkpoint_header(cursor - cursor % every) else {
+            return (0, 0);
+        };
+        let from = at + 1;
+        let to = if cursor.is_multiple_of(every) {
+            from + m
+        } else {
+            self.rec.changes_end(cursor - 1) as usize
+        };
+        (from, to.max(from))
+    }
+
+    /// How many recorded lane entries (checkpoint entries plus changes) a seek to `cursor`
+    /// applies: at most the lanes seen plus `K - 1` events' changes, whatever the trace length
+    /// (what `benches/analysis.rs` reports next to the seek time).
+    pub fn seek_work(&self, cursor: usize) -> usize {
+        let (from, to) = self.seek_run(cursor.min(self.len()));
+        to - from
     }
 
     fn matches(&self, event: usize, finding: Option<&Finding>, filter: &ViolationFilter) -> bool {
@@ -935,10 +1218,10 @@ impl Replay {
     }
 
     fn event_kind(&self, event: usize) -> Option<&'static str> {
-        self.analysis
-            .index
-            .event(&self.trace, event)
-            .map(|(_, e)| e.type_name())
+        (event < self.len())
+            .then(|| self.rec.rows.get(event))
+            .flatten()
+            .map(Row::kind_name)
     }
 
     fn finding(&self, k: usize) -> Option<&Finding> {
@@ -986,31 +1269,53 @@ impl Replay {
             .map(|(e, _)| *e)
     }
 
-    /// Describe event `i`.
+    /// Describe event `i`, from its row and its batch's (the trace itself only for the hashes
+    /// of events naming more than one block).
     pub fn event_info(&self, i: usize) -> Option<EventInfo> {
-        let loc = self.analysis.index.events.get(i)?;
-        let (b, ev) = self.analysis.index.event(&self.trace, i)?;
+        if i >= self.len() {
+            return None;
+        }
+        let row = self.rec.rows.get(i)?;
+        let index = &self.analysis.index;
+        let (tier, source, dp_rank, pos) = if row.flags & Row::WIDE != 0 {
+            let l = index.events.get(i)?;
+            (l.tier, l.source, l.dp_rank, l.pos)
+        } else {
+            (
+                row.tier as u32,
+                row.source as u32,
+                row.dp_rank as u32,
+                row.pos as u32,
+            )
+        };
+        let hashes = if row.flags & Row::ONE_HASH != 0 {
+            vec![row.hash]
+        } else if row.flags & Row::MORE_HASHES != 0 {
+            let (_, ev) = index.event(&self.trace, i)?;
+            ev.block_hashes().iter().map(|h| h.as_u64()).collect()
+        } else {
+            Vec::new()
+        };
         Some(EventInfo {
             index: i,
-            line: b.origin,
-            pos: loc.pos as usize,
-            source: b.source.clone(),
-            dp_rank: loc.dp_rank,
-            seq: b.seq,
-            tier: self
-                .analysis
-                .index
+            line: row.origin,
+            pos: pos as usize,
+            source: index
+                .sources
+                .get(source as usize)
+                .cloned()
+                .unwrap_or_default(),
+            dp_rank,
+            seq: row.seq,
+            tier: index
                 .tiers
-                .get(loc.tier as usize)
+                .get(tier as usize)
                 .map(|t| t.label())
                 .unwrap_or_default(),
-            kind: ev.type_name().into(),
-            hashes: ev.block_hashes().iter().map(|h| h.as_u64()).collect(),
-            parent: match ev {
-                KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
-                _ => None,
-            },
-            job: (loc.job != u32::MAX).then_some(loc.job),
+            kind: row.kind_name().into(),
+            hashes,
+            parent: (row.flags & Row::PARENT != 0).then_some(row.parent),
+            job: (row.job != u32::MAX).then_some(row.job),
         })
     }
 
@@ -1090,7 +1395,7 @@ impl Replay {
                 .filter(|r| r.1 as usize == c)
                 .map(|r| r.2.clone())
                 .collect();
-            let a = self.rec.change_start(i);
+            let a = self.rec.changes_begin(i);
             let lanes = self
                 .changes_of(i)
                 .iter()
@@ -1173,48 +1478,51 @@ impl Replay {
             })
             .collect();
         let c = self.cursor;
-        let current_job = c
-            .checked_sub(1)
-            .and_then(|e| self.analysis.index.events.get(e))
-            .map(|l| l.job)
-            .filter(|j| *j != u32::MAX);
+        let current = c.checked_sub(1).and_then(|e| self.rec.rows.get(e));
+        let current_job = current.map(|r| r.job).filter(|j| *j != u32::MAX);
         // Jobs are interned in order of their first event: only jobs starting within the
-        // longest job span before the cursor can still be active.
-        let jobs = &self.analysis.index.jobs;
-        let row = self.rec.rows.get(c).copied().unwrap_or_default();
-        let end = row.jobs as usize;
+        // longest job span before the cursor can still be active (walked back from the last
+        // job started, in the compact job table).
+        let row = current.copied().unwrap_or_default();
         let lo = c.saturating_sub(self.max_job_span);
-        let start = self
-            .rec
-            .rows
-            .get(lo)
-            .map_or(0, |r| r.jobs as usize)
-            .min(end);
-        let mut active: Vec<&Job> = jobs
-            .get(start..end)
-            .unwrap_or(&[])
-            .iter()
-            .filter(|j| j.last_event >= c)
+        let scan = if current.is_some_and(|r| r.flags & Row::OTHER_JOBS != 0) {
+            0..row.jobs
+        } else {
+            0..0
+        };
+        let mut active: Vec<u32> = scan
+            .rev()
+            .map_while(|j| {
+                let r = self.job_rows.get(j as usize)?;
+                (r.first_event as usize >= lo).then_some((j, r))
+            })
+            .filter(|(_, r)| r.last_event as usize >= c)
+            .map(|(j, _)| j)
             .collect();
-        if let Some(j) = current_job.and_then(|j| jobs.get(j as usize)) {
-            if !active.iter().any(|a| a.id == j.id) {
+        active.reverse();
+        if let Some(j) = current_job.filter(|j| (*j as usize) < self.job_rows.len()) {
+            if !active.contains(&j) {
                 active.push(j);
             }
         }
         let active_jobs = active
             .into_iter()
             .take(256)
-            .map(|j| JobProgress {
-                job: j.clone(),
-                delivered: self
-                    .rec
-                    .job_events
-                    .get(j.id as usize)
-                    .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
-                violations: self
-                    .job_violations
-                    .get(j.id as usize)
-                    .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
+            .filter_map(|j| {
+                Some(JobProgress {
+                    job: self.job(j)?,
+                    // The current event's job: its position in the job says it (no list
+                    // lookup).
+                    delivered: match current.filter(|r| r.job == j).and_then(Row::ordinal) {
+                        Some(o) => o + 1,
+                        None => self
+                            .rec
+                            .job_events
+                            .get(j as usize)
+                            .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
+                    },
+                    violations: self.job_violations_before(j, c),
+                })
             })
             .collect();
         Snapshot {
@@ -1288,8 +1596,9 @@ impl Replay {
                 .map(|v| 24 + v.capacity() * 4)
                 .sum::<usize>()
             + self.rec.rows.capacity() * std::mem::size_of::<Row>()
-            + self.rec.checkpoint_start.capacity() * 4
-            + self.rec.checkpoint_lanes.capacity() * std::mem::size_of::<LaneEntry>()
+            + self.rec.checkpoint_at.capacity() * 4
+            + self.job_rows.capacity() * std::mem::size_of::<JobRow>()
+            + (self.job_violation_at.capacity() + self.job_violations.capacity()) * 4
             + self.rec.blocks_seen.bytes()
             + self
                 .rec

@@ -329,3 +329,166 @@ proptest! {
         }
     }
 }
+
+/// Event `i` described from the trace itself (what `Replay::event_info` did before it kept
+/// the display data in its rows).
+fn event_info_from_trace(r: &Replay, i: usize) -> Option<EventInfo> {
+    let index = &r.analysis().index;
+    let loc = index.events.get(i)?;
+    let (b, ev) = index.event(r.trace(), i)?;
+    Some(EventInfo {
+        index: i,
+        line: b.origin,
+        pos: loc.pos as usize,
+        source: b.source.clone(),
+        dp_rank: loc.dp_rank,
+        seq: b.seq,
+        tier: index
+            .tiers
+            .get(loc.tier as usize)
+            .map(|t| t.label())
+            .unwrap_or_default(),
+        kind: ev.type_name().into(),
+        hashes: ev.block_hashes().iter().map(|h| h.as_u64()).collect(),
+        parent: match ev {
+            KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
+            _ => None,
+        },
+        job: (loc.job != u32::MAX).then_some(loc.job),
+    })
+}
+
+/// `build_with_gaps`, with some batches given explicit provenance jobs (several jobs per
+/// batch, interleaved) and origins / dp ranks that differ from the defaults.
+fn build_with_jobs(ops: &[Op], per_batch: usize, at: usize, jobs: &[u8]) -> Trace {
+    let mut t = build_with_gaps(ops, per_batch, at, at / 3);
+    let mut k = 0usize;
+    for (ri, rec) in t.records.iter_mut().enumerate() {
+        if let TraceRecord::Batch(b) = rec {
+            b.origin = 100 + 3 * ri as u64;
+            b.dp_rank = Some((ri % 3) as u32);
+            let pick = jobs.get(ri % jobs.len().max(1)).copied().unwrap_or(0);
+            if pick % 3 == 0 {
+                let prov = b
+                    .events
+                    .iter()
+                    .map(|_| {
+                        k += 1;
+                        crate::trace::Provenance {
+                            kind: crate::trace::ProvenanceKind::OffloadStore,
+                            tier: "CPU".into(),
+                            job_id: Some((k as u64 + pick as u64) % 4),
+                            ..Default::default()
+                        }
+                    })
+                    .collect();
+                b.provenance = Some(prov);
+            }
+        }
+    }
+    t
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// The display data kept in the rows (event info, active jobs and their progress) equals
+    /// what the trace and the index say, at every event and every cursor.
+    #[test]
+    fn rows_describe_events_and_jobs_like_the_trace(
+        ops in prop::collection::vec(op(), 0..160),
+        per_batch in 1usize..6,
+        at in 0usize..100,
+        jobs in prop::collection::vec(any::<u8>(), 1..5),
+    ) {
+        let t = build_with_jobs(&ops, per_batch, at, &jobs);
+        let mut r = Replay::new(t, &AnalysisConfig::default());
+        let n = r.len();
+        for i in 0..n {
+            prop_assert_eq!(r.event_info(i), event_info_from_trace(&r, i), "event {}", i);
+        }
+        prop_assert_eq!(r.event_info(n), None);
+        let index_jobs = r.analysis().index.jobs.clone();
+        let in_job: Vec<(usize, u32)> = r
+            .analysis()
+            .violations
+            .iter()
+            .filter(|f| f.rule == Rule::ChildBeforeParentInJob)
+            .map(|f| (f.event, r.analysis().index.events[f.event].job))
+            .collect();
+        for c in 0..=n {
+            r.seek(c);
+            let snap = r.snapshot();
+            prop_assert_eq!(&snap.last_event, &c.checked_sub(1).and_then(|e| event_info_from_trace(&r, e)));
+            for p in &snap.active_jobs {
+                let j = &index_jobs[p.job.id as usize];
+                prop_assert_eq!(&p.job, j);
+                let delivered = (j.first_event..c.min(j.last_event + 1))
+                    .filter(|e| r.analysis().index.events[*e].job == j.id)
+                    .count();
+                prop_assert_eq!(p.delivered, delivered, "job {} at cursor {}", j.id, c);
+                let violations = in_job.iter().filter(|(e, job)| *job == j.id && *e < c).count();
+                prop_assert_eq!(p.violations, violations, "job {} at cursor {}", j.id, c);
+            }
+        }
+    }
+}
+
+/// The benchmark's shape (16-event batches: 8 GPU stores, then the same blocks offloaded to
+/// CPU in one inferred job) at `n` events.
+fn bench_shape(n: usize) -> Trace {
+    let mut batches = Vec::new();
+    let mut h = 1u64;
+    while batches.len() * 16 < n {
+        let first = h;
+        let mut events = Vec::new();
+        for tier in ["GPU", "CPU"] {
+            for k in 0..8 {
+                let b = first + k;
+                let parent = (b % 64 != 1).then_some(b - 1);
+                events.push(stored(&[b], parent, Some(tier), 16));
+            }
+        }
+        h += 8;
+        batches.push(batch("pod", batches.len() as u64, events));
+    }
+    trace(batches)
+}
+
+#[test]
+fn seek_work_is_flat_in_trace_length() {
+    let work = |n: usize| {
+        let r = Replay::new(bench_shape(n), &AnalysisConfig::default());
+        let w: Vec<usize> = (0..=r.len()).map(|c| r.seek_work(c)).collect();
+        (
+            r.len(),
+            w.iter().sum::<usize>() as f64 / w.len() as f64,
+            w.iter().max().copied().unwrap_or(0),
+        )
+    };
+    let (n1, mean1, max1) = work(1_024);
+    let (n2, mean2, max2) = work(32_768);
+    assert_eq!((n1, n2), (1_024, 32_768));
+    // Same checkpoint interval, same lanes: the same work at any cursor offset.
+    assert_eq!(max1, max2);
+    assert!((mean1 - mean2).abs() < 0.5, "{mean1} vs {mean2}");
+    // 4 consumers × 2 lanes checkpointed, then at most K - 1 = 15 events of 4 changes.
+    assert!(max1 <= 8 + 15 * 4, "{max1}");
+}
+
+#[test]
+fn event_info_past_16_bit_positions_comes_from_the_index() {
+    // One batch longer than `u16::MAX` events: positions past it do not fit in the row.
+    let n = u16::MAX as usize + 40;
+    let events = (0..n as u64)
+        .map(|h| stored(&[h + 1], None, Some("GPU"), 16))
+        .collect();
+    let r = Replay::new(
+        trace(vec![batch("a", 0, events)]),
+        &AnalysisConfig::default(),
+    );
+    for i in [0, 1, u16::MAX as usize - 1, u16::MAX as usize, n - 1] {
+        let info = r.event_info(i).unwrap();
+        assert_eq!(info.pos, i);
+        assert_eq!(Some(info), event_info_from_trace(&r, i));
+    }
+}
