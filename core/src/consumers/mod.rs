@@ -416,7 +416,7 @@ impl LaneBook {
             }
         }
         if let Some(new) = out.get_mut(from..) {
-            new.sort_unstable_by_key(|c| c.0);
+            crate::sort::insertion_sort_by(new, |a, b| a.0 < b.0);
         }
     }
 }

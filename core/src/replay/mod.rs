@@ -768,7 +768,8 @@ impl ReplayBuilder {
             }
         }
         for list in &mut job_violations {
-            list.sort_unstable();
+            // Already in event order (the violations are sorted by event): linear.
+            crate::sort::insertion_sort_by(list, |a, b| a < b);
         }
         let max_job_span = analysis
             .index
@@ -1157,7 +1158,9 @@ impl Replay {
                             .collect()
                     })
                     .unwrap_or_default();
-                lanes.sort_by(|a, b| (&a.source, &a.tier).cmp(&(&b.source, &b.tier)));
+                crate::sort::insertion_sort_by(&mut lanes, |a, b| {
+                    (&a.source, &a.tier) < (&b.source, &b.tier)
+                });
                 let mut total = LaneCounts::default();
                 for l in &lanes {
                     total.indexed += l.counts.indexed;
