@@ -126,7 +126,6 @@ enum JobKey {
 pub(crate) struct IndexBuilder {
     pub(crate) idx: EventIndex,
     sources: HashMap<String, u32>,
-    tiers: HashMap<Tier, u32>,
     jobs: HashMap<JobKey, u32>,
 }
 
@@ -165,13 +164,12 @@ impl IndexBuilder {
                 Some(t) => t,
                 None => Tier::Gpu,
             };
-            let tid = match self.tiers.get(&tier) {
-                Some(id) => *id,
+            // A trace has a handful of tiers: a linear search, no hash map type of its own.
+            let tid = match idx.tiers.iter().position(|t| *t == tier) {
+                Some(id) => id as u32,
                 None => {
                     idx.tiers.push(tier.clone());
-                    let id = (idx.tiers.len() - 1) as u32;
-                    self.tiers.insert(tier.clone(), id);
-                    id
+                    (idx.tiers.len() - 1) as u32
                 }
             };
             let medium = ev.medium();
