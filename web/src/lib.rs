@@ -27,13 +27,6 @@ pub mod timeline;
 
 use std::sync::Arc;
 
-/// The global allocator on wasm32: talc on memory grown from the wasm linear memory (several
-/// KB smaller than the standard library's dlmalloc; the npm package uses it too). The app is
-/// single-threaded (built without the `atomics` target feature).
-#[cfg(target_arch = "wasm32")]
-#[global_allocator]
-static ALLOC: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
-
 use leptos::prelude::*;
 
 use model::{LaneMode, Model};
