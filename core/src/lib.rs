@@ -27,3 +27,4 @@ pub use trace::{Trace, TraceBatch, TraceRecord};
 pub mod analysis;
 pub mod consumers;
 pub mod replay;
+mod sort;

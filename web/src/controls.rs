@@ -370,7 +370,7 @@ pub fn StepBar() -> impl IntoView {
             <button class="btn icon" aria-label="Step forward" title="Step forward (→)" data-testid="step-forward" prop:disabled=disabled
                 on:click=move |_| { st.playing.set(false); st.step(1) }>"▶|"</button>
             <select class="speed" aria-label="Speed" title="Playback speed (events per second)"
-                on:change:target=move |e| { if let Ok(v) = e.target().value().parse::<f64>() { st.speed.set(v) } }>
+                on:change:target=move |e| { if let Some(v) = crate::permalink::parse_f64(&e.target().value()) { st.speed.set(v) } }>
                 <option value="1">"1/s"</option>
                 <option value="4" selected>"4/s"</option>
                 <option value="15">"15/s"</option>

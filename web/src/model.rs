@@ -229,6 +229,18 @@ pub struct Model {
     blocks: Vec<u8>,
 }
 
+/// Stable insertion sort, for lists of a few elements (rule names): much smaller in
+/// wasm than a standard sort instance per element type.
+pub fn insertion_sort<T: Ord>(v: &mut [T]) {
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 && v[j] < v[j - 1] {
+            v.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+}
+
 /// Stable sort of `v` by a `u64` key. Every call goes through one sort of `(key, index)`
 /// pairs, so the wasm carries one sort implementation instead of one per element type (each
 /// is several KB).
@@ -888,8 +900,15 @@ impl Model {
 
     /// Rule names present, sorted.
     pub fn rules(&self) -> Vec<String> {
-        let r: std::collections::BTreeSet<&str> =
-            self.violations().iter().map(|v| v.rule.as_str()).collect();
+        // A handful of distinct names: a small list and an insertion sort (no B-tree or
+        // standard sort instance of their own in the wasm).
+        let mut r: Vec<&str> = Vec::new();
+        for v in self.violations() {
+            if !r.contains(&v.rule.as_str()) {
+                r.push(v.rule.as_str());
+            }
+        }
+        insertion_sort(&mut r);
         r.into_iter().map(str::to_owned).collect()
     }
 

@@ -197,6 +197,36 @@ pub async fn uninline_trace(s: &str) -> Result<Vec<u8>, String> {
 }
 
 /// Whether `s` can be an inline trace (base64url text, no padding).
+/// `s` as an `f64`, accepting exactly what `str::parse::<f64>` accepts (sign, digits with an
+/// optional `.`, exponent, `inf` / `infinity` / `nan` in any case). The conversion itself is
+/// JavaScript's `parseFloat` (correctly rounded up to 20 significant digits, which covers
+/// everything the app writes: shortest round-trip numbers and `<option>` values), so the wasm
+/// carries no copy of the standard library's decimal-to-float tables (~7 KB gzip).
+pub fn parse_f64(s: &str) -> Option<f64> {
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let negative = s.starts_with('-');
+    let special = match body.to_ascii_lowercase().as_str() {
+        "inf" | "infinity" => Some(f64::INFINITY),
+        "nan" => Some(f64::NAN),
+        _ => None,
+    };
+    if let Some(v) = special {
+        return Some(if negative { -v } else { v });
+    }
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+        !e.is_empty() && digits(e)
+    });
+    let ok = !(int.is_empty() && frac.is_empty()) && digits(int) && digits(frac) && exponent_ok;
+    ok.then(|| js_sys::Number::parse_float(s))
+}
+
 fn is_base64url(s: &str) -> bool {
     !s.is_empty()
         && s.len() % 4 != 1
@@ -254,7 +284,7 @@ impl LinkState {
                 "v" => {
                     st.viewport = v
                         .split_once(',')
-                        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                        .and_then(|(a, b)| Some((parse_f64(a)?, parse_f64(b)?)))
                         .filter(|(a, b): &(f64, f64)| a.is_finite() && b.is_finite() && *b > 0.0)
                 }
                 "d" => st.origin = Some(TraceOrigin::Demo),

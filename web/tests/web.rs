@@ -621,3 +621,67 @@ async fn inline_permalinks_round_trip_in_the_browser() {
     let err = uninline_trace("!!").await.unwrap_err();
     assert!(err.contains("base64url"), "{err}");
 }
+
+/// `permalink::parse_f64` (JavaScript's parseFloat behind a strict grammar) accepts exactly
+/// what `str::parse::<f64>` accepts and gives the same values.
+#[wasm_bindgen_test]
+fn parse_f64_matches_rust_float_parsing() {
+    use kvscope_web::permalink::parse_f64;
+    for s in [
+        "0",
+        "-0",
+        "+1",
+        "1.5",
+        "-2.25",
+        "5.",
+        ".5",
+        "+.5",
+        "5.e3",
+        "1e5",
+        "1E-5",
+        "2.5e+10",
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "0.1",
+        "4",
+        "240",
+        "123456.789",
+        "1.7976931348623157e308",
+        "5e-324",
+        "inf",
+        "-inf",
+        "+Infinity",
+        "INF",
+        "nan",
+        "NaN",
+        "-nan",
+        "",
+        ".",
+        "e5",
+        "1e",
+        "1e+",
+        "--1",
+        "+-1",
+        "1.2.3",
+        " 1",
+        "1 ",
+        "0x10",
+        "1_0",
+        "abc",
+        "1.5abc",
+        "Infinityx",
+        "١",
+    ] {
+        let want = s.parse::<f64>().ok();
+        let got = parse_f64(s);
+        match (want, got) {
+            (Some(w), Some(g)) if w.is_nan() => assert!(g.is_nan(), "{s:?}: {g}"),
+            (Some(w), Some(g)) => {
+                assert_eq!(w.to_bits(), g.to_bits(), "{s:?}: want {w}, got {g}")
+            }
+            (None, None) => {}
+            _ => panic!("{s:?}: want {want:?}, got {got:?}"),
+        }
+    }
+}

@@ -17,16 +17,16 @@
 //! ```
 
 pub mod compare;
+mod pairs;
 pub mod rules;
 mod run;
-
-use std::collections::BTreeMap;
 
 type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 use serde::{Deserialize, Serialize};
 
 pub use compare::{compare, TraceDiff};
+pub use pairs::SortedPairs;
 pub use rules::{Level, Rule, RuleError, RuleLevels};
 pub(crate) use run::{Interner, Recorder, Run, Stage};
 
@@ -126,7 +126,6 @@ enum JobKey {
 pub(crate) struct IndexBuilder {
     pub(crate) idx: EventIndex,
     sources: HashMap<String, u32>,
-    tiers: HashMap<Tier, u32>,
     jobs: HashMap<JobKey, u32>,
 }
 
@@ -165,13 +164,12 @@ impl IndexBuilder {
                 Some(t) => t,
                 None => Tier::Gpu,
             };
-            let tid = match self.tiers.get(&tier) {
-                Some(id) => *id,
+            // A trace has a handful of tiers: a linear search, no hash map type of its own.
+            let tid = match idx.tiers.iter().position(|t| *t == tier) {
+                Some(id) => id as u32,
                 None => {
                     idx.tiers.push(tier.clone());
-                    let id = (idx.tiers.len() - 1) as u32;
-                    self.tiers.insert(tier.clone(), id);
-                    id
+                    (idx.tiers.len() - 1) as u32
                 }
             };
             let medium = ev.medium();
@@ -298,10 +296,10 @@ pub struct Finding {
     pub message: String,
     /// Per consumer: the event's final verdict.
     #[serde(default)]
-    pub verdicts: BTreeMap<String, VerdictKind>,
+    pub verdicts: SortedPairs<String, VerdictKind>,
     /// Per consumer: how many later events were lost because this one was dropped.
     #[serde(default)]
-    pub cascade: BTreeMap<String, usize>,
+    pub cascade: SortedPairs<String, usize>,
 }
 
 /// A prefix a consumer can no longer route to: a lost event whose loss was not caused by an
@@ -331,7 +329,7 @@ pub struct LossSummary {
     /// `BlockStored` events with at least one lost block.
     pub events_lost: usize,
     /// Final verdict counts over all events.
-    pub verdicts: BTreeMap<VerdictKind, usize>,
+    pub verdicts: SortedPairs<VerdictKind, usize>,
     /// Events still pending at the end (ideal).
     pub pending_at_end: usize,
     /// Unreachable prefixes (root losses with their cascade), in delivery order.

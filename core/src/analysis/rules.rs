@@ -4,11 +4,10 @@
 //! rule (including `seq-gap-recovered`: the batches are in the trace) warns (cross-job, cross-tier and promotion order is not guaranteed by vLLM, so a correct
 //! multi-tier trace passes).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A lint rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -174,30 +173,32 @@ impl FromStr for Level {
 #[error("{0}")]
 pub struct RuleError(pub String);
 
-/// The level of every rule.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RuleLevels(pub BTreeMap<Rule, Level>);
+/// The level of every rule (indexed by the rule's position in [`Rule::ALL`]). Serializes as
+/// a map from rule name to level, in [`Rule::ALL`] order; a deserialized map sets the rules
+/// it names and leaves the others at their defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleLevels([Level; Rule::ALL.len()]);
 
 impl Default for RuleLevels {
     fn default() -> Self {
-        RuleLevels(
-            Rule::ALL
-                .into_iter()
-                .map(|r| (r, r.default_level()))
-                .collect(),
-        )
+        RuleLevels(Rule::ALL.map(Rule::default_level))
     }
 }
 
 impl RuleLevels {
     /// The level of `rule`.
     pub fn level(&self, rule: Rule) -> Level {
-        self.0.get(&rule).copied().unwrap_or(rule.default_level())
+        self.0
+            .get(rule as usize)
+            .copied()
+            .unwrap_or(rule.default_level())
     }
 
     /// Set a level.
     pub fn set(&mut self, rule: Rule, level: Level) {
-        self.0.insert(rule, level);
+        if let Some(slot) = self.0.get_mut(rule as usize) {
+            *slot = level;
+        }
     }
 
     /// Apply an override written `NAME=allow|warn|deny`.
@@ -207,5 +208,51 @@ impl RuleLevels {
             .ok_or_else(|| RuleError(format!("expected NAME=allow|warn|deny, got {spec:?}")))?;
         self.set(name.trim().parse()?, level.trim().parse()?);
         Ok(())
+    }
+}
+
+impl Serialize for RuleLevels {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(Rule::ALL.len()))?;
+        for r in Rule::ALL {
+            m.serialize_entry(&r, &self.level(r))?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for RuleLevels {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let pairs = super::SortedPairs::<Rule, Level>::deserialize(d)?;
+        let mut levels = RuleLevels::default();
+        for (r, l) in pairs.iter() {
+            levels.set(*r, *l);
+        }
+        Ok(levels)
+    }
+}
+
+#[cfg(test)]
+mod level_tests {
+    use super::*;
+
+    #[test]
+    fn rule_levels_index_by_rule_all_order_and_serialize_as_a_map() {
+        for (i, r) in Rule::ALL.into_iter().enumerate() {
+            assert_eq!(r as usize, i, "{r:?}");
+        }
+        let mut l = RuleLevels::default();
+        l.set(Rule::CrossTierReorder, Level::Deny);
+        assert_eq!(l.level(Rule::CrossTierReorder), Level::Deny);
+        assert_eq!(l.level(Rule::SeqGap), Level::Deny);
+        assert_eq!(l.level(Rule::DoubleStore), Level::Warn);
+        let json = serde_json::to_string(&l).unwrap();
+        let expected: std::collections::BTreeMap<Rule, Level> =
+            Rule::ALL.into_iter().map(|r| (r, l.level(r))).collect();
+        assert_eq!(json, serde_json::to_string(&expected).unwrap());
+        let back: RuleLevels = serde_json::from_str(r#"{"double-store": "allow"}"#).unwrap();
+        assert_eq!(back.level(Rule::DoubleStore), Level::Allow);
+        assert_eq!(back.level(Rule::SeqGap), Level::Deny);
     }
 }

@@ -4,11 +4,9 @@
 //! builder, hence the web app) can do the work in slices and show progress; [`super::analyze`]
 //! runs it in one go.
 
-use std::collections::BTreeMap;
-
 use super::{
     Analysis, AnalysisConfig, EventIndex, EventLoc, Finding, IndexBuilder, Level, LossSummary,
-    Rule, UnreachablePrefix, VerdictSink,
+    Rule, SortedPairs, UnreachablePrefix, VerdictSink,
 };
 pub(crate) use crate::consumers::Interner;
 use crate::consumers::{
@@ -420,8 +418,8 @@ impl Run {
                     key.1, prev, b.seq
                 )
             },
-            verdicts: BTreeMap::new(),
-            cascade: BTreeMap::new(),
+            verdicts: SortedPairs::new(),
+            cascade: SortedPairs::new(),
         });
     }
 
@@ -466,8 +464,8 @@ impl Run {
                         " (not recovered)"
                     }
                 ),
-                verdicts: BTreeMap::new(),
-                cascade: BTreeMap::new(),
+                verdicts: SortedPairs::new(),
+                cascade: SortedPairs::new(),
             });
         }
     }
@@ -775,11 +773,18 @@ impl Run {
 
     /// Enter the finishing stage: list the children whose parent never arrived.
     fn start_finish(&mut self) {
-        let mut leftovers: Vec<(u64, Waiter)> = std::mem::take(&mut self.waiting)
+        let leftovers: Vec<(u64, Waiter)> = std::mem::take(&mut self.waiting)
             .into_iter()
             .flat_map(|(p, ws)| ws.into_iter().map(move |w| (p, w)))
             .collect();
-        leftovers.sort_by_key(|(_, w)| w.child);
+        // Stable by child.
+        let mut keyed: Vec<(u64, u32)> = leftovers
+            .iter()
+            .enumerate()
+            .map(|(i, (_, w))| (w.child as u64, i as u32))
+            .collect();
+        crate::sort::sort_keyed(&mut keyed);
+        let leftovers = crate::sort::permute(leftovers, keyed.into_iter().map(|(_, i)| i));
         let roots: usize = self.tracks.iter().map(|t| t.roots.len()).sum();
         let most = self.raw.len() + leftovers.len() + roots;
         self.fin = Finishing {
@@ -898,16 +903,18 @@ impl Run {
                 }
             }
             FinishStep::Sort => {
+                // The rule takes the key's low 4 bits.
+                const _: () = assert!(Rule::ALL.len() <= 16);
                 // By (event, rule), stable: sort small keys; the findings move only once, when
                 // they are split.
-                let mut order: Vec<(usize, Rule, u32)> = self
+                let mut order: Vec<(u64, u32)> = self
                     .raw
                     .iter()
                     .enumerate()
-                    .map(|(k, f)| (f.event, f.rule, k as u32))
+                    .map(|(k, f)| (((f.event as u64) << 4) | f.rule as u64, k as u32))
                     .collect();
-                order.sort_unstable();
-                fin.order = order.into_iter().map(|(_, _, k)| k).collect();
+                crate::sort::sort_keyed(&mut order);
+                fin.order = order.into_iter().map(|(_, k)| k).collect();
                 // Room for the split (no reallocation of large vectors later).
                 let reorders = self.raw.iter().filter(|f| f.rule.is_reorder()).count();
                 let reported = self
@@ -994,7 +1001,7 @@ impl Run {
                     return (1, false);
                 };
                 let lost = self.lost_blocks.get(c).map(Vec::as_slice).unwrap_or(&[]);
-                let verdicts: BTreeMap<VerdictKind, usize> = VerdictKind::ALL
+                let verdicts: SortedPairs<VerdictKind, usize> = VerdictKind::ALL
                     .iter()
                     .filter_map(|k| {
                         let n = track.counts[*k as usize];
@@ -1011,7 +1018,7 @@ impl Run {
                     .map(|(_, h)| *h)
                     .collect();
                 let blocks_lost = hashes.len();
-                hashes.sort_unstable();
+                crate::sort::sort_u64(&mut hashes);
                 hashes.dedup();
                 let prefixes = track
                     .roots
@@ -1083,8 +1090,8 @@ fn finding_placeholder() -> Finding {
         related_event: None,
         inferred: false,
         message: String::new(),
-        verdicts: BTreeMap::new(),
-        cascade: BTreeMap::new(),
+        verdicts: SortedPairs::new(),
+        cascade: SortedPairs::new(),
     }
 }
 
@@ -1121,7 +1128,7 @@ fn finding(
         related_event,
         inferred,
         message,
-        verdicts: BTreeMap::new(),
-        cascade: BTreeMap::new(),
+        verdicts: SortedPairs::new(),
+        cascade: SortedPairs::new(),
     }
 }

@@ -80,7 +80,8 @@ impl Ideal {
     }
 
     fn apply_blocks(&mut self, lane: LaneKey, ids: &[u32], resolved: &mut Vec<Resolution>) {
-        let mut work: SmallVec<[u32; 8]> = SmallVec::new();
+        // The same SmallVec type as `PendingEvent::ids` (one instance of its code).
+        let mut work: SmallVec<[u32; 4]> = SmallVec::new();
         for &id in ids {
             self.hold(id, lane);
             work.push(id);

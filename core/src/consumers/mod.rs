@@ -381,7 +381,8 @@ pub(crate) struct LaneBook {
     lanes: Lanes,
     /// Lanes bumped since the last [`LaneBook::take_changes`], with their counters before
     /// (`None`: the lane did not exist). Only kept while `logging`.
-    touched: smallvec::SmallVec<[(LaneKey, Option<LaneCounts>); 4]>,
+    // A plain `Vec` (its buffer is reused from event to event): one SmallVec type less.
+    touched: Vec<(LaneKey, Option<LaneCounts>)>,
     logging: bool,
 }
 
@@ -416,7 +417,7 @@ impl LaneBook {
             }
         }
         if let Some(new) = out.get_mut(from..) {
-            new.sort_unstable_by_key(|c| c.0);
+            crate::sort::insertion_sort_by(new, |a, b| a.0 < b.0);
         }
     }
 }

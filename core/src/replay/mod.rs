@@ -926,16 +926,21 @@ impl ReplayBuilder {
         let consumers = analysis.config.consumers.len();
         // Within-job violations by job, sorted by event: (job, event) pairs sorted, then
         // offsets per job.
-        let mut pairs: Vec<(u32, u32)> = analysis
+        // Packed as `job << 32 | event` so the crate's one u64 sort serves (code size).
+        let mut packed: Vec<u64> = analysis
             .violations
             .iter()
             .filter(|f| f.rule == Rule::ChildBeforeParentInJob)
             .filter_map(|f| {
                 let job = analysis.index.events.get(f.event)?.job;
-                (job != u32::MAX).then_some((job, f.event as u32))
+                (job != u32::MAX).then_some(u64::from(job) << 32 | f.event as u64)
             })
             .collect();
-        pairs.sort_unstable();
+        crate::sort::sort_u64(&mut packed);
+        let pairs: Vec<(u32, u32)> = packed
+            .into_iter()
+            .map(|p| ((p >> 32) as u32, p as u32))
+            .collect();
         let jobs = analysis.index.jobs.len();
         let mut job_violation_at = Vec::with_capacity(jobs + 1);
         let mut k = 0usize;
@@ -1462,7 +1467,9 @@ impl Replay {
                             .collect()
                     })
                     .unwrap_or_default();
-                lanes.sort_by(|a, b| (&a.source, &a.tier).cmp(&(&b.source, &b.tier)));
+                crate::sort::insertion_sort_by(&mut lanes, |a, b| {
+                    (&a.source, &a.tier) < (&b.source, &b.tier)
+                });
                 let mut total = LaneCounts::default();
                 for l in &lanes {
                     total.indexed += l.counts.indexed;
