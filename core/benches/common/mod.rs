@@ -20,23 +20,16 @@ pub fn build_trace(n: usize) -> Trace {
     while events.len() < n {
         let first = block;
         let ids: Vec<u64> = (0..8).map(|k| splitmix(first + k)).collect();
-        for (k, h) in ids.iter().enumerate() {
-            let idx = first + k as u64;
-            let parent = if idx.is_multiple_of(64) {
-                None
-            } else {
-                Some(splitmix(idx - 1))
-            };
-            events.push(stored(&[*h], parent, Some("GPU"), 16));
-        }
-        for (k, h) in ids.iter().enumerate() {
-            let idx = first + k as u64;
-            let parent = if idx.is_multiple_of(64) {
-                None
-            } else {
-                Some(splitmix(idx - 1))
-            };
-            events.push(stored(&[*h], parent, Some("CPU"), 16));
+        for medium in ["GPU", "CPU"] {
+            for (k, h) in ids.iter().enumerate() {
+                let idx = first + k as u64;
+                let parent = if idx.is_multiple_of(64) {
+                    None
+                } else {
+                    Some(splitmix(idx - 1))
+                };
+                events.push(stored(&[*h], parent, Some(medium), 16));
+            }
         }
         block += 8;
     }

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
-use support::diff::{report, run};
+use support::diff::{report, run, Mismatch};
 use support::gen::{trace, GenTrace, Opts};
 use support::real::Mode;
 
@@ -164,6 +164,15 @@ fn differential(mode: Mode, workers: u32, ranks: u32, seed: u8) {
     }
 }
 
+/// One line per mismatch, for a proptest failure message.
+fn describe(mismatches: &[Mismatch]) -> String {
+    let lines: Vec<String> = mismatches
+        .iter()
+        .map(|m| format!("{} @ {:?}: {}", m.class, m.at, m.detail))
+        .collect();
+    lines.join("\n")
+}
+
 /// Each worker's rank publisher owns its own `LocalKvIndexer` (tree + lower tiers): the
 /// worker-side view that DECISIONS.md names. Several workers and ranks.
 #[test]
@@ -187,17 +196,9 @@ proptest! {
         prop_assert!(
             r.mismatches.is_empty(),
             "{}",
-            r.mismatches.iter().map(|m| format!("{} @ {:?}: {}", m.class, m.at, m.detail)).collect::<Vec<_>>().join("\n")
+            describe(&r.mismatches)
         );
     }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: proptest_cases(),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
 
     /// One worker, two ranks, device tier only, many variant re-stores and clears: the
     /// stale-edge states of class F and what follows from them.
@@ -207,7 +208,7 @@ proptest! {
         prop_assert!(
             r.mismatches.is_empty(),
             "{}",
-            r.mismatches.iter().map(|m| format!("{} @ {:?}: {}", m.class, m.at, m.detail)).collect::<Vec<_>>().join("\n")
+            describe(&r.mismatches)
         );
     }
 }
