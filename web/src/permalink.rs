@@ -196,7 +196,6 @@ pub async fn uninline_trace(s: &str) -> Result<Vec<u8>, String> {
         .map_err(|_| "the link's inline trace does not inflate".into())
 }
 
-/// Whether `s` can be an inline trace (base64url text, no padding).
 /// `s` as an `f64`, accepting exactly what `str::parse::<f64>` accepts (sign, digits with an
 /// optional `.`, exponent, `inf` / `infinity` / `nan` in any case). The conversion itself is
 /// JavaScript's `parseFloat` (correctly rounded up to 20 significant digits, which covers
@@ -224,9 +223,23 @@ pub fn parse_f64(s: &str) -> Option<f64> {
         !e.is_empty() && digits(e)
     });
     let ok = !(int.is_empty() && frac.is_empty()) && digits(int) && digits(frac) && exponent_ok;
-    ok.then(|| js_sys::Number::parse_float(s))
+    ok.then(|| convert_f64(s))
 }
 
+/// The conversion behind [`parse_f64`] for text already checked against Rust's float grammar:
+/// JavaScript's `parseFloat` in the browser.
+#[cfg(target_arch = "wasm32")]
+fn convert_f64(s: &str) -> f64 {
+    js_sys::Number::parse_float(s)
+}
+
+/// Native builds (the crate's host-side unit tests) have no JavaScript: the standard parser.
+#[cfg(not(target_arch = "wasm32"))]
+fn convert_f64(s: &str) -> f64 {
+    s.parse().unwrap_or(f64::NAN)
+}
+
+/// Whether `s` can be an inline trace (base64url text, no padding).
 fn is_base64url(s: &str) -> bool {
     !s.is_empty()
         && s.len() % 4 != 1
