@@ -69,48 +69,18 @@ fn differential(mode: Mode, workers: u32, ranks: u32, seed: u8) {
     // without (so index-level disagreements are not masked by an earlier one), a quarter
     // device-tier only (dense shared trees across workers), the same with many variant
     // re-stores and clears (class F's stale edges).
+    let opts = |extras, device_only, dense| Opts {
+        extras,
+        device_only,
+        dense,
+    };
     let profiles = [
-        trace(
-            workers,
-            ranks,
-            20,
-            Opts {
-                extras: true,
-                device_only: false,
-                dense: false,
-            },
-        ),
-        trace(
-            workers,
-            ranks,
-            20,
-            Opts {
-                extras: false,
-                device_only: false,
-                dense: false,
-            },
-        ),
-        trace(
-            workers,
-            ranks,
-            20,
-            Opts {
-                extras: false,
-                device_only: true,
-                dense: false,
-            },
-        ),
-        trace(
-            workers,
-            ranks,
-            20,
-            Opts {
-                extras: false,
-                device_only: true,
-                dense: true,
-            },
-        ),
-    ];
+        opts(true, false, false),
+        opts(false, false, false),
+        opts(false, true, false),
+        opts(false, true, true),
+    ]
+    .map(|o| trace(workers, ranks, 20, o));
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
         TestRng::from_seed(RngAlgorithm::ChaCha, &[seed; 32]),
