@@ -4,7 +4,11 @@
 //! Every decoder reports errors with a [`Location`] (1-based line for JSONL, byte offset for
 //! msgpack) and never panics on hostile input.
 
+mod json;
+mod json_write;
 pub mod jsonl;
+#[cfg(test)]
+mod jsonl_legacy;
 pub mod msgpack;
 
 use std::fmt;

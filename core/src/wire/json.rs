@@ -1,0 +1,699 @@
+//! A small pull parser for one JSON text (one JSON Lines line), with serde_json's grammar,
+//! limits and values: the JSON Lines reader ([`super::jsonl`]) drives it field by field.
+//!
+//! Why not serde_json's deserializer: reading lines through serde (typed visitors for every
+//! field type, `Value`'s `Deserialize`, `IgnoredAny`, serde's error formatting with `f64`
+//! `Display`) cost the lean npm package ~41 KB gzip of its ~198 KB; this parser and the
+//! schema reader on top of it are non-generic code a fraction of that size, and as fast.
+//! Maintained pull parsers (`json-event-parser`) do not keep numbers as their exact text nor
+//! serde_json's limits, so the records would differ.
+//!
+//! What it reproduces of serde_json 1.0 (`preserve_order`, `float_roundtrip`), which the reader
+//! used before: RFC 8259 strictly (no trailing commas, no leading zeros, no NaN, no control
+//! characters in strings), whitespace `' ' \t \r \n`, escapes with paired surrogates, numbers
+//! as `u64` / negative `i64` / correctly rounded finite `f64` (`-0` and integers beyond the
+//! `i64`/`u64` range are floats, an infinite float is an error), 127 nested arrays and objects
+//! at most (serde_json's recursion limit) — except inside [`Parser::skip`], which like
+//! serde_json's `IgnoredAny` checks syntax only (any depth, lone surrogates, any exponent).
+//! Error columns are 1-based byte columns: at the offending byte for syntax errors, at the end
+//! of the value for type errors, as serde_json reports them.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Number, Value};
+
+/// An error inside one JSON text: a 1-based byte column and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct JsonError {
+    /// 1-based byte column.
+    pub column: usize,
+    /// The message (without the location).
+    pub message: String,
+}
+
+impl JsonError {
+    /// The same error with `prefix` before its message (`event 3: `, `field seq: `).
+    pub fn context(mut self, prefix: &str) -> JsonError {
+        self.message.insert_str(0, prefix);
+        self
+    }
+}
+
+/// Shorthand for parser results.
+pub(crate) type JsonResult<T> = Result<T, JsonError>;
+
+/// A JSON number as serde_json parses it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Num {
+    /// A non-negative integer up to `u64::MAX`.
+    U64(u64),
+    /// A negative integer down to `i64::MIN`.
+    I64(i64),
+    /// Anything else (fraction, exponent, `-0`, out-of-range integer), correctly rounded.
+    F64(f64),
+}
+
+impl Num {
+    /// The `serde_json::Number` of this number (finite by construction).
+    pub fn to_number(self) -> Number {
+        match self {
+            Num::U64(u) => u.into(),
+            Num::I64(i) => i.into(),
+            Num::F64(f) => Number::from_f64(f).unwrap_or_else(|| 0.into()),
+        }
+    }
+}
+
+/// serde_json's recursion limit: its counter starts at 128 and errors when it reaches 0.
+const DEPTH: u8 = 128;
+
+/// A cursor over one JSON text.
+pub(crate) struct Parser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    /// Containers that may still be opened (serde_json's `remaining_depth`).
+    depth: u8,
+}
+
+impl<'a> Parser<'a> {
+    /// A parser at the start of `text`.
+    pub fn new(text: &'a str) -> Self {
+        Parser {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            depth: DEPTH,
+        }
+    }
+
+    /// A parser at byte `pos` of `text`, inside `open` arrays and objects.
+    pub fn at(text: &'a str, pos: usize, open: u8) -> Self {
+        Parser {
+            pos,
+            depth: DEPTH.saturating_sub(open),
+            ..Parser::new(text)
+        }
+    }
+
+    /// The position of the next non-whitespace byte (skipping to it).
+    pub fn ws_pos(&mut self) -> usize {
+        self.ws();
+        self.pos
+    }
+
+    /// An error at the byte about to be read (serde_json's `peek_error`).
+    pub fn peek_error(&self, message: impl Into<String>) -> JsonError {
+        JsonError {
+            column: (self.pos + 1).min(self.bytes.len()),
+            message: message.into(),
+        }
+    }
+
+    /// An error at the byte just read (serde_json's `error`: the end of a value).
+    pub fn error(&self, message: impl Into<String>) -> JsonError {
+        JsonError {
+            column: self.pos,
+            message: message.into(),
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Skip whitespace and return the next byte.
+    pub fn ws(&mut self) -> Option<u8> {
+        while let Some(b) = self.peek() {
+            if !matches!(b, b' ' | b'\t' | b'\r' | b'\n') {
+                return Some(b);
+            }
+            self.pos += 1;
+        }
+        None
+    }
+
+    /// The end of the text: only whitespace may follow.
+    pub fn end(&mut self) -> JsonResult<()> {
+        match self.ws() {
+            Some(_) => Err(self.peek_error("trailing characters")),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the next value is `null` (consumed if so).
+    pub fn null(&mut self) -> JsonResult<bool> {
+        if self.ws() == Some(b'n') {
+            self.pos += 1;
+            self.ident(b"ull")?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn ident(&mut self, rest: &[u8]) -> JsonResult<()> {
+        for &want in rest {
+            match self.peek() {
+                None => return Err(self.error("EOF while parsing a value")),
+                Some(b) => {
+                    self.pos += 1;
+                    if b != want {
+                        return Err(self.error("expected ident"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Open an array or object (`open` is `[` or `{`), counting depth; errors if the next
+    /// value is something else (`expected` names what the caller wanted).
+    pub fn open(&mut self, open: u8, expected: &str) -> JsonResult<()> {
+        if self.ws() != Some(open) {
+            return Err(self.invalid_type(expected));
+        }
+        self.depth = self.depth.saturating_sub(1);
+        if self.depth == 0 {
+            return Err(self.peek_error("recursion limit exceeded"));
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    /// Whether another element follows in an array opened with [`Parser::open`]; `first` is
+    /// true before the first element. Consumes the closing `]`.
+    pub fn next_element(&mut self, first: bool) -> JsonResult<bool> {
+        let b = match self.ws() {
+            Some(b']') => {
+                self.close();
+                return Ok(false);
+            }
+            Some(b',') if !first => {
+                self.pos += 1;
+                self.ws()
+            }
+            Some(b) if first => Some(b),
+            Some(_) => return Err(self.peek_error("expected `,` or `]`")),
+            None => return Err(self.peek_error("EOF while parsing a list")),
+        };
+        match b {
+            Some(b']') => Err(self.peek_error("trailing comma")),
+            Some(_) => Ok(true),
+            None => Err(self.peek_error("EOF while parsing a value")),
+        }
+    }
+
+    /// The next key of an object opened with [`Parser::open`] (and its `:`), or `None` after
+    /// consuming the closing `}`.
+    pub fn next_key(&mut self, first: bool) -> JsonResult<Option<Cow<'a, str>>> {
+        let b = match self.ws() {
+            Some(b'}') => {
+                self.close();
+                return Ok(None);
+            }
+            Some(b',') if !first => {
+                self.pos += 1;
+                self.ws()
+            }
+            Some(b) if first => Some(b),
+            Some(_) => return Err(self.peek_error("expected `,` or `}`")),
+            None => return Err(self.peek_error("EOF while parsing an object")),
+        };
+        match b {
+            Some(b'"') => {}
+            Some(b'}') => return Err(self.peek_error("trailing comma")),
+            Some(_) => return Err(self.peek_error("key must be a string")),
+            None => return Err(self.peek_error("EOF while parsing a value")),
+        }
+        self.pos += 1;
+        let key = self.string_body()?;
+        match self.ws() {
+            Some(b':') => self.pos += 1,
+            Some(_) => return Err(self.peek_error("expected `:`")),
+            None => return Err(self.peek_error("EOF while parsing an object")),
+        }
+        Ok(Some(key))
+    }
+
+    fn close(&mut self) {
+        self.pos += 1;
+        self.depth = self.depth.saturating_add(1);
+    }
+
+    /// A string value.
+    pub fn string(&mut self, expected: &str) -> JsonResult<Cow<'a, str>> {
+        if self.ws() != Some(b'"') {
+            return Err(self.invalid_type(expected));
+        }
+        self.pos += 1;
+        self.string_body()
+    }
+
+    /// The rest of a string after its opening quote, unescaped.
+    fn string_body(&mut self) -> JsonResult<Cow<'a, str>> {
+        let start = self.pos;
+        let mut owned: Option<String> = None;
+        let mut run = start;
+        loop {
+            let Some(b) = self.peek() else {
+                return Err(self.error("EOF while parsing a string"));
+            };
+            match b {
+                b'"' => {
+                    let tail = self.slice(run, self.pos)?;
+                    self.pos += 1;
+                    return Ok(match owned {
+                        None => Cow::Borrowed(tail),
+                        Some(mut s) => {
+                            s.push_str(tail);
+                            Cow::Owned(s)
+                        }
+                    });
+                }
+                b'\\' => {
+                    let s = owned.get_or_insert_with(String::new);
+                    s.push_str(self.slice(run, self.pos)?);
+                    self.pos += 1;
+                    self.escape(s)?;
+                    run = self.pos;
+                }
+                0..=0x1f => {
+                    self.pos += 1;
+                    return Err(self.error(
+                        "control character (\\u0000-\\u001F) found while parsing a string",
+                    ));
+                }
+                _ => self.pos += 1,
+            }
+        }
+    }
+
+    fn slice(&self, from: usize, to: usize) -> JsonResult<&'a str> {
+        // Cut at ASCII bytes only, so always on a char boundary.
+        self.text
+            .get(from..to)
+            .ok_or_else(|| self.error("invalid UTF-8"))
+    }
+
+    fn next_byte(&mut self) -> JsonResult<u8> {
+        let b = self
+            .peek()
+            .ok_or_else(|| self.error("EOF while parsing a string"))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    /// One escape after its backslash, appended to `out`.
+    fn escape(&mut self, out: &mut String) -> JsonResult<()> {
+        let c = match self.next_byte()? {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\x08',
+            b'f' => '\x0c',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let n = self.hex4()?;
+                if (0xDC00..=0xDFFF).contains(&n) {
+                    return Err(self.error("lone leading surrogate in hex escape"));
+                }
+                let code = if (0xD800..=0xDBFF).contains(&n) {
+                    if self.next_byte()? != b'\\' || self.next_byte()? != b'u' {
+                        return Err(self.error("unexpected end of hex escape"));
+                    }
+                    let n2 = self.hex4()?;
+                    if !(0xDC00..=0xDFFF).contains(&n2) {
+                        return Err(self.error("lone leading surrogate in hex escape"));
+                    }
+                    (((n - 0xD800) << 10) | (n2 - 0xDC00)) + 0x1_0000
+                } else {
+                    n
+                };
+                char::from_u32(code).ok_or_else(|| self.error("invalid unicode code point"))?
+            }
+            _ => return Err(self.error("invalid escape")),
+        };
+        out.push(c);
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> JsonResult<u32> {
+        let mut n = 0;
+        for _ in 0..4 {
+            let d = match self.next_byte()? {
+                b @ b'0'..=b'9' => b - b'0',
+                b @ b'a'..=b'f' => b - b'a' + 10,
+                b @ b'A'..=b'F' => b - b'A' + 10,
+                _ => return Err(self.error("invalid escape")),
+            };
+            n = n * 16 + u32::from(d);
+        }
+        Ok(n)
+    }
+
+    /// Scan a number's syntax from its first byte: `(integer part, negative, float or too
+    /// long for u64)`.
+    fn scan_number(&mut self) -> JsonResult<(u64, bool, bool)> {
+        let neg = self.peek() == Some(b'-');
+        if neg {
+            self.pos += 1;
+        }
+        let mut v: u64 = 0;
+        let mut float = false;
+        match self.peek() {
+            Some(b'0') => {
+                self.pos += 1;
+                if matches!(self.peek(), Some(b'0'..=b'9')) {
+                    return Err(self.peek_error("invalid number"));
+                }
+            }
+            Some(b'1'..=b'9') => {
+                while let Some(d @ b'0'..=b'9') = self.peek() {
+                    self.pos += 1;
+                    match v
+                        .checked_mul(10)
+                        .and_then(|x| x.checked_add(u64::from(d - b'0')))
+                    {
+                        Some(x) => v = x,
+                        None => float = true,
+                    }
+                }
+            }
+            Some(_) => {
+                self.pos += 1;
+                return Err(self.error("invalid number"));
+            }
+            None => return Err(self.error("EOF while parsing a value")),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            float = true;
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(self.peek_error("invalid number"));
+            }
+            while let Some(b'0'..=b'9') = self.peek() {
+                self.pos += 1;
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            float = true;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                self.pos += 1;
+                return Err(self.error("invalid number"));
+            }
+            while let Some(b'0'..=b'9') = self.peek() {
+                self.pos += 1;
+            }
+        }
+        Ok((v, neg, float))
+    }
+
+    /// A number (the next byte is `-` or a digit).
+    fn number_here(&mut self) -> JsonResult<Num> {
+        let start = self.pos;
+        let (v, neg, float) = self.scan_number()?;
+        Ok(if float {
+            let f: f64 = self
+                .slice(start, self.pos)?
+                .parse()
+                .map_err(|_| self.error("invalid number"))?;
+            if !f.is_finite() {
+                return Err(self.error("number out of range"));
+            }
+            Num::F64(f)
+        } else if !neg {
+            Num::U64(v)
+        } else if (1..=1 << 63).contains(&v) {
+            Num::I64(v.wrapping_neg() as i64)
+        } else {
+            Num::F64(-(v as f64))
+        })
+    }
+
+    /// A number; anything else is an error naming `expected`.
+    pub fn number(&mut self, expected: &str) -> JsonResult<Num> {
+        match self.ws() {
+            Some(b'-' | b'0'..=b'9') => self.number_here(),
+            _ => Err(self.invalid_type(expected)),
+        }
+    }
+
+    /// An unsigned integer of at most `max`, named `expected` in errors (`u32`, `u64`).
+    pub fn unsigned(&mut self, max: u64, expected: &str) -> JsonResult<u64> {
+        let start = self.pos;
+        match self.number(expected)? {
+            Num::U64(v) if v <= max => Ok(v),
+            Num::F64(_) => Err(self.number_error("invalid type", start, expected)),
+            _ => Err(self.number_error("invalid value", start, expected)),
+        }
+    }
+
+    /// `invalid type: floating point `1.5`, expected u32`, with the number as written.
+    pub fn number_error(&self, what: &str, start: usize, expected: &str) -> JsonError {
+        let text = self.text.get(start..self.pos).unwrap_or_default().trim();
+        let kind = if text.contains(['.', 'e', 'E']) || text == "-0" {
+            "floating point"
+        } else {
+            "integer"
+        };
+        self.error(format!("{what}: {kind} `{text}`, expected {expected}"))
+    }
+
+    /// The error for a value of the wrong type: consumes a scalar to name it
+    /// (`invalid type: string "x", expected u32`), like serde_json.
+    pub fn invalid_type(&mut self, expected: &str) -> JsonError {
+        let found = match self.ws() {
+            Some(b'n') => {
+                self.pos += 1;
+                if let Err(e) = self.ident(b"ull") {
+                    return e;
+                }
+                "null".to_owned()
+            }
+            Some(b't') => {
+                self.pos += 1;
+                if let Err(e) = self.ident(b"rue") {
+                    return e;
+                }
+                "boolean `true`".to_owned()
+            }
+            Some(b'f') => {
+                self.pos += 1;
+                if let Err(e) = self.ident(b"alse") {
+                    return e;
+                }
+                "boolean `false`".to_owned()
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                let at = self.pos;
+                return match self.number_here() {
+                    Ok(_) => self.number_error("invalid type", at, expected),
+                    Err(e) => e,
+                };
+            }
+            Some(b'"') => {
+                self.pos += 1;
+                match self.string_body() {
+                    Ok(s) => format!("string {}", quoted(&s)),
+                    Err(e) => return e,
+                }
+            }
+            Some(b'[') => "sequence".to_owned(),
+            Some(b'{') => "map".to_owned(),
+            Some(_) => return self.peek_error("expected value"),
+            None => return self.peek_error("EOF while parsing a value"),
+        };
+        self.error(format!("invalid type: {found}, expected {expected}"))
+    }
+
+    /// Any value, as a `serde_json::Value` (what `Value`'s `Deserialize` would build: maps
+    /// keep first-seen key order and the last value of a repeated key).
+    pub fn value(&mut self) -> JsonResult<Value> {
+        Ok(match self.ws() {
+            Some(b'[') => {
+                self.open(b'[', "")?;
+                let mut items = Vec::new();
+                let mut first = true;
+                while self.next_element(first)? {
+                    first = false;
+                    items.push(self.value()?);
+                }
+                Value::Array(items)
+            }
+            Some(b'{') => {
+                self.open(b'{', "")?;
+                let mut map = Map::new();
+                let mut first = true;
+                while let Some(k) = self.next_key(first)? {
+                    first = false;
+                    let v = self.value()?;
+                    map.insert(k.into_owned(), v);
+                }
+                Value::Object(map)
+            }
+            Some(b'"') => {
+                self.pos += 1;
+                Value::String(self.string_body()?.into_owned())
+            }
+            Some(b'-' | b'0'..=b'9') => Value::Number(self.number_here()?.to_number()),
+            Some(b'n') => {
+                self.pos += 1;
+                self.ident(b"ull")?;
+                Value::Null
+            }
+            Some(b't') => {
+                self.pos += 1;
+                self.ident(b"rue")?;
+                Value::Bool(true)
+            }
+            Some(b'f') => {
+                self.pos += 1;
+                self.ident(b"alse")?;
+                Value::Bool(false)
+            }
+            Some(_) => return Err(self.peek_error("expected value")),
+            None => return Err(self.peek_error("EOF while parsing a value")),
+        })
+    }
+
+    /// Skip one value checking its syntax only, as serde_json's `IgnoredAny` does: no depth
+    /// limit (iterative), `\u` escapes unpaired, numbers of any size.
+    pub fn skip(&mut self) -> JsonResult<()> {
+        // Open containers, innermost last: b'[' or b'{'.
+        let mut stack: Vec<u8> = Vec::new();
+        loop {
+            // A value.
+            match self.ws() {
+                Some(b'n') => {
+                    self.pos += 1;
+                    self.ident(b"ull")?;
+                }
+                Some(b't') => {
+                    self.pos += 1;
+                    self.ident(b"rue")?;
+                }
+                Some(b'f') => {
+                    self.pos += 1;
+                    self.ident(b"alse")?;
+                }
+                Some(b'-' | b'0'..=b'9') => {
+                    self.scan_number()?;
+                }
+                Some(b'"') => {
+                    self.pos += 1;
+                    self.skip_string()?;
+                }
+                Some(open @ (b'[' | b'{')) => {
+                    self.pos += 1;
+                    stack.push(open);
+                    // An empty container, or its first element / key.
+                    let close = if open == b'[' { b']' } else { b'}' };
+                    if self.ws() == Some(close) {
+                        self.pos += 1;
+                        stack.pop();
+                    } else {
+                        if open == b'{' {
+                            self.skip_key()?;
+                        }
+                        continue;
+                    }
+                }
+                Some(_) => return Err(self.peek_error("expected value")),
+                None => return Err(self.peek_error("EOF while parsing a value")),
+            }
+            // After a value: close containers or move to the next element.
+            loop {
+                let Some(&frame) = stack.last() else {
+                    return Ok(());
+                };
+                let (close, what) = if frame == b'[' {
+                    (b']', "expected `,` or `]`")
+                } else {
+                    (b'}', "expected `,` or `}`")
+                };
+                match self.ws() {
+                    Some(b',') => {
+                        self.pos += 1;
+                        if frame == b'{' {
+                            self.skip_key()?;
+                        }
+                        break;
+                    }
+                    Some(b) if b == close => {
+                        self.pos += 1;
+                        stack.pop();
+                    }
+                    Some(_) => return Err(self.peek_error(what)),
+                    None if frame == b'[' => {
+                        return Err(self.peek_error("EOF while parsing a list"))
+                    }
+                    None => return Err(self.peek_error("EOF while parsing an object")),
+                }
+            }
+        }
+    }
+
+    fn skip_key(&mut self) -> JsonResult<()> {
+        match self.ws() {
+            Some(b'"') => self.pos += 1,
+            Some(_) => return Err(self.peek_error("key must be a string")),
+            None => return Err(self.peek_error("EOF while parsing an object")),
+        }
+        self.skip_string()?;
+        match self.ws() {
+            Some(b':') => self.pos += 1,
+            Some(_) => return Err(self.peek_error("expected `:`")),
+            None => return Err(self.peek_error("EOF while parsing an object")),
+        }
+        Ok(())
+    }
+
+    fn skip_string(&mut self) -> JsonResult<()> {
+        loop {
+            match self.next_byte()? {
+                b'"' => return Ok(()),
+                b'\\' => match self.next_byte()? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                    b'u' => {
+                        self.hex4()?;
+                    }
+                    _ => return Err(self.error("invalid escape")),
+                },
+                0..=0x1f => {
+                    return Err(self
+                        .error("control character (\\u0000-\\u001F) found while parsing a string"))
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// `s` in double quotes with `"`, `\` and control characters escaped (for messages).
+pub(crate) fn quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                out.push_str("\\u00");
+                out.push(char::from(b"0123456789abcdef"[(c as usize) >> 4]));
+                out.push(char::from(b"0123456789abcdef"[(c as usize) & 15]));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
