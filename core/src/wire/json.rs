@@ -419,10 +419,8 @@ impl<'a> Parser<'a> {
         let start = self.pos;
         let (v, neg, float) = self.scan_number()?;
         Ok(if float {
-            let f: f64 = self
-                .slice(start, self.pos)?
-                .parse()
-                .map_err(|_| self.error("invalid number"))?;
+            let f: f64 = serde_json::from_str(self.slice(start, self.pos)?)
+                .map_err(|_| self.error("number out of range"))?;
             if !f.is_finite() {
                 return Err(self.error("number out of range"));
             }

@@ -8,7 +8,20 @@
 //! record type was ~7 KB gzip of the npm package's `toJsonl`; these few functions are not
 //! generic.
 
+use std::fmt;
+
 use serde_json::{Map, Value};
+
+/// A [`Value`] shown as its JSON text (in messages), without serde_json's serializer.
+pub(crate) struct Json<'a>(pub &'a Value);
+
+impl fmt::Display for Json<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = Vec::new();
+        JsonOut { out: &mut out }.value(self.0);
+        f.write_str(&String::from_utf8_lossy(&out))
+    }
+}
 
 /// A JSON writer appending to a byte buffer.
 pub(crate) struct JsonOut<'a> {

@@ -31,7 +31,7 @@ use crate::trace::{
 };
 
 use super::json::{quoted, JsonResult, Num, Parser};
-use super::json_write::JsonOut;
+use super::json_write::{Json, JsonOut};
 use super::{Location, WireError};
 
 /// Parse a JSON Lines trace. Line numbers in errors (and in [`TraceBatch::origin`]) are 1-based.
@@ -167,6 +167,7 @@ pub fn read_line(line: &[u8], line_no: u64) -> Result<TraceRecord, WireError> {
 
 /// [`read_line`] with reusable buffers: one pass of [`Parser`] over the line, typed fields
 /// read straight into the record, other values built as [`Value`]s.
+#[inline(never)]
 fn read_line_with(
     line: &[u8],
     line_no: u64,
@@ -216,6 +217,7 @@ pub fn write_trace_into(out: &mut Vec<u8>, trace: &Trace) {
 }
 
 /// Append one record as a `\n`-terminated line.
+#[inline(never)]
 pub fn write_record(out: &mut Vec<u8>, record: &TraceRecord) {
     let mut w = JsonOut { out };
     match record {
@@ -290,6 +292,7 @@ impl serde_json::ser::Formatter for PySpaced {
 
 /// A batch line: `source`, `dp_rank`, `seq`, `ts`, `events`, then `provenance` and `raw` when
 /// present.
+#[inline(never)]
 fn write_batch(w: &mut JsonOut<'_>, b: &TraceBatch) {
     w.raw("{\"source\": ");
     w.str(&b.source);
@@ -322,6 +325,7 @@ fn write_batch(w: &mut JsonOut<'_>, b: &TraceBatch) {
 
 /// vLLM's map form: `type` first, then declaration order; defaulted `None` fields omitted,
 /// non-defaulted `None` fields written as `null` (msgspec `omit_defaults`).
+#[inline(never)]
 fn write_event(w: &mut JsonOut<'_>, event: &KvEvent) {
     fn opt_str(w: &mut JsonOut<'_>, name: &str, v: &Option<String>) {
         if let Some(s) = v {
@@ -403,6 +407,7 @@ fn write_hash(w: &mut JsonOut<'_>, h: &BlockHash) {
 }
 
 /// [`ExtraValue`]'s JSON form (as its `Serialize`).
+#[inline(never)]
 fn write_extra(w: &mut JsonOut<'_>, v: &ExtraValue) {
     match v {
         ExtraValue::Nil => w.raw("null"),
@@ -440,6 +445,7 @@ fn write_extra(w: &mut JsonOut<'_>, v: &ExtraValue) {
 }
 
 /// `tier`, `kind`, then the optional fields that are set.
+#[inline(never)]
 fn write_provenance(w: &mut JsonOut<'_>, p: &Provenance) {
     w.raw("{\"tier\": ");
     w.str(&p.tier);
@@ -623,6 +629,7 @@ struct LineParts<'a> {
 }
 
 /// The top-level object of a line.
+#[inline(never)]
 fn parse_line<'a>(p: &mut Parser<'a>, scratch: &mut Scratch) -> JsonResult<LineParts<'a>> {
     p.open(b'{', "a JSON object (one trace record per line)")?;
     let mut line = LineParts {
@@ -649,6 +656,7 @@ fn parse_line<'a>(p: &mut Parser<'a>, scratch: &mut Scratch) -> JsonResult<LineP
 }
 
 /// `events`, naming the failing event's index.
+#[inline(never)]
 fn parse_events(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResult<Vec<KvEvent>> {
     p.open(b'[', "an array of events")?;
     // Batches in a trace tend to have similar sizes; capped so a short hostile line cannot
@@ -667,15 +675,6 @@ fn parse_events(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResult<Vec<KvE
     }
     scratch.events_len = events.len();
     Ok(events)
-}
-
-/// Read a field's value with `read`, naming the field in the error.
-fn field<'a, T>(
-    p: &mut Parser<'a>,
-    name: &str,
-    read: impl FnOnce(&mut Parser<'a>) -> JsonResult<T>,
-) -> JsonResult<T> {
-    read(p).map_err(|e| e.context(&format!("field {name}: ")))
 }
 
 /// `None` for `null`, else `read`.
@@ -707,8 +706,14 @@ fn i64_value(p: &mut Parser<'_>) -> JsonResult<i64> {
     }
 }
 
-fn string_value(p: &mut Parser<'_>) -> JsonResult<String> {
-    p.string("a string").map(Cow::into_owned)
+/// `null` or a string, into `slot`.
+fn opt_string(p: &mut Parser<'_>, slot: &mut Option<String>) -> JsonResult<()> {
+    *slot = if p.null()? {
+        None
+    } else {
+        Some(p.string("a string")?.into_owned())
+    };
+    Ok(())
 }
 
 /// A JSON array read into a reused buffer, then moved into a `Vec` of exactly its length.
@@ -726,6 +731,7 @@ fn exact_vec<'a, T>(
 }
 
 /// An integer (`u64`, or `i64` kept as its bit pattern) or a hex string.
+#[inline(never)]
 fn block_hash(p: &mut Parser<'_>) -> JsonResult<BlockHash> {
     const EXPECTED: &str = "a block hash: an unsigned 64-bit integer or a lowercase hex string";
     if p.ws() == Some(b'"') {
@@ -751,6 +757,7 @@ enum Tag {
 }
 
 /// `"BlockStored"` (or serde's other unit-variant form, `{"BlockStored": null}`).
+#[inline(never)]
 fn tag(p: &mut Parser<'_>) -> JsonResult<Tag> {
     let variant = |p: &Parser<'_>, name: &str| {
         match name {
@@ -852,6 +859,7 @@ fn extra_value(p: &mut Parser<'_>) -> JsonResult<ExtraValue> {
 
 /// One event in vLLM's map form (any key order, unknown keys skipped, a repeated key's last
 /// value wins).
+#[inline(never)]
 fn parse_event(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResult<KvEvent> {
     p.open(b'{', "a KV event object with a \"type\" key")?;
     let mut tag_: Option<Tag> = None;
@@ -871,49 +879,42 @@ fn parse_event(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResult<KvEvent>
     let mut first = true;
     while let Some(k) = p.next_key(first)? {
         first = false;
-        match &*k {
-            "type" => tag_ = Some(field(p, "type", tag)?),
+        // Errors in a known field's value name the field; a skipped value's errors do not.
+        let read = match &*k {
+            "type" => tag(p).map(|t| tag_ = Some(t)),
             "block_hashes" => {
-                block_hashes = Some(field(p, "block_hashes", |p| {
-                    exact_vec(p, &mut scratch.hashes, block_hash)
-                })?)
+                exact_vec(p, &mut scratch.hashes, block_hash).map(|v| block_hashes = Some(v))
             }
-            "parent_block_hash" => {
-                parent_block_hash = field(p, "parent_block_hash", |p| opt(p, block_hash))?
-            }
+            "parent_block_hash" => opt(p, block_hash).map(|v| parent_block_hash = v),
             "token_ids" => {
-                token_ids = Some(field(p, "token_ids", |p| {
-                    exact_vec(p, &mut scratch.tokens, u32_value)
-                })?)
+                exact_vec(p, &mut scratch.tokens, u32_value).map(|v| token_ids = Some(v))
             }
-            "block_size" => block_size = Some(field(p, "block_size", u32_value)?),
-            "lora_id" => lora_id = field(p, "lora_id", |p| opt(p, i64_value))?,
-            "medium" => medium = field(p, "medium", |p| opt(p, string_value))?,
-            "lora_name" => lora_name = field(p, "lora_name", |p| opt(p, string_value))?,
-            "extra_keys" => {
-                extra_keys = field(p, "extra_keys", |p| {
-                    opt(p, |p| {
-                        p.open(b'[', "a sequence")?;
-                        let mut v = Vec::new();
-                        while p.next_element(v.is_empty())? {
-                            v.push(opt(p, extra_value)?);
-                        }
-                        Ok(v)
-                    })
-                })?
-            }
-            "group_idx" => group_idx = field(p, "group_idx", |p| opt(p, u32_value))?,
-            "kv_cache_spec_kind" => {
-                kv_cache_spec_kind = field(p, "kv_cache_spec_kind", |p| opt(p, string_value))?
-            }
+            "block_size" => u32_value(p).map(|v| block_size = Some(v)),
+            "lora_id" => opt(p, i64_value).map(|v| lora_id = v),
+            "medium" => opt_string(p, &mut medium),
+            "lora_name" => opt_string(p, &mut lora_name),
+            "extra_keys" => opt(p, |p| {
+                p.open(b'[', "a sequence")?;
+                let mut v = Vec::new();
+                while p.next_element(v.is_empty())? {
+                    v.push(opt(p, extra_value)?);
+                }
+                Ok(v)
+            })
+            .map(|v| extra_keys = v),
+            "group_idx" => opt(p, u32_value).map(|v| group_idx = v),
+            "kv_cache_spec_kind" => opt_string(p, &mut kv_cache_spec_kind),
             "kv_cache_spec_sliding_window" => {
-                kv_cache_spec_sliding_window =
-                    field(p, "kv_cache_spec_sliding_window", |p| opt(p, u64_value))?
+                opt(p, u64_value).map(|v| kv_cache_spec_sliding_window = v)
             }
-            "locality" => locality = field(p, "locality", |p| opt(p, string_value))?,
-            "ownership" => ownership = field(p, "ownership", |p| opt(p, string_value))?,
-            _ => p.skip()?,
-        }
+            "locality" => opt_string(p, &mut locality),
+            "ownership" => opt_string(p, &mut ownership),
+            _ => {
+                p.skip()?;
+                Ok(())
+            }
+        };
+        read.map_err(|e| e.context(&format!("field {k}: ")))?;
     }
     let missing = |t: &str, f: &str| p.error(format!("{t}: missing required field {f}"));
     match tag_ {
@@ -957,11 +958,12 @@ const PROVENANCE_KEYS: [&str; 7] = [
 
 /// A batch line's `provenance`: syntax errors are errors now; a value of the wrong shape is
 /// returned as `Ok(Err(..))` (a repeated key's earlier value may be anything).
+#[inline(never)]
 fn parse_provenance(p: &mut Parser<'_>) -> JsonResult<Result<Option<Vec<Provenance>>, String>> {
     if p.ws() != Some(b'[') {
         return Ok(match p.value()? {
             Value::Null => Ok(None),
-            v => Err(format!("expected an array, found {v}")),
+            v => Err(format!("expected an array, found {}", Json(&v))),
         });
     }
     p.open(b'[', "")?;
@@ -996,6 +998,7 @@ fn parse_provenance(p: &mut Parser<'_>) -> JsonResult<Result<Option<Vec<Provenan
 
 /// A [`Provenance`] from a [`Value`] that is not an object (as serde's derive read it: the
 /// array form `[tier, kind, job_id?, ...]`).
+#[inline(never)]
 fn provenance_from_value(v: Value) -> Result<Provenance, String> {
     match v {
         Value::Object(m) => {
@@ -1018,12 +1021,13 @@ fn provenance_from_value(v: Value) -> Result<Provenance, String> {
             "invalid length {}, expected struct Provenance with 2 to 7 elements",
             items.len()
         )),
-        v => Err(format!("expected a provenance object, found {v}")),
+        v => Err(format!("expected a provenance object, found {}", Json(&v))),
     }
 }
 
 /// The fields of a provenance entry (`slots` in [`PROVENANCE_KEYS`] order); `by_name` for the
 /// object form (missing fields are named by key).
+#[inline(never)]
 fn provenance_from_slots(slots: [Option<Value>; 7], by_name: bool) -> Result<Provenance, String> {
     let [tier, kind, job_id, req_id, group_idx, chunk_idx, step] = slots;
     let missing = |f: &str| {
@@ -1056,7 +1060,10 @@ fn provenance_from_slots(slots: [Option<Value>; 7], by_name: bool) -> Result<Pro
 fn string_of(v: Value, name: &str) -> Result<String, String> {
     match v {
         Value::String(s) => Ok(s),
-        v => Err(format!("field {name}: expected a string, found {v}")),
+        v => Err(format!(
+            "field {name}: expected a string, found {}",
+            Json(&v)
+        )),
     }
 }
 
@@ -1067,13 +1074,15 @@ fn opt_unsigned(v: Option<Value>, max: u64, name: &str) -> Result<Option<u64>, S
         Some(v) => match v.as_u64() {
             Some(u) if u <= max => Ok(Some(u)),
             _ => Err(format!(
-                "field {name}: expected an integer in 0..={max}, found {v}"
+                "field {name}: expected an integer in 0..={max}, found {}",
+                Json(&v)
             )),
         },
     }
 }
 
 /// A [`ProvenanceKind`] by its snake_case name (or serde's `{"name": null}` unit-variant form).
+#[inline(never)]
 fn provenance_kind(v: Value) -> Result<ProvenanceKind, String> {
     let name = match v {
         Value::String(s) => s,
@@ -1081,7 +1090,12 @@ fn provenance_kind(v: Value) -> Result<ProvenanceKind, String> {
             Some((k, Value::Null)) => k,
             _ => return Err("field kind: expected a provenance kind".into()),
         },
-        v => return Err(format!("field kind: expected a provenance kind, found {v}")),
+        v => {
+            return Err(format!(
+                "field kind: expected a provenance kind, found {}",
+                Json(&v)
+            ))
+        }
     };
     Ok(match name.as_str() {
         "gpu_store" => ProvenanceKind::GpuStore,
@@ -1105,6 +1119,7 @@ impl LineParts<'_> {
         self.rest.iter().any(|(k, _)| k == key)
     }
 
+    #[inline(never)]
     fn into_record(self, text: &str, line_no: u64) -> Result<TraceRecord, String> {
         // A line with `raw` but no `events` (and no `kind`) is a raw-capture batch line: the
         // events, `ts` and `dp_rank` come from decoding the payload.
@@ -1132,7 +1147,8 @@ impl LineParts<'_> {
             Some(Value::String(s)) => s,
             Some(v) => {
                 return Err(format!(
-                    "batch line: field source: expected a string, found {v}"
+                    "batch line: field source: expected a string, found {}",
+                    Json(&v)
                 ))
             }
             None => return Err("batch line: missing field source".into()),
@@ -1141,20 +1157,30 @@ impl LineParts<'_> {
             match dp_rank {
                 None | Some(Value::Null) => None,
                 Some(v) => Some(v.as_u64().and_then(|r| u32::try_from(r).ok()).ok_or_else(
-                    || format!("batch line: field dp_rank: expected a u32 or null, found {v}"),
+                    || {
+                        format!(
+                            "batch line: field dp_rank: expected a u32 or null, found {}",
+                            Json(&v)
+                        )
+                    },
                 )?),
             };
         let seq = match seq {
             Some(v) => v.as_u64().ok_or_else(|| {
-                format!("batch line: field seq: expected an unsigned integer, found {v}")
+                format!(
+                    "batch line: field seq: expected an unsigned integer, found {}",
+                    Json(&v)
+                )
             })?,
             None => return Err("batch line: missing field seq".into()),
         };
         let ts = match ts {
-            Some(v) => Some(
-                v.as_f64()
-                    .ok_or_else(|| format!("batch line: field ts: expected a number, found {v}"))?,
-            ),
+            Some(v) => Some(v.as_f64().ok_or_else(|| {
+                format!(
+                    "batch line: field ts: expected a number, found {}",
+                    Json(&v)
+                )
+            })?),
             None if raw_only => None,
             None => return Err("batch line: missing field ts".into()),
         };
@@ -1167,7 +1193,8 @@ impl LineParts<'_> {
             ),
             Some(v) => {
                 return Err(format!(
-                    "batch line: field raw: expected a base64 string, found {v}"
+                    "batch line: field raw: expected a base64 string, found {}",
+                    Json(&v)
                 ))
             }
         };
@@ -1209,6 +1236,7 @@ impl LineParts<'_> {
 }
 
 /// A line without `events`: a header, a gap marker, or any other object kept as its [`Value`].
+#[inline(never)]
 fn other_record(rest: Vec<(Cow<'_, str>, Slot)>, text: &str) -> TraceRecord {
     let mut m = Map::new();
     for (k, slot) in rest {
@@ -1231,30 +1259,37 @@ fn other_record(rest: Vec<(Cow<'_, str>, Slot)>, text: &str) -> TraceRecord {
     ];
     let only = |allowed: &[&str]| m.keys().all(|k| allowed.contains(&k.as_str()));
     let typed = match m.get("kind").and_then(Value::as_str) {
-        Some("header") if only(&HEADER_KEYS) => header(&m).map(TraceRecord::Header),
+        Some("header") if only(&HEADER_KEYS) => header(&mut m).map(TraceRecord::Header),
         Some("gap") if only(&GAP_KEYS) => gap(&m).map(TraceRecord::Gap),
         _ => None,
     };
     typed.unwrap_or(TraceRecord::Other(Value::Object(m)))
 }
 
-/// `{"kind": "header", "kvscope": 1, "scenario"?: "...", "meta"?: {...}}`.
-fn header(m: &Map<String, Value>) -> Option<TraceHeader> {
+/// `{"kind": "header", "kvscope": 1, "scenario"?: "...", "meta"?: {...}}` (`meta` is moved
+/// out of `m` only when the header is complete).
+#[inline(never)]
+fn header(m: &mut Map<String, Value>) -> Option<TraceHeader> {
+    let kvscope = u32::try_from(m.get("kvscope")?.as_u64()?).ok()?;
+    let scenario = match m.get("scenario") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_str()?.to_owned()),
+    };
+    let meta = match m.get_mut("meta") {
+        None => Map::new(),
+        Some(Value::Object(meta)) => std::mem::take(meta),
+        Some(_) => return None,
+    };
     Some(TraceHeader {
-        kvscope: u32::try_from(m.get("kvscope")?.as_u64()?).ok()?,
-        scenario: match m.get("scenario") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_str()?.to_owned()),
-        },
-        meta: match m.get("meta") {
-            None => Map::new(),
-            Some(v) => v.as_object()?.clone(),
-        },
+        kvscope,
+        scenario,
+        meta,
     })
 }
 
 /// `{"kind": "gap", "source": "...", "dp_rank"?: n, "expected_seq": n, "received_seq": n,
 /// "recovered"?: bool}`.
+#[inline(never)]
 fn gap(m: &Map<String, Value>) -> Option<SeqGap> {
     Some(SeqGap {
         source: m.get("source")?.as_str()?.to_owned(),
