@@ -2,11 +2,12 @@
 //! limits and values: the JSON Lines reader ([`super::jsonl`]) drives it field by field.
 //!
 //! Why not serde_json's deserializer: reading lines through serde (typed visitors for every
-//! field type, `Value`'s `Deserialize`, `IgnoredAny`, serde's error formatting with `f64`
-//! `Display`) cost the lean npm package ~41 KB gzip of its ~198 KB; this parser and the
-//! schema reader on top of it are non-generic code a fraction of that size, and as fast.
-//! Maintained pull parsers (`json-event-parser`) do not keep numbers as their exact text nor
-//! serde_json's limits, so the records would differ.
+//! field type, `Value`'s `Deserialize`, `IgnoredAny`, a fast and a general path) was ~41 KB
+//! gzip of the lean npm package (`loadTrace` of JSON Lines minus msgpack loading, 2026-12-02);
+//! this parser and the schema reader on top of it are a few non-generic functions (the package
+//! went from 197,972 to ~186,000 B gzip with the writer in `json_write.rs`). Maintained pull
+//! parsers (`json-event-parser`) neither keep serde_json's number semantics nor its limits, so
+//! records would differ from the ones kvscope has always built.
 //!
 //! What it reproduces of serde_json 1.0 (`preserve_order`, `float_roundtrip`), which the reader
 //! used before: RFC 8259 strictly (no trailing commas, no leading zeros, no NaN, no control
@@ -15,8 +16,14 @@
 //! `i64`/`u64` range are floats, an infinite float is an error), 127 nested arrays and objects
 //! at most (serde_json's recursion limit) — except inside [`Parser::skip`], which like
 //! serde_json's `IgnoredAny` checks syntax only (any depth, lone surrogates, any exponent).
-//! Error columns are 1-based byte columns: at the offending byte for syntax errors, at the end
-//! of the value for type errors, as serde_json reports them.
+//! Floats are converted by `serde_json::from_str::<f64>` on the number's text: the same
+//! correctly rounded conversion as before, and code the package already has for its options
+//! parsing; `str::parse::<f64>` (core's `dec2flt`, also correctly rounded) adds its ~10 KB
+//! power-of-five table to the package as long as serde_json's parser is in it too.
+//!
+//! Error columns are 1-based byte columns: at the offending byte for syntax errors, just after
+//! the offending value for type errors. (serde_json sometimes reported errors inside events a
+//! few bytes further on, after closing brackets it had already consumed.)
 
 use std::borrow::Cow;
 
@@ -33,14 +40,14 @@ pub(crate) struct JsonError {
 
 impl JsonError {
     /// The same error with `prefix` before its message (`event 3: `, `field seq: `).
-    pub fn context(mut self, prefix: &str) -> JsonError {
+    pub fn context(mut self: Box<Self>, prefix: &str) -> Box<JsonError> {
         self.message.insert_str(0, prefix);
         self
     }
 }
 
-/// Shorthand for parser results.
-pub(crate) type JsonResult<T> = Result<T, JsonError>;
+/// Shorthand for parser results (the error boxed: results stay small on the hot path).
+pub(crate) type JsonResult<T> = Result<T, Box<JsonError>>;
 
 /// A JSON number as serde_json parses it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -103,26 +110,30 @@ impl<'a> Parser<'a> {
     }
 
     /// An error at the byte about to be read (serde_json's `peek_error`).
-    pub fn peek_error(&self, message: impl Into<String>) -> JsonError {
-        JsonError {
+    #[cold]
+    pub fn peek_error(&self, message: impl Into<String>) -> Box<JsonError> {
+        Box::new(JsonError {
             column: (self.pos + 1).min(self.bytes.len()),
             message: message.into(),
-        }
+        })
     }
 
     /// An error at the byte just read (serde_json's `error`: the end of a value).
-    pub fn error(&self, message: impl Into<String>) -> JsonError {
-        JsonError {
+    #[cold]
+    pub fn error(&self, message: impl Into<String>) -> Box<JsonError> {
+        Box::new(JsonError {
             column: self.pos,
             message: message.into(),
-        }
+        })
     }
 
+    #[inline]
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
 
     /// Skip whitespace and return the next byte.
+    #[inline]
     pub fn ws(&mut self) -> Option<u8> {
         while let Some(b) = self.peek() {
             if !matches!(b, b' ' | b'\t' | b'\r' | b'\n') {
@@ -251,15 +262,18 @@ impl<'a> Parser<'a> {
 
     /// The rest of a string after its opening quote, unescaped.
     fn string_body(&mut self) -> JsonResult<Cow<'a, str>> {
-        let start = self.pos;
         let mut owned: Option<String> = None;
-        let mut run = start;
         loop {
-            let Some(b) = self.peek() else {
-                return Err(self.error("EOF while parsing a string"));
-            };
-            match b {
-                b'"' => {
+            // Plain bytes up to the next quote, backslash or control character.
+            let run = self.pos;
+            let rest = self.bytes.get(run..).unwrap_or_default();
+            let plain = rest
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .unwrap_or(rest.len());
+            self.pos = run + plain;
+            match rest.get(plain) {
+                Some(b'"') => {
                     let tail = self.slice(run, self.pos)?;
                     self.pos += 1;
                     return Ok(match owned {
@@ -270,20 +284,19 @@ impl<'a> Parser<'a> {
                         }
                     });
                 }
-                b'\\' => {
+                Some(b'\\') => {
                     let s = owned.get_or_insert_with(String::new);
                     s.push_str(self.slice(run, self.pos)?);
                     self.pos += 1;
                     self.escape(s)?;
-                    run = self.pos;
                 }
-                0..=0x1f => {
+                Some(_) => {
                     self.pos += 1;
                     return Err(self.error(
                         "control character (\\u0000-\\u001F) found while parsing a string",
                     ));
                 }
-                _ => self.pos += 1,
+                None => return Err(self.error("EOF while parsing a string")),
             }
         }
     }
@@ -370,8 +383,16 @@ impl<'a> Parser<'a> {
                 }
             }
             Some(b'1'..=b'9') => {
-                while let Some(d @ b'0'..=b'9') = self.peek() {
-                    self.pos += 1;
+                let digits = self.bytes.get(self.pos..).unwrap_or_default();
+                let n = digits
+                    .iter()
+                    .position(|b| !b.is_ascii_digit())
+                    .unwrap_or(digits.len());
+                // Up to 19 digits cannot overflow a u64; more may.
+                for &d in digits.iter().take(n.min(19)) {
+                    v = v * 10 + u64::from(d - b'0');
+                }
+                for &d in digits.iter().take(n).skip(19) {
                     match v
                         .checked_mul(10)
                         .and_then(|x| x.checked_add(u64::from(d - b'0')))
@@ -380,6 +401,7 @@ impl<'a> Parser<'a> {
                         None => float = true,
                     }
                 }
+                self.pos += n;
             }
             Some(_) => {
                 self.pos += 1;
@@ -419,12 +441,7 @@ impl<'a> Parser<'a> {
         let start = self.pos;
         let (v, neg, float) = self.scan_number()?;
         Ok(if float {
-            let f: f64 = serde_json::from_str(self.slice(start, self.pos)?)
-                .map_err(|_| self.error("number out of range"))?;
-            if !f.is_finite() {
-                return Err(self.error("number out of range"));
-            }
-            Num::F64(f)
+            Num::F64(self.float(start)?)
         } else if !neg {
             Num::U64(v)
         } else if (1..=1 << 63).contains(&v) {
@@ -432,6 +449,17 @@ impl<'a> Parser<'a> {
         } else {
             Num::F64(-(v as f64))
         })
+    }
+
+    /// The float whose text is `start..pos`.
+    #[inline(never)]
+    fn float(&self, start: usize) -> JsonResult<f64> {
+        let f: f64 = serde_json::from_str(self.slice(start, self.pos)?)
+            .map_err(|_| self.error("number out of range"))?;
+        if !f.is_finite() {
+            return Err(self.error("number out of range"));
+        }
+        Ok(f)
     }
 
     /// A number; anything else is an error naming `expected`.
@@ -443,7 +471,29 @@ impl<'a> Parser<'a> {
     }
 
     /// An unsigned integer of at most `max`, named `expected` in errors (`u32`, `u64`).
+    #[inline]
     pub fn unsigned(&mut self, max: u64, expected: &str) -> JsonResult<u64> {
+        // Fast path: up to 19 digits (no overflow) followed by a delimiter.
+        if let Some(b'0'..=b'9') = self.ws() {
+            let digits = self.bytes.get(self.pos..).unwrap_or_default();
+            let n = digits
+                .iter()
+                .take(20)
+                .position(|b| !b.is_ascii_digit())
+                .unwrap_or(20);
+            let leading_zero = n > 1 && digits.first() == Some(&b'0');
+            let end = digits.get(n).copied();
+            if n < 20 && !leading_zero && !matches!(end, Some(b'.' | b'e' | b'E') | None) {
+                let v = digits
+                    .iter()
+                    .take(n)
+                    .fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
+                if v <= max {
+                    self.pos += n;
+                    return Ok(v);
+                }
+            }
+        }
         let start = self.pos;
         match self.number(expected)? {
             Num::U64(v) if v <= max => Ok(v),
@@ -453,7 +503,8 @@ impl<'a> Parser<'a> {
     }
 
     /// `invalid type: floating point `1.5`, expected u32`, with the number as written.
-    pub fn number_error(&self, what: &str, start: usize, expected: &str) -> JsonError {
+    #[cold]
+    pub fn number_error(&self, what: &str, start: usize, expected: &str) -> Box<JsonError> {
         let text = self.text.get(start..self.pos).unwrap_or_default().trim();
         let kind = if text.contains(['.', 'e', 'E']) || text == "-0" {
             "floating point"
@@ -465,7 +516,8 @@ impl<'a> Parser<'a> {
 
     /// The error for a value of the wrong type: consumes a scalar to name it
     /// (`invalid type: string "x", expected u32`), like serde_json.
-    pub fn invalid_type(&mut self, expected: &str) -> JsonError {
+    #[cold]
+    pub fn invalid_type(&mut self, expected: &str) -> Box<JsonError> {
         let found = match self.ws() {
             Some(b'n') => {
                 self.pos += 1;

@@ -167,7 +167,6 @@ pub fn read_line(line: &[u8], line_no: u64) -> Result<TraceRecord, WireError> {
 
 /// [`read_line`] with reusable buffers: one pass of [`Parser`] over the line, typed fields
 /// read straight into the record, other values built as [`Value`]s.
-#[inline(never)]
 fn read_line_with(
     line: &[u8],
     line_no: u64,
@@ -217,7 +216,6 @@ pub fn write_trace_into(out: &mut Vec<u8>, trace: &Trace) {
 }
 
 /// Append one record as a `\n`-terminated line.
-#[inline(never)]
 pub fn write_record(out: &mut Vec<u8>, record: &TraceRecord) {
     let mut w = JsonOut { out };
     match record {
@@ -292,7 +290,6 @@ impl serde_json::ser::Formatter for PySpaced {
 
 /// A batch line: `source`, `dp_rank`, `seq`, `ts`, `events`, then `provenance` and `raw` when
 /// present.
-#[inline(never)]
 fn write_batch(w: &mut JsonOut<'_>, b: &TraceBatch) {
     w.raw("{\"source\": ");
     w.str(&b.source);
@@ -325,7 +322,6 @@ fn write_batch(w: &mut JsonOut<'_>, b: &TraceBatch) {
 
 /// vLLM's map form: `type` first, then declaration order; defaulted `None` fields omitted,
 /// non-defaulted `None` fields written as `null` (msgspec `omit_defaults`).
-#[inline(never)]
 fn write_event(w: &mut JsonOut<'_>, event: &KvEvent) {
     fn opt_str(w: &mut JsonOut<'_>, name: &str, v: &Option<String>) {
         if let Some(s) = v {
@@ -407,7 +403,6 @@ fn write_hash(w: &mut JsonOut<'_>, h: &BlockHash) {
 }
 
 /// [`ExtraValue`]'s JSON form (as its `Serialize`).
-#[inline(never)]
 fn write_extra(w: &mut JsonOut<'_>, v: &ExtraValue) {
     match v {
         ExtraValue::Nil => w.raw("null"),
@@ -445,7 +440,6 @@ fn write_extra(w: &mut JsonOut<'_>, v: &ExtraValue) {
 }
 
 /// `tier`, `kind`, then the optional fields that are set.
-#[inline(never)]
 fn write_provenance(w: &mut JsonOut<'_>, p: &Provenance) {
     w.raw("{\"tier\": ");
     w.str(&p.tier);
@@ -629,7 +623,6 @@ struct LineParts<'a> {
 }
 
 /// The top-level object of a line.
-#[inline(never)]
 fn parse_line<'a>(p: &mut Parser<'a>, scratch: &mut Scratch) -> JsonResult<LineParts<'a>> {
     p.open(b'{', "a JSON object (one trace record per line)")?;
     let mut line = LineParts {
@@ -656,7 +649,6 @@ fn parse_line<'a>(p: &mut Parser<'a>, scratch: &mut Scratch) -> JsonResult<LineP
 }
 
 /// `events`, naming the failing event's index.
-#[inline(never)]
 fn parse_events(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResult<Vec<KvEvent>> {
     p.open(b'[', "an array of events")?;
     // Batches in a trace tend to have similar sizes; capped so a short hostile line cannot
@@ -678,6 +670,7 @@ fn parse_events(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResult<Vec<KvE
 }
 
 /// `None` for `null`, else `read`.
+#[inline]
 fn opt<'a, T>(
     p: &mut Parser<'a>,
     read: impl FnOnce(&mut Parser<'a>) -> JsonResult<T>,
@@ -689,10 +682,12 @@ fn opt<'a, T>(
     }
 }
 
+#[inline]
 fn u32_value(p: &mut Parser<'_>) -> JsonResult<u32> {
     p.unsigned(u32::MAX.into(), "u32").map(|v| v as u32)
 }
 
+#[inline]
 fn u64_value(p: &mut Parser<'_>) -> JsonResult<u64> {
     p.unsigned(u64::MAX, "u64")
 }
@@ -717,6 +712,7 @@ fn opt_string(p: &mut Parser<'_>, slot: &mut Option<String>) -> JsonResult<()> {
 }
 
 /// A JSON array read into a reused buffer, then moved into a `Vec` of exactly its length.
+#[inline]
 fn exact_vec<'a, T>(
     p: &mut Parser<'a>,
     buf: &mut Vec<T>,
@@ -727,11 +723,13 @@ fn exact_vec<'a, T>(
     while p.next_element(buf.is_empty())? {
         buf.push(read(p)?);
     }
+    // Not `mem::take`: the result gets exactly its length, the buffer keeps its capacity.
+    #[allow(clippy::drain_collect)]
     Ok(buf.drain(..).collect())
 }
 
 /// An integer (`u64`, or `i64` kept as its bit pattern) or a hex string.
-#[inline(never)]
+#[inline]
 fn block_hash(p: &mut Parser<'_>) -> JsonResult<BlockHash> {
     const EXPECTED: &str = "a block hash: an unsigned 64-bit integer or a lowercase hex string";
     if p.ws() == Some(b'"') {
@@ -757,7 +755,6 @@ enum Tag {
 }
 
 /// `"BlockStored"` (or serde's other unit-variant form, `{"BlockStored": null}`).
-#[inline(never)]
 fn tag(p: &mut Parser<'_>) -> JsonResult<Tag> {
     let variant = |p: &Parser<'_>, name: &str| {
         match name {
@@ -859,7 +856,6 @@ fn extra_value(p: &mut Parser<'_>) -> JsonResult<ExtraValue> {
 
 /// One event in vLLM's map form (any key order, unknown keys skipped, a repeated key's last
 /// value wins).
-#[inline(never)]
 fn parse_event(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResult<KvEvent> {
     p.open(b'{', "a KV event object with a \"type\" key")?;
     let mut tag_: Option<Tag> = None;
@@ -958,7 +954,6 @@ const PROVENANCE_KEYS: [&str; 7] = [
 
 /// A batch line's `provenance`: syntax errors are errors now; a value of the wrong shape is
 /// returned as `Ok(Err(..))` (a repeated key's earlier value may be anything).
-#[inline(never)]
 fn parse_provenance(p: &mut Parser<'_>) -> JsonResult<Result<Option<Vec<Provenance>>, String>> {
     if p.ws() != Some(b'[') {
         return Ok(match p.value()? {
@@ -998,7 +993,6 @@ fn parse_provenance(p: &mut Parser<'_>) -> JsonResult<Result<Option<Vec<Provenan
 
 /// A [`Provenance`] from a [`Value`] that is not an object (as serde's derive read it: the
 /// array form `[tier, kind, job_id?, ...]`).
-#[inline(never)]
 fn provenance_from_value(v: Value) -> Result<Provenance, String> {
     match v {
         Value::Object(m) => {
@@ -1027,7 +1021,6 @@ fn provenance_from_value(v: Value) -> Result<Provenance, String> {
 
 /// The fields of a provenance entry (`slots` in [`PROVENANCE_KEYS`] order); `by_name` for the
 /// object form (missing fields are named by key).
-#[inline(never)]
 fn provenance_from_slots(slots: [Option<Value>; 7], by_name: bool) -> Result<Provenance, String> {
     let [tier, kind, job_id, req_id, group_idx, chunk_idx, step] = slots;
     let missing = |f: &str| {
@@ -1082,7 +1075,6 @@ fn opt_unsigned(v: Option<Value>, max: u64, name: &str) -> Result<Option<u64>, S
 }
 
 /// A [`ProvenanceKind`] by its snake_case name (or serde's `{"name": null}` unit-variant form).
-#[inline(never)]
 fn provenance_kind(v: Value) -> Result<ProvenanceKind, String> {
     let name = match v {
         Value::String(s) => s,
@@ -1119,7 +1111,6 @@ impl LineParts<'_> {
         self.rest.iter().any(|(k, _)| k == key)
     }
 
-    #[inline(never)]
     fn into_record(self, text: &str, line_no: u64) -> Result<TraceRecord, String> {
         // A line with `raw` but no `events` (and no `kind`) is a raw-capture batch line: the
         // events, `ts` and `dp_rank` come from decoding the payload.
@@ -1236,7 +1227,6 @@ impl LineParts<'_> {
 }
 
 /// A line without `events`: a header, a gap marker, or any other object kept as its [`Value`].
-#[inline(never)]
 fn other_record(rest: Vec<(Cow<'_, str>, Slot)>, text: &str) -> TraceRecord {
     let mut m = Map::new();
     for (k, slot) in rest {
@@ -1268,7 +1258,6 @@ fn other_record(rest: Vec<(Cow<'_, str>, Slot)>, text: &str) -> TraceRecord {
 
 /// `{"kind": "header", "kvscope": 1, "scenario"?: "...", "meta"?: {...}}` (`meta` is moved
 /// out of `m` only when the header is complete).
-#[inline(never)]
 fn header(m: &mut Map<String, Value>) -> Option<TraceHeader> {
     let kvscope = u32::try_from(m.get("kvscope")?.as_u64()?).ok()?;
     let scenario = match m.get("scenario") {
@@ -1289,7 +1278,6 @@ fn header(m: &mut Map<String, Value>) -> Option<TraceHeader> {
 
 /// `{"kind": "gap", "source": "...", "dp_rank"?: n, "expected_seq": n, "received_seq": n,
 /// "recovered"?: bool}`.
-#[inline(never)]
 fn gap(m: &Map<String, Value>) -> Option<SeqGap> {
     Some(SeqGap {
         source: m.get("source")?.as_str()?.to_owned(),
