@@ -201,7 +201,7 @@ fn events_mirror_vllm_fields_with_string_hashes() {
         ownership: None,
     });
     let v = Event::from(&ev).to_js();
-    let keys: Vec<String> = js_sys::Object::keys(v.unchecked_ref())
+    let keys: Vec<String> = js_sys::Object::keys(v.unchecked_ref::<js_sys::Object>())
         .iter()
         .map(|k| string(&k))
         .collect();
