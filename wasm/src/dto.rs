@@ -187,11 +187,9 @@ impl BlockStoredEvent {
     }
 }
 
-/// `values` as a JS array of numbers (through a `Uint32Array` view: two calls, not one per
-/// element).
+/// `values` as a JS array of numbers.
 pub fn u32_array(values: &[u32]) -> JsValue {
-    // SAFETY-free: `Uint32Array::from` copies out of wasm memory before returning.
-    js_sys::Array::from(&js_sys::Uint32Array::from(values)).into()
+    crate::js::num_array(values.iter().map(|&v| f64::from(v)))
 }
 
 /// `BlockRemoved` with vLLM's field names; hashes as strings.
