@@ -3,15 +3,16 @@
 //!
 //! Conventions (see `wasm/README.md`): field names follow the trace format (snake_case, vLLM's
 //! own names inside events); block hashes are strings ([`hash_to_js`]); other 64-bit integers
-//! serialize as `bigint` (see [`crate::js::to_js`]); `None` is `null`.
+//! are `bigint`; `None` is `null`. Each type's [`ToJs`] impl destructures it completely, so a
+//! new field cannot be forgotten in the JS object.
 
 use kvscope_core::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent};
 use kvscope_core::trace::{Provenance as CoreProvenance, ProvenanceKind, TraceBatch};
 use kvscope_core::BlockHash;
-use serde::ser::SerializeSeq;
-use serde::{Serialize, Serializer};
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
+
+use crate::js::{str_array, Obj, ToJs};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_EXTRA: &'static str = r#"
@@ -62,19 +63,60 @@ pub fn hash_from_js(text: &str) -> Result<BlockHash, String> {
 #[derive(Debug)]
 pub struct ExtraKeysDto(pub Vec<Option<ExtraValue>>);
 
-impl Serialize for ExtraKeysDto {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for item in &self.0 {
-            // `ExtraValue`'s own serde form (kvscope_core::wire::jsonl): bytes as hex, maps as pairs.
-            seq.serialize_element(&item.as_ref())?;
+impl ToJs for ExtraKeysDto {
+    fn to_js(&self) -> JsValue {
+        self.0
+            .iter()
+            .map(|e| ExtraJs(e.as_ref()))
+            .collect::<Vec<_>>()
+            .to_js()
+    }
+}
+
+/// An [`ExtraValue`] as JS sees it (the JSON Lines form): nil/bool/float/str as themselves,
+/// integers as `bigint`, bytes as `{ bytes: hex }`, maps as `{ map: [key, value][] }`.
+struct ExtraJs<'a>(Option<&'a ExtraValue>);
+
+impl ToJs for ExtraJs<'_> {
+    fn to_js(&self) -> JsValue {
+        let Some(v) = self.0 else {
+            return JsValue::NULL;
+        };
+        match v {
+            ExtraValue::Nil => JsValue::NULL,
+            ExtraValue::Bool(b) => JsValue::from_bool(*b),
+            ExtraValue::UInt(u) => JsValue::from(*u),
+            ExtraValue::Int(i) => JsValue::from(*i),
+            ExtraValue::Float(f) => JsValue::from_f64(*f),
+            ExtraValue::Str(s) => JsValue::from_str(s),
+            ExtraValue::Bytes(b) => {
+                let o = Obj::new();
+                o.str("bytes", &hex::encode(b));
+                o.done()
+            }
+            ExtraValue::Array(items) => items
+                .iter()
+                .map(|i| ExtraJs(Some(i)))
+                .collect::<Vec<_>>()
+                .to_js(),
+            ExtraValue::Map(pairs) => {
+                let a = js_sys::Array::new();
+                for (k, v) in pairs {
+                    a.push(&js_sys::Array::of2(
+                        &ExtraJs(Some(k)).to_js(),
+                        &ExtraJs(Some(v)).to_js(),
+                    ));
+                }
+                let o = Obj::new();
+                o.val("map", &a);
+                o.done()
+            }
         }
-        seq.end()
     }
 }
 
 /// `BlockStored` with vLLM's field names; hashes as strings.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct BlockStoredEvent {
     /// One hash per block, prefix order.
@@ -108,8 +150,50 @@ pub struct BlockStoredEvent {
     pub ownership: Option<String>,
 }
 
+impl BlockStoredEvent {
+    /// Write the fields into `o` (after the `type` tag).
+    fn write(&self, o: &Obj) {
+        let BlockStoredEvent {
+            block_hashes,
+            parent_block_hash,
+            token_ids,
+            block_size,
+            lora_id,
+            medium,
+            lora_name,
+            extra_keys,
+            group_idx,
+            kv_cache_spec_kind,
+            kv_cache_spec_sliding_window,
+            locality,
+            ownership,
+        } = self;
+        o.val("block_hashes", &str_array(block_hashes))
+            .opt_str("parent_block_hash", parent_block_hash.as_deref())
+            .val("token_ids", &u32_array(token_ids))
+            .num("block_size", f64::from(*block_size))
+            .val("lora_id", &lora_id.map_or(JsValue::NULL, JsValue::from))
+            .opt_str("medium", medium.as_deref())
+            .opt_str("lora_name", lora_name.as_deref())
+            .to("extra_keys", extra_keys)
+            .opt_num("group_idx", group_idx.map(f64::from))
+            .opt_str("kv_cache_spec_kind", kv_cache_spec_kind.as_deref())
+            .opt_big(
+                "kv_cache_spec_sliding_window",
+                *kv_cache_spec_sliding_window,
+            )
+            .opt_str("locality", locality.as_deref())
+            .opt_str("ownership", ownership.as_deref());
+    }
+}
+
+/// `values` as a JS array of numbers.
+pub fn u32_array(values: &[u32]) -> JsValue {
+    crate::js::num_array(values.iter().map(|&v| f64::from(v)))
+}
+
 /// `BlockRemoved` with vLLM's field names; hashes as strings.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct BlockRemovedEvent {
     /// Hashes of the removed blocks.
@@ -125,8 +209,26 @@ pub struct BlockRemovedEvent {
     pub ownership: Option<String>,
 }
 
+impl BlockRemovedEvent {
+    /// Write the fields into `o` (after the `type` tag).
+    fn write(&self, o: &Obj) {
+        let BlockRemovedEvent {
+            block_hashes,
+            medium,
+            group_idx,
+            locality,
+            ownership,
+        } = self;
+        o.val("block_hashes", &str_array(block_hashes))
+            .opt_str("medium", medium.as_deref())
+            .opt_num("group_idx", group_idx.map(f64::from))
+            .opt_str("locality", locality.as_deref())
+            .opt_str("ownership", ownership.as_deref());
+    }
+}
+
 /// One event, tagged by `type` exactly like vLLM's msgpack `"type"` key.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 #[serde(tag = "type")]
 pub enum Event {
@@ -136,6 +238,26 @@ pub enum Event {
     BlockRemoved(BlockRemovedEvent),
     /// `AllBlocksCleared`.
     AllBlocksCleared,
+}
+
+impl ToJs for Event {
+    fn to_js(&self) -> JsValue {
+        let o = Obj::new();
+        match self {
+            Event::BlockStored(e) => {
+                o.str("type", "BlockStored");
+                e.write(&o);
+            }
+            Event::BlockRemoved(e) => {
+                o.str("type", "BlockRemoved");
+                e.write(&o);
+            }
+            Event::AllBlocksCleared => {
+                o.str("type", "AllBlocksCleared");
+            }
+        }
+        o.done()
+    }
 }
 
 impl From<&KvEvent> for Event {
@@ -190,7 +312,7 @@ impl From<&KvEvent> for Event {
 }
 
 /// Where an event came from (`provenance` of a trace batch).
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct Provenance {
     /// Tier label: `"GPU"`, `"CPU"`, `"STORAGE:fs0"`, ...
@@ -210,6 +332,42 @@ pub struct Provenance {
     pub step: Option<u64>,
 }
 
+/// A provenance kind's name (its JSON Lines spelling).
+pub fn provenance_kind_str(kind: ProvenanceKind) -> &'static str {
+    match kind {
+        ProvenanceKind::GpuStore => "gpu_store",
+        ProvenanceKind::GpuEvict => "gpu_evict",
+        ProvenanceKind::OffloadStore => "offload_store",
+        ProvenanceKind::Evict => "evict",
+        ProvenanceKind::SecondaryStore => "secondary_store",
+        ProvenanceKind::Promotion => "promotion",
+        ProvenanceKind::Reset => "reset",
+    }
+}
+
+impl ToJs for Provenance {
+    fn to_js(&self) -> JsValue {
+        let Provenance {
+            tier,
+            kind,
+            job_id,
+            req_id,
+            group_idx,
+            chunk_idx,
+            step,
+        } = self;
+        let o = Obj::new();
+        o.str("tier", tier)
+            .str("kind", provenance_kind_str(*kind))
+            .opt_big("job_id", *job_id)
+            .opt_str("req_id", req_id.as_deref())
+            .opt_num("group_idx", group_idx.map(f64::from))
+            .opt_num("chunk_idx", chunk_idx.map(f64::from))
+            .opt_big("step", *step);
+        o.done()
+    }
+}
+
 impl From<&CoreProvenance> for Provenance {
     fn from(p: &CoreProvenance) -> Self {
         Provenance {
@@ -225,7 +383,7 @@ impl From<&CoreProvenance> for Provenance {
 }
 
 /// One published batch of a trace and where it was delivered from.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct Batch {
     /// 0-based position among the trace's batches.
@@ -248,6 +406,35 @@ pub struct Batch {
     pub origin: f64,
     /// Whether the exact captured payload bytes are kept.
     pub raw: bool,
+}
+
+impl ToJs for Batch {
+    fn to_js(&self) -> JsValue {
+        let Batch {
+            index,
+            first_event,
+            source,
+            dp_rank,
+            seq,
+            ts,
+            events,
+            provenance,
+            origin,
+            raw,
+        } = self;
+        let o = Obj::new();
+        o.num("index", f64::from(*index))
+            .num("first_event", f64::from(*first_event))
+            .str("source", source)
+            .opt_num("dp_rank", dp_rank.map(f64::from))
+            .big("seq", *seq)
+            .num("ts", *ts)
+            .to("events", events)
+            .to("provenance", provenance)
+            .num("origin", *origin)
+            .flag("raw", *raw);
+        o.done()
+    }
 }
 
 impl Batch {
@@ -317,37 +504,5 @@ mod tests {
             let err = hash_from_js(bad).unwrap_err();
             assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
         }
-    }
-
-    #[test]
-    fn events_mirror_vllm_fields_with_string_hashes() {
-        let ev = KvEvent::BlockStored(BlockStored {
-            block_hashes: vec![
-                BlockHash::Int(u64::MAX),
-                BlockHash::Int(9_007_199_254_740_993),
-            ],
-            parent_block_hash: Some(BlockHash::Int(1)),
-            token_ids: vec![1, 2, 3, 4],
-            block_size: 2,
-            lora_id: None,
-            medium: Some("CPU".into()),
-            lora_name: None,
-            extra_keys: Some(vec![None, Some(ExtraValue::Bytes(vec![0xff]))]),
-            group_idx: Some(0),
-            kv_cache_spec_kind: None,
-            kv_cache_spec_sliding_window: None,
-            locality: None,
-            ownership: None,
-        });
-        let json = serde_json::to_value(Event::from(&ev)).unwrap();
-        assert_eq!(json["type"], "BlockStored");
-        assert_eq!(json["block_hashes"][0], "18446744073709551615");
-        assert_eq!(json["block_hashes"][1], "9007199254740993");
-        assert_eq!(json["parent_block_hash"], "1");
-        assert_eq!(json["medium"], "CPU");
-        assert_eq!(json["extra_keys"][0], serde_json::Value::Null);
-        assert_eq!(json["extra_keys"][1]["bytes"], "ff");
-        let cleared = serde_json::to_value(Event::from(&KvEvent::AllBlocksCleared)).unwrap();
-        assert_eq!(cleared, serde_json::json!({"type": "AllBlocksCleared"}));
     }
 }

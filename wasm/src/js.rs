@@ -1,13 +1,272 @@
-//! Conversions to JavaScript values: the one serializer configuration every returned object
-//! goes through, and located JS `Error`s.
-
-use std::fmt;
-use std::marker::PhantomData;
+//! Conversions to JavaScript values: a small builder for the plain objects the package returns,
+//! and located JS `Error`s.
+//!
+//! Returned objects are built field by field with `Reflect.set` / `Array.prototype.push`
+//! imports typed per value kind (string, number, bigint, boolean, value), one import call per
+//! field. This replaced serde-wasm-bindgen with serde-derived `Serialize` impls: the generic
+//! serializer was instantiated once per returned type (`to_js::<T>` copies of 2-4 KB raw each,
+//! plus serde-wasm-bindgen's own ~8 KB and the derives' per-field code); the builder is
+//! non-generic and each field costs one call site. See "Size" in `wasm/README.md` for numbers.
+//!
+//! Conventions kept by every [`ToJs`] impl: fields in declaration order, `None` → `null`,
+//! 64-bit integers from the wire → `bigint`, counts and indices → `number`.
 
 use kvscope_core::wire::{Location, WireError};
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-use serde::ser::{Serialize, SerializeMap, Serializer};
 use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = Reflect, js_name = set)]
+    fn set_value(target: &js_sys::Object, key: &JsValue, value: &JsValue);
+    #[wasm_bindgen(js_namespace = Reflect, js_name = set)]
+    fn set_str(target: &js_sys::Object, key: &JsValue, value: &str);
+    #[wasm_bindgen(js_namespace = Reflect, js_name = set)]
+    fn set_f64(target: &js_sys::Object, key: &JsValue, value: f64);
+    #[wasm_bindgen(js_namespace = Reflect, js_name = set)]
+    fn set_u64(target: &js_sys::Object, key: &JsValue, value: u64);
+    #[wasm_bindgen(js_namespace = Reflect, js_name = set)]
+    fn set_bool(target: &js_sys::Object, key: &JsValue, value: bool);
+    /// A JS `Array` (this crate's binding, for the typed `push` imports below).
+    #[wasm_bindgen(js_name = Array)]
+    type JsArray;
+    #[wasm_bindgen(constructor, js_class = Array)]
+    fn new() -> JsArray;
+    #[wasm_bindgen(method, js_name = push)]
+    fn push_value(this: &JsArray, value: &JsValue);
+    #[wasm_bindgen(method, js_name = push)]
+    fn push_str(this: &JsArray, value: &str);
+    #[wasm_bindgen(method, js_name = push)]
+    fn push_f64(this: &JsArray, value: f64);
+    /// JavaScript's `String(value)`: how JS itself prints a number or bigint (used in error
+    /// messages, so that the wasm carries no float formatting code).
+    #[wasm_bindgen(js_name = String)]
+    pub fn js_string(value: &JsValue) -> String;
+}
+
+/// Slots of the key cache (a power of two above the ~70 distinct keys).
+const KEY_SLOTS: usize = 256;
+
+thread_local! {
+    /// Property names as JS strings, by the address and length of their `&'static str`
+    /// (open addressing). Reusing one JS string per key lets the engine skip decoding and
+    /// internalising the name on every `Reflect.set`: without it building objects was about
+    /// 2x slower than serde-wasm-bindgen (which caches its keys the same way).
+    static KEYS: std::cell::RefCell<Vec<((usize, usize), JsValue)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Most distinct runtime keys [`with_name`] caches (consumer, rule and verdict names: 25).
+const NAME_SLOTS: usize = 32;
+
+thread_local! {
+    /// Runtime property names (the keys of [`Pairs`]) as JS strings, by content.
+    static NAMES: std::cell::RefCell<Vec<(String, JsValue)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Call `f` with the runtime name `key` as a JS string, cached for the first
+/// [`NAME_SLOTS`] distinct names (a linear search: the keys are short and few).
+fn with_name(key: &str, f: impl FnOnce(&JsValue)) {
+    NAMES.with(|cell| {
+        let mut names = cell.borrow_mut();
+        if let Some((_, k)) = names.iter().find(|(n, _)| n == key) {
+            return f(k);
+        }
+        let k = JsValue::from_str(key);
+        f(&k);
+        if names.len() < NAME_SLOTS {
+            names.push((key.to_owned(), k));
+        }
+    })
+}
+
+/// Call `f` with `key` as a cached JS string.
+fn with_key(key: &'static str, f: impl FnOnce(&JsValue)) {
+    KEYS.with(|cell| {
+        let mut slots = cell.borrow_mut();
+        if slots.is_empty() {
+            slots.resize_with(KEY_SLOTS, || ((0, 0), JsValue::UNDEFINED));
+        }
+        let id = (key.as_ptr() as usize, key.len());
+        let mut i = ((id.0 as u32).wrapping_mul(0x9E37_79B1) >> 24) as usize;
+        loop {
+            let slot = &mut slots[i % KEY_SLOTS];
+            if slot.0 == id {
+                return f(&slot.1);
+            }
+            if slot.0 == (0, 0) {
+                *slot = (id, JsValue::from_str(key));
+                return f(&slot.1);
+            }
+            i += 1;
+        }
+    })
+}
+
+/// A value with a plain-JS-object form.
+pub trait ToJs {
+    /// The JS value (a fresh plain object, array or primitive).
+    fn to_js(&self) -> JsValue;
+}
+
+impl<T: ToJs> ToJs for [T] {
+    fn to_js(&self) -> JsValue {
+        let a = JsArray::new();
+        for item in self {
+            a.push_value(&item.to_js());
+        }
+        a.into()
+    }
+}
+
+impl<T: ToJs> ToJs for Vec<T> {
+    fn to_js(&self) -> JsValue {
+        self.as_slice().to_js()
+    }
+}
+
+impl<T: ToJs> ToJs for Option<T> {
+    fn to_js(&self) -> JsValue {
+        self.as_ref().map_or(JsValue::NULL, T::to_js)
+    }
+}
+
+impl ToJs for f64 {
+    fn to_js(&self) -> JsValue {
+        JsValue::from_f64(*self)
+    }
+}
+
+impl ToJs for &str {
+    fn to_js(&self) -> JsValue {
+        JsValue::from_str(self)
+    }
+}
+
+/// A property value for [`Obj::set`].
+enum Val<'a> {
+    Str(&'a str),
+    Num(f64),
+    Big(u64),
+    Flag(bool),
+    Js(&'a JsValue),
+}
+
+/// A plain JS object under construction; every setter adds one own property, in call order.
+pub struct Obj(js_sys::Object);
+
+impl Default for Obj {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Obj {
+    /// An empty plain object (`{}`).
+    pub fn new() -> Self {
+        Obj(js_sys::Object::new())
+    }
+
+    /// Every setter goes through this one non-generic function (one key lookup, one import
+    /// call per value kind), so each field costs a call site, not a copy of the lookup.
+    #[inline(never)]
+    fn set(&self, key: &'static str, value: Val<'_>) {
+        with_key(key, |k| match value {
+            Val::Str(v) => set_str(&self.0, k, v),
+            Val::Num(v) => set_f64(&self.0, k, v),
+            Val::Big(v) => set_u64(&self.0, k, v),
+            Val::Flag(v) => set_bool(&self.0, k, v),
+            Val::Js(v) => set_value(&self.0, k, v),
+        });
+    }
+
+    /// `key: value` (a string).
+    pub fn str(&self, key: &'static str, value: &str) -> &Self {
+        self.set(key, Val::Str(value));
+        self
+    }
+
+    /// `key: value` (a string, or `null`).
+    pub fn opt_str(&self, key: &'static str, value: Option<&str>) -> &Self {
+        match value {
+            Some(v) => self.str(key, v),
+            None => self.null(key),
+        }
+    }
+
+    /// `key: value` (a number).
+    pub fn num(&self, key: &'static str, value: f64) -> &Self {
+        self.set(key, Val::Num(value));
+        self
+    }
+
+    /// `key: value` (a number, or `null`).
+    pub fn opt_num(&self, key: &'static str, value: Option<f64>) -> &Self {
+        match value {
+            Some(v) => self.num(key, v),
+            None => self.null(key),
+        }
+    }
+
+    /// `key: value` (a `bigint`).
+    pub fn big(&self, key: &'static str, value: u64) -> &Self {
+        self.set(key, Val::Big(value));
+        self
+    }
+
+    /// `key: value` (a `bigint`, or `null`).
+    pub fn opt_big(&self, key: &'static str, value: Option<u64>) -> &Self {
+        match value {
+            Some(v) => self.big(key, v),
+            None => self.null(key),
+        }
+    }
+
+    /// `key: value` (a boolean).
+    pub fn flag(&self, key: &'static str, value: bool) -> &Self {
+        self.set(key, Val::Flag(value));
+        self
+    }
+
+    /// `key: null`.
+    pub fn null(&self, key: &'static str) -> &Self {
+        self.val(key, &JsValue::NULL)
+    }
+
+    /// `key: value` (any JS value).
+    pub fn val(&self, key: &'static str, value: &JsValue) -> &Self {
+        self.set(key, Val::Js(value));
+        self
+    }
+
+    /// `key: value.to_js()`.
+    pub fn to<T: ToJs + ?Sized>(&self, key: &'static str, value: &T) -> &Self {
+        self.val(key, &value.to_js())
+    }
+
+    /// The finished object.
+    pub fn done(self) -> JsValue {
+        self.0.into()
+    }
+}
+
+/// An array of strings.
+pub fn str_array<S: AsRef<str>>(items: &[S]) -> JsValue {
+    let a = JsArray::new();
+    for s in items {
+        a.push_str(s.as_ref());
+    }
+    a.into()
+}
+
+/// An array of numbers (one `push` per element: faster than `Array.from` of a typed array).
+pub fn num_array(items: impl Iterator<Item = f64>) -> JsValue {
+    let a = JsArray::new();
+    for v in items {
+        a.push_f64(v);
+    }
+    a.into()
+}
 
 /// Key/value pairs as a plain JS object, keys in order. Used instead of `BTreeMap`, which
 /// would re-sort maps the core already keeps ordered and cost a sort plus a tree's code in
@@ -15,54 +274,14 @@ use wasm_bindgen::prelude::*;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Pairs<K, V>(pub Vec<(K, V)>);
 
-impl<K: Serialize, V: Serialize> Serialize for Pairs<K, V> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
+impl<K: AsRef<str>, V: ToJs> ToJs for Pairs<K, V> {
+    fn to_js(&self) -> JsValue {
+        let o = Obj::new();
         for (k, v) in &self.0 {
-            m.serialize_entry(k, v)?;
+            with_name(k.as_ref(), |k| set_value(&o.0, k, &v.to_js()));
         }
-        m.end()
+        o.done()
     }
-}
-
-impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Deserialize<'de> for Pairs<K, V> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct PairsVisitor<K, V>(PhantomData<(K, V)>);
-        impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Visitor<'de> for PairsVisitor<K, V> {
-            type Value = Pairs<K, V>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::new();
-                while let Some(entry) = a.next_entry()? {
-                    out.push(entry);
-                }
-                Ok(Pairs(out))
-            }
-        }
-        d.deserialize_map(PairsVisitor(PhantomData))
-    }
-}
-
-/// Serialize `value` to a plain JS value: structs and maps become plain objects, `None`
-/// becomes `null`, and 64-bit integers become `bigint` (never a lossy `number`).
-pub fn to_js<T: Serialize + ?Sized>(value: &T) -> Result<JsValue, JsValue> {
-    let serializer = serde_wasm_bindgen::Serializer::new()
-        .serialize_missing_as_null(true)
-        .serialize_maps_as_objects(true)
-        .serialize_large_number_types_as_bigints(true);
-    value
-        .serialize(&serializer)
-        .map_err(|e| js_error(&format!("cannot convert result to JavaScript: {e}")))
-}
-
-/// A serde_json error's message without the " at line L column C" suffix (positions inside
-/// `JSON.stringify` output mean nothing to the caller).
-pub fn json_error_message(e: &serde_json::Error) -> String {
-    let full = e.to_string();
-    let suffix = format!(" at line {} column {}", e.line(), e.column());
-    full.strip_suffix(&suffix).unwrap_or(&full).to_owned()
 }
 
 /// A JS `Error` with `message`.
@@ -75,14 +294,7 @@ pub fn js_error(message: &str) -> JsValue {
 /// `line` / `column` (JSON Lines) or `byteOffset` (msgpack), all numbers.
 pub fn wire_error(err: &WireError) -> JsValue {
     let e = js_sys::Error::new(&err.to_string());
-    let set = |key: &str, value: u64| {
-        // Setting a property on a fresh Error object cannot fail.
-        let _ = js_sys::Reflect::set(
-            &e,
-            &JsValue::from_str(key),
-            &JsValue::from_f64(value as f64),
-        );
-    };
+    let set = |key: &'static str, value: u64| with_key(key, |k| set_f64(&e, k, value as f64));
     match err.location {
         Location::Line { line, column } => {
             set("line", line);

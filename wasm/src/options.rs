@@ -1,14 +1,19 @@
 //! Options objects JavaScript passes in (analysis, violation filters, scenario generation),
 //! parsed strictly: an unknown key, consumer, rule or level is an error naming it.
+//!
+//! Objects are read straight from the JS value ([`read`]: own enumerable keys, `typeof`
+//! checks), not through `JSON.stringify` + serde_json, so the package needs no JSON
+//! deserializer for its options. Keys whose value is `undefined` and `null` values count as
+//! absent (as they did through JSON); messages use serde's wording (`unknown field `x`,
+//! expected one of ...`, `invalid type: string "16", expected u32`).
 
 use kvscope_core::analysis::{AnalysisConfig, Level, Rule, RuleLevels};
 use kvscope_core::consumers::{ConsumerConfig, ConsumerKind};
 use kvscope_core::replay::ViolationFilter;
-use serde::Deserialize;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
-use crate::js::Pairs;
+use crate::js::{js_error, Pairs};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_NAMES: &'static str = r#"
@@ -39,7 +44,7 @@ extern "C" {
 }
 
 /// Options of `Trace.analyze()` / `Trace.replay()`. Every key is optional.
-#[derive(Clone, Debug, Default, Deserialize, Tsify)]
+#[derive(Clone, Debug, Default, Tsify)]
 #[serde(default, deny_unknown_fields)]
 pub struct AnalyzeOptions {
     /// Consumer models to run (default: all, in the order llmd, dynamo, sglang, ideal).
@@ -57,8 +62,7 @@ pub struct AnalyzeOptions {
 }
 
 /// Model settings; unset keys keep kvscope's defaults.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Clone, Debug, Default)]
 pub struct ConsumerConfigOptions {
     /// llm-d's `blockSizeTokens` (default: auto = the trace's engine block size).
     pub llmd_canonical_block_size: Option<u32>,
@@ -84,6 +88,228 @@ export interface ConsumerConfig {
     ideal_pending_limit: number;
 }
 "#;
+
+impl AnalyzeOptions {
+    /// The keys an `AnalyzeOptions` object may have.
+    pub const KEYS: [&'static str; 4] = ["consumers", "rules", "levels", "consumer_config"];
+
+    /// Read the options from a JS object (see [`read`]).
+    pub fn from_js(value: &JsValue) -> Result<Self, String> {
+        let [consumers, rules, levels, consumer_config] = read::fields(value, &Self::KEYS)?;
+        Ok(AnalyzeOptions {
+            consumers: consumers.as_ref().map(read::strings).transpose()?,
+            rules: rules.as_ref().map(read::strings).transpose()?,
+            levels: levels
+                .as_ref()
+                .map(|v| read::string_map(v, "an object"))
+                .transpose()?,
+            consumer_config: consumer_config
+                .as_ref()
+                .map(ConsumerConfigOptions::from_js)
+                .transpose()?,
+        })
+    }
+}
+
+impl ConsumerConfigOptions {
+    /// The keys a `consumer_config` object may have.
+    pub const KEYS: [&'static str; 4] = [
+        "llmd_canonical_block_size",
+        "dynamo_kv_block_size",
+        "dynamo_clear_all_ranks",
+        "ideal_pending_limit",
+    ];
+
+    /// Read the settings from a JS object.
+    pub fn from_js(value: &JsValue) -> Result<Self, String> {
+        read::object(value, "struct ConsumerConfigOptions")?;
+        let [llmd, dynamo, clear, ideal] = read::fields(value, &Self::KEYS)?;
+        Ok(ConsumerConfigOptions {
+            llmd_canonical_block_size: llmd.as_ref().map(read::u32).transpose()?,
+            dynamo_kv_block_size: dynamo.as_ref().map(read::u32).transpose()?,
+            dynamo_clear_all_ranks: clear.as_ref().map(read::boolean).transpose()?,
+            ideal_pending_limit: ideal.as_ref().map(read::u32).transpose()?,
+        })
+    }
+}
+
+/// Parse optional options (`undefined` / `null` = defaults) with `from_js`; errors other
+/// than a non-object are prefixed `invalid {what}: `. (`from_js` is a function pointer, not
+/// a trait: one copy of this function instead of one per options type, 265 B gzip smaller.)
+pub fn parse_options<T: Default>(
+    value: Option<JsValue>,
+    what: &str,
+    from_js: fn(&JsValue) -> Result<T, String>,
+) -> Result<T, JsValue> {
+    let Some(value) = value.filter(|v| !v.is_undefined() && !v.is_null()) else {
+        return Ok(T::default());
+    };
+    if !value.is_object() || js_sys::Array::is_array(&value) {
+        return Err(js_error(&format!("invalid {what}: expected an object")));
+    }
+    from_js(&value).map_err(|m| js_error(&format!("invalid {what}: {m}")))
+}
+
+/// Typed reads of JS values with serde-style messages.
+pub mod read {
+    use wasm_bindgen::{JsCast, JsValue};
+
+    use crate::js::{js_string, Pairs};
+
+    /// 2^64 as an f64: integral numbers below it print as integers in messages.
+    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+
+    /// How a value is described in a type error (serde's `Unexpected` wording; numbers and
+    /// bigints printed by JavaScript's `String()`).
+    pub fn unexpected(v: &JsValue) -> String {
+        if v.is_null() || v.is_undefined() {
+            "null".to_owned()
+        } else if let Some(b) = v.as_bool() {
+            format!("boolean `{b}`")
+        } else if let Some(n) = v.as_f64() {
+            let kind = if n.fract() == 0.0 && n.abs() < TWO_POW_64 {
+                "integer"
+            } else {
+                "floating point"
+            };
+            format!("{kind} `{}`", js_string(v))
+        } else if let Some(s) = v.as_string() {
+            format!("string {s:?}")
+        } else if js_sys::Array::is_array(v) {
+            "sequence".to_owned()
+        } else if v.is_bigint() {
+            format!("bigint `{}`", js_string(v))
+        } else if v.is_object() {
+            "map".to_owned()
+        } else {
+            v.js_typeof().as_string().unwrap_or_default()
+        }
+    }
+
+    /// `invalid type: {unexpected}, expected {expected}`.
+    pub fn invalid_type(v: &JsValue, expected: &str) -> String {
+        format!("invalid type: {}, expected {expected}", unexpected(v))
+    }
+
+    /// Check that `v` is a (non-array) object.
+    pub fn object(v: &JsValue, expected: &str) -> Result<(), String> {
+        if v.is_object() && !js_sys::Array::is_array(v) {
+            Ok(())
+        } else {
+            Err(invalid_type(v, expected))
+        }
+    }
+
+    /// The values of `keys` in object `v` (`None` when absent, `undefined` or `null`); any
+    /// other own enumerable key is an error naming it.
+    pub fn fields<const N: usize>(
+        v: &JsValue,
+        keys: &[&str; N],
+    ) -> Result<[Option<JsValue>; N], String> {
+        let mut out: [Option<JsValue>; N] = std::array::from_fn(|_| None);
+        for (key, value) in entries(v)? {
+            if value.is_undefined() {
+                continue;
+            }
+            let Some(i) = keys.iter().position(|k| *k == key) else {
+                return Err(unknown_field(&key, keys));
+            };
+            if !value.is_null() {
+                out[i] = Some(value);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Own enumerable string-keyed properties of object `v`, in `Object.keys` order.
+    fn entries(v: &JsValue) -> Result<Vec<(String, JsValue)>, String> {
+        let obj: &js_sys::Object = v.unchecked_ref();
+        js_sys::Object::keys(obj)
+            .iter()
+            .map(|k| {
+                let name = k.as_string().unwrap_or_default();
+                js_sys::Reflect::get(obj, &k)
+                    .map(|value| (name.clone(), value))
+                    .map_err(|_| format!("cannot read field `{name}`"))
+            })
+            .collect()
+    }
+
+    /// serde's message for an unknown key (`expected `a``, `expected `a` or `b``,
+    /// `expected one of `a`, `b`, `c``).
+    fn unknown_field(key: &str, keys: &[&str]) -> String {
+        let mut m = format!("unknown field `{key}`, expected ");
+        if keys.len() > 2 {
+            m.push_str("one of ");
+        }
+        for (i, k) in keys.iter().enumerate() {
+            if i > 0 {
+                m.push_str(if keys.len() == 2 { " or " } else { ", " });
+            }
+            m.push('`');
+            m.push_str(k);
+            m.push('`');
+        }
+        m
+    }
+
+    /// A string.
+    pub fn string(v: &JsValue) -> Result<String, String> {
+        v.as_string().ok_or_else(|| invalid_type(v, "a string"))
+    }
+
+    /// An array of strings.
+    pub fn strings(v: &JsValue) -> Result<Vec<String>, String> {
+        if !js_sys::Array::is_array(v) {
+            return Err(invalid_type(v, "a sequence"));
+        }
+        js_sys::Array::from(v).iter().map(|e| string(&e)).collect()
+    }
+
+    /// An object whose values are strings, keys in order.
+    pub fn string_map(v: &JsValue, expected: &str) -> Result<Pairs<String, String>, String> {
+        object(v, expected)?;
+        let mut out = Vec::new();
+        for (key, value) in entries(v)? {
+            if !value.is_undefined() {
+                out.push((key, string(&value)?));
+            }
+        }
+        Ok(Pairs(out))
+    }
+
+    /// A boolean.
+    pub fn boolean(v: &JsValue) -> Result<bool, String> {
+        v.as_bool().ok_or_else(|| invalid_type(v, "a boolean"))
+    }
+
+    /// An integral number in `0..=max` (`what` names the type in messages).
+    fn integer(v: &JsValue, max: f64, what: &str) -> Result<f64, String> {
+        let n = v.as_f64().ok_or_else(|| invalid_type(v, what))?;
+        if n.fract() != 0.0 || n.abs() >= TWO_POW_64 {
+            return Err(invalid_type(v, what));
+        }
+        if n < 0.0 || n > max {
+            return Err(format!("invalid value: {}, expected {what}", unexpected(v)));
+        }
+        Ok(n)
+    }
+
+    /// A `u32` given as a number.
+    pub fn u32(v: &JsValue) -> Result<u32, String> {
+        integer(v, f64::from(u32::MAX), "u32").map(|n| n as u32)
+    }
+
+    /// A `u64` given as a number (exact when integral) or a `bigint` in `0..2^64`.
+    pub fn u64(v: &JsValue) -> Result<u64, String> {
+        if v.is_bigint() {
+            return u64::try_from(v.clone())
+                .map_err(|_| format!("invalid value: {}, expected u64", unexpected(v)));
+        }
+        // Every integral f64 below 2^64 converts exactly.
+        integer(v, TWO_POW_64, "u64").map(|n| n as u64)
+    }
+}
 
 /// Parse a consumer name (`llmd`/`llm-d`, `dynamo`, `sglang`, `ideal`).
 pub fn parse_consumer(name: &str) -> Result<ConsumerKind, String> {
@@ -157,7 +383,7 @@ impl AnalyzeOptions {
 
 /// Which violations `nextViolation` / `previousViolation` stop at. Without either key: any
 /// finding (every rule, any level, plus every child-before-parent violation).
-#[derive(Clone, Debug, Default, Deserialize, Tsify)]
+#[derive(Clone, Debug, Default, Tsify)]
 #[serde(default, deny_unknown_fields)]
 pub struct ViolationFilterOptions {
     /// Only findings of this rule (any level, including allowed ones).
@@ -169,6 +395,18 @@ pub struct ViolationFilterOptions {
 }
 
 impl ViolationFilterOptions {
+    /// The keys a filter object may have.
+    pub const KEYS: [&'static str; 2] = ["rule", "consumer"];
+
+    /// Read the filter from a JS object.
+    pub fn from_js(value: &JsValue) -> Result<Self, String> {
+        let [rule, consumer] = read::fields(value, &Self::KEYS)?;
+        Ok(ViolationFilterOptions {
+            rule: rule.as_ref().map(read::string).transpose()?,
+            consumer: consumer.as_ref().map(read::string).transpose()?,
+        })
+    }
+
     /// The core filter.
     pub fn to_filter(&self) -> Result<ViolationFilter, String> {
         Ok(ViolationFilter {
@@ -182,23 +420,30 @@ impl ViolationFilterOptions {
 mod tests {
     use super::*;
 
-    fn opts(json: &str) -> Result<AnalysisConfig, String> {
-        serde_json::from_str::<AnalyzeOptions>(json)
-            .map_err(|e| e.to_string())?
-            .to_config()
+    fn strings(v: &[&str]) -> Option<Vec<String>> {
+        Some(v.iter().map(|s| s.to_string()).collect())
     }
 
     #[test]
     fn empty_options_are_the_core_defaults() {
-        assert_eq!(opts("{}").unwrap(), AnalysisConfig::default());
+        assert_eq!(
+            AnalyzeOptions::default().to_config().unwrap(),
+            AnalysisConfig::default()
+        );
     }
 
     #[test]
     fn consumers_rules_and_levels_are_applied() {
-        let c = opts(
-            r#"{"consumers": ["llm-d", "ideal", "llmd"], "rules": ["child-before-parent-in-job", "seq-gap"],
-                "levels": {"seq-gap": "warn"}, "consumer_config": {"dynamo_kv_block_size": 32}}"#,
-        )
+        let c = AnalyzeOptions {
+            consumers: strings(&["llm-d", "ideal", "llmd"]),
+            rules: strings(&["child-before-parent-in-job", "seq-gap"]),
+            levels: Some(Pairs(vec![("seq-gap".into(), "warn".into())])),
+            consumer_config: Some(ConsumerConfigOptions {
+                dynamo_kv_block_size: Some(32),
+                ..Default::default()
+            }),
+        }
+        .to_config()
         .unwrap();
         assert_eq!(c.consumers, vec![ConsumerKind::Llmd, ConsumerKind::Ideal]);
         assert_eq!(c.rules.level(Rule::ChildBeforeParentInJob), Level::Deny);
@@ -210,18 +455,22 @@ mod tests {
 
     #[test]
     fn bad_names_are_errors_naming_them() {
-        assert!(opts(r#"{"consumers": ["vllm"]}"#)
-            .unwrap_err()
-            .contains("\"vllm\""));
-        assert!(opts(r#"{"rules": ["no-such-rule"]}"#)
-            .unwrap_err()
-            .contains("\"no-such-rule\""));
-        assert!(opts(r#"{"levels": {"seq-gap": "fatal"}}"#)
-            .unwrap_err()
-            .contains("\"fatal\""));
-        assert!(opts(r#"{"consumer": ["llmd"]}"#)
-            .unwrap_err()
-            .contains("unknown field `consumer`"));
+        let bad = |o: AnalyzeOptions| o.to_config().unwrap_err();
+        assert!(bad(AnalyzeOptions {
+            consumers: strings(&["vllm"]),
+            ..Default::default()
+        })
+        .contains("\"vllm\""));
+        assert!(bad(AnalyzeOptions {
+            rules: strings(&["no-such-rule"]),
+            ..Default::default()
+        })
+        .contains("\"no-such-rule\""));
+        assert!(bad(AnalyzeOptions {
+            levels: Some(Pairs(vec![("seq-gap".into(), "fatal".into())])),
+            ..Default::default()
+        })
+        .contains("\"fatal\""));
         let f = ViolationFilterOptions {
             rule: None,
             consumer: Some("x".into()),

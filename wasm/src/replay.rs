@@ -7,20 +7,19 @@
 
 use kvscope_core::consumers as kc;
 use kvscope_core::replay as kr;
-use serde::Serialize;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
 use crate::dto::hash_from_js;
-use crate::js::{js_error, json_error_message, to_js};
+use crate::js::{js_error, js_string, str_array, Obj, ToJs};
 use crate::options::{
-    AnalyzeOptions, AnalyzeOptionsArg, ViolationFilterArg, ViolationFilterOptions,
+    parse_options, AnalyzeOptions, AnalyzeOptionsArg, ViolationFilterArg, ViolationFilterOptions,
 };
 use crate::report::{hash_str, hash_strs, num, Analysis, Finding, Job};
 use crate::trace::{range_error, Trace};
 
 /// A delivered event, as the replay shows it (hashes u64-normalised, as routers key them).
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct EventInfo {
     /// Global 0-based index.
@@ -51,6 +50,37 @@ pub struct EventInfo {
     pub job: Option<u32>,
 }
 
+impl ToJs for EventInfo {
+    fn to_js(&self) -> JsValue {
+        let EventInfo {
+            index,
+            line,
+            pos,
+            source,
+            dp_rank,
+            seq,
+            tier,
+            kind,
+            hashes,
+            parent,
+            job,
+        } = self;
+        let o = Obj::new();
+        o.num("index", *index)
+            .num("line", *line)
+            .num("pos", *pos)
+            .str("source", source)
+            .num("dp_rank", f64::from(*dp_rank))
+            .big("seq", *seq)
+            .str("tier", tier)
+            .str("type", kind)
+            .val("hashes", &str_array(hashes))
+            .opt_str("parent", parent.as_deref())
+            .opt_num("job", job.map(f64::from));
+        o.done()
+    }
+}
+
 impl From<kr::EventInfo> for EventInfo {
     fn from(e: kr::EventInfo) -> Self {
         EventInfo {
@@ -70,7 +100,7 @@ impl From<kr::EventInfo> for EventInfo {
 }
 
 /// A lane's block counters (one consumer, one source, one tier).
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 pub struct LaneCounts {
     /// Blocks currently indexed (reachable or not).
     pub indexed: f64,
@@ -80,6 +110,23 @@ pub struct LaneCounts {
     pub dropped: f64,
     /// Blocks indexed but unreachable (misrooted), currently.
     pub unreachable: f64,
+}
+
+impl ToJs for LaneCounts {
+    fn to_js(&self) -> JsValue {
+        let LaneCounts {
+            indexed,
+            pending,
+            dropped,
+            unreachable,
+        } = self;
+        let o = Obj::new();
+        o.num("indexed", *indexed)
+            .num("pending", *pending)
+            .num("dropped", *dropped)
+            .num("unreachable", *unreachable);
+        o.done()
+    }
 }
 
 impl From<&kc::LaneCounts> for LaneCounts {
@@ -94,7 +141,7 @@ impl From<&kc::LaneCounts> for LaneCounts {
 }
 
 /// One lane's counters at the cursor.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 pub struct LaneSnapshot {
     /// Source name.
     pub source: String,
@@ -104,8 +151,23 @@ pub struct LaneSnapshot {
     pub counts: LaneCounts,
 }
 
+impl ToJs for LaneSnapshot {
+    fn to_js(&self) -> JsValue {
+        let LaneSnapshot {
+            source,
+            tier,
+            counts,
+        } = self;
+        let o = Obj::new();
+        o.str("source", source)
+            .str("tier", tier)
+            .to("counts", counts);
+        o.done()
+    }
+}
+
 /// One consumer's state at the cursor.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 pub struct ConsumerSnapshot {
     /// The model.
     #[tsify(type = "ConsumerName")]
@@ -116,8 +178,23 @@ pub struct ConsumerSnapshot {
     pub total: LaneCounts,
 }
 
+impl ToJs for ConsumerSnapshot {
+    fn to_js(&self) -> JsValue {
+        let ConsumerSnapshot {
+            consumer,
+            lanes,
+            total,
+        } = self;
+        let o = Obj::new();
+        o.str("consumer", consumer)
+            .to("lanes", lanes)
+            .to("total", total);
+        o.done()
+    }
+}
+
 /// A job's progress at the cursor.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct JobProgress {
     /// The job.
@@ -128,8 +205,23 @@ pub struct JobProgress {
     pub violations: f64,
 }
 
+impl ToJs for JobProgress {
+    fn to_js(&self) -> JsValue {
+        let JobProgress {
+            job,
+            delivered,
+            violations,
+        } = self;
+        let o = Obj::new();
+        o.to("job", job)
+            .num("delivered", *delivered)
+            .num("violations", *violations);
+        o.done()
+    }
+}
+
 /// The state at the cursor.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct Snapshot {
     /// Number of applied events.
@@ -146,6 +238,29 @@ pub struct Snapshot {
     pub blocks_seen: f64,
     /// Findings (all levels) at events before the cursor.
     pub findings_so_far: f64,
+}
+
+impl ToJs for Snapshot {
+    fn to_js(&self) -> JsValue {
+        let Snapshot {
+            cursor,
+            total,
+            last_event,
+            consumers,
+            active_jobs,
+            blocks_seen,
+            findings_so_far,
+        } = self;
+        let o = Obj::new();
+        o.num("cursor", *cursor)
+            .num("total", *total)
+            .to("last_event", last_event)
+            .to("consumers", consumers)
+            .to("active_jobs", active_jobs)
+            .num("blocks_seen", *blocks_seen)
+            .num("findings_so_far", *findings_so_far);
+        o.done()
+    }
 }
 
 impl From<kr::Snapshot> for Snapshot {
@@ -187,7 +302,7 @@ impl From<kr::Snapshot> for Snapshot {
 }
 
 /// The outcome for one block of an event.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(missing_as_null)]
 pub struct BlockVerdict {
     /// The block hash.
@@ -200,8 +315,23 @@ pub struct BlockVerdict {
     pub reason: Option<String>,
 }
 
+impl ToJs for BlockVerdict {
+    fn to_js(&self) -> JsValue {
+        let BlockVerdict {
+            hash,
+            verdict,
+            reason,
+        } = self;
+        let o = Obj::new();
+        o.str("hash", hash)
+            .str("verdict", verdict)
+            .opt_str("reason", reason.as_deref());
+        o.done()
+    }
+}
+
 /// A consumer's verdict on one event.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(missing_as_null)]
 pub struct EventVerdict {
     /// The event-level outcome.
@@ -216,6 +346,25 @@ pub struct EventVerdict {
     pub status: Option<String>,
     /// Per-block outcomes, in the event's block order.
     pub blocks: Vec<BlockVerdict>,
+}
+
+impl ToJs for EventVerdict {
+    fn to_js(&self) -> JsValue {
+        let EventVerdict {
+            verdict,
+            missing_parent,
+            reason,
+            status,
+            blocks,
+        } = self;
+        let o = Obj::new();
+        o.str("verdict", verdict)
+            .opt_str("missing_parent", missing_parent.as_deref())
+            .opt_str("reason", reason.as_deref())
+            .opt_str("status", status.as_deref())
+            .to("blocks", blocks);
+        o.done()
+    }
 }
 
 impl From<&kc::EventVerdict> for EventVerdict {
@@ -239,7 +388,7 @@ impl From<&kc::EventVerdict> for EventVerdict {
 }
 
 /// A later outcome for an earlier (pending) event.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 pub struct Resolution {
     /// Global index of the earlier event.
     pub event: f64,
@@ -251,8 +400,23 @@ pub struct Resolution {
     pub hashes: Vec<String>,
 }
 
+impl ToJs for Resolution {
+    fn to_js(&self) -> JsValue {
+        let Resolution {
+            event,
+            verdict,
+            hashes,
+        } = self;
+        let o = Obj::new();
+        o.num("event", *event)
+            .str("verdict", verdict)
+            .val("hashes", &str_array(hashes));
+        o.done()
+    }
+}
+
 /// A lane whose counters an event changed.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 pub struct LaneChange {
     /// Source name.
     pub source: String,
@@ -264,8 +428,25 @@ pub struct LaneChange {
     pub after: LaneCounts,
 }
 
+impl ToJs for LaneChange {
+    fn to_js(&self) -> JsValue {
+        let LaneChange {
+            source,
+            tier,
+            before,
+            after,
+        } = self;
+        let o = Obj::new();
+        o.str("source", source)
+            .str("tier", tier)
+            .to("before", before)
+            .to("after", after);
+        o.done()
+    }
+}
+
 /// What one consumer did with one event.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(missing_as_null)]
 pub struct ConsumerStep {
     /// The model.
@@ -282,8 +463,27 @@ pub struct ConsumerStep {
     pub lanes: Vec<LaneChange>,
 }
 
+impl ToJs for ConsumerStep {
+    fn to_js(&self) -> JsValue {
+        let ConsumerStep {
+            consumer,
+            verdict,
+            final_verdict,
+            resolved,
+            lanes,
+        } = self;
+        let o = Obj::new();
+        o.str("consumer", consumer)
+            .to("verdict", verdict)
+            .opt_str("final_verdict", *final_verdict)
+            .to("resolved", resolved)
+            .to("lanes", lanes);
+        o.done()
+    }
+}
+
 /// The diff of one step: what applying one event changed.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct Step {
     /// The event.
@@ -292,6 +492,21 @@ pub struct Step {
     pub verdicts: Vec<ConsumerStep>,
     /// Findings at this event (all levels).
     pub findings: Vec<Finding>,
+}
+
+impl ToJs for Step {
+    fn to_js(&self) -> JsValue {
+        let Step {
+            event,
+            verdicts,
+            findings,
+        } = self;
+        let o = Obj::new();
+        o.to("event", event)
+            .to("verdicts", verdicts)
+            .to("findings", findings);
+        o.done()
+    }
 }
 
 impl From<kr::Step> for Step {
@@ -332,7 +547,7 @@ impl From<kr::Step> for Step {
 }
 
 /// A consumer's last outcome for a block.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 pub struct BlockOutcome {
     /// The model.
     #[tsify(type = "ConsumerName")]
@@ -344,8 +559,23 @@ pub struct BlockOutcome {
     pub verdict: &'static str,
 }
 
+impl ToJs for BlockOutcome {
+    fn to_js(&self) -> JsValue {
+        let BlockOutcome {
+            consumer,
+            event,
+            verdict,
+        } = self;
+        let o = Obj::new();
+        o.str("consumer", consumer)
+            .num("event", *event)
+            .str("verdict", verdict);
+        o.done()
+    }
+}
+
 /// What is known about one block at the cursor.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(missing_as_null)]
 pub struct BlockInfo {
     /// The hash (router-normalised u64, decimal).
@@ -361,6 +591,25 @@ pub struct BlockInfo {
     pub children: Vec<String>,
     /// Per consumer: the outcome at the last event before the cursor that named the block.
     pub last_outcome: Vec<BlockOutcome>,
+}
+
+impl ToJs for BlockInfo {
+    fn to_js(&self) -> JsValue {
+        let BlockInfo {
+            hash,
+            parent,
+            first_stored,
+            children,
+            last_outcome,
+        } = self;
+        let o = Obj::new();
+        o.str("hash", hash)
+            .opt_str("parent", parent.as_deref())
+            .opt_num("first_stored", *first_stored)
+            .val("children", &str_array(children))
+            .to("last_outcome", last_outcome);
+        o.done()
+    }
 }
 
 impl From<kr::BlockInfo> for BlockInfo {
@@ -383,39 +632,15 @@ impl From<kr::BlockInfo> for BlockInfo {
     }
 }
 
-/// Parse optional options (`undefined` / `null` = defaults). The object goes through
-/// `JSON.stringify` and serde_json (which the package carries anyway for JSON Lines), so the
-/// package needs no second deserializer; unknown keys are errors naming them
-/// (`deny_unknown_fields`), and keys whose value is `undefined` count as absent.
-pub(crate) fn parse_opts<T: serde::de::DeserializeOwned + Default>(
-    value: Option<JsValue>,
-    what: &str,
-) -> Result<T, JsValue> {
-    let Some(value) = value.filter(|v| !v.is_undefined() && !v.is_null()) else {
-        return Ok(T::default());
-    };
-    if !value.is_object() || js_sys::Array::is_array(&value) {
-        return Err(js_error(&format!("invalid {what}: expected an object")));
-    }
-    let text = js_sys::JSON::stringify(&value)
-        .ok()
-        .and_then(|s| s.as_string())
-        .ok_or_else(|| {
-            js_error(&format!(
-                "invalid {what}: not expressible as JSON (a bigint or a cycle?)"
-            ))
-        })?;
-    serde_json::from_slice(text.as_bytes())
-        .map_err(|e| js_error(&format!("invalid {what}: {}", json_error_message(&e))))
-}
-
 /// A cursor position or event index given by JS: a non-negative integer.
 fn index_arg(v: f64, what: &str) -> Result<usize, JsValue> {
     if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_991.0 {
         Ok(v as usize)
     } else {
+        // `String(v)`, not Rust's float formatting (which would add ~14 KB of wasm).
         Err(range_error(&format!(
-            "{what} must be a non-negative integer, got {v}"
+            "{what} must be a non-negative integer, got {}",
+            js_string(&JsValue::from_f64(v))
         )))
     }
 }
@@ -443,15 +668,19 @@ impl ReplaySession {
 
     fn step_js(step: Option<kr::Step>) -> Result<JsValue, JsValue> {
         match step {
-            Some(s) => to_js(&Step::from(s)),
+            Some(s) => Ok(Step::from(s).to_js()),
             None => Ok(JsValue::NULL),
         }
     }
 
     fn filter(filter: Option<ViolationFilterArg>) -> Result<kr::ViolationFilter, JsValue> {
-        parse_opts::<ViolationFilterOptions>(filter.map(JsValue::from), "violation filter")?
-            .to_filter()
-            .map_err(|m| js_error(&m))
+        parse_options(
+            filter.map(JsValue::from),
+            "violation filter",
+            ViolationFilterOptions::from_js,
+        )?
+        .to_filter()
+        .map_err(|m| js_error(&m))
     }
 }
 
@@ -464,7 +693,11 @@ impl ReplaySession {
         trace: &Trace,
         options: Option<AnalyzeOptionsArg>,
     ) -> Result<ReplaySession, JsValue> {
-        let options: AnalyzeOptions = parse_opts(options.map(JsValue::from), "analyze options")?;
+        let options = parse_options(
+            options.map(JsValue::from),
+            "analyze options",
+            AnalyzeOptions::from_js,
+        )?;
         ReplaySession::from_trace(trace, &options).map_err(|m| js_error(&m))
     }
 
@@ -539,7 +772,7 @@ impl ReplaySession {
     /// The state at the cursor: per consumer and lane counters, active jobs, totals.
     #[wasm_bindgen(unchecked_return_type = "Snapshot")]
     pub fn state(&self) -> Result<JsValue, JsValue> {
-        to_js(&Snapshot::from(self.inner.snapshot()))
+        Ok(Snapshot::from(self.inner.snapshot()).to_js())
     }
 
     /// The diff of the last step: what applying the event at the cursor (`cursor - 1`)
@@ -562,7 +795,7 @@ impl ReplaySession {
                 self.inner.len()
             ))
         })?;
-        to_js(&Step::from(step))
+        Ok(Step::from(step).to_js())
     }
 
     /// Describe event `index`.
@@ -575,7 +808,7 @@ impl ReplaySession {
                 self.inner.len()
             ))
         })?;
-        to_js(&EventInfo::from(info))
+        Ok(EventInfo::from(info).to_js())
     }
 
     /// What is known about a block at the cursor. `hash` is a decimal string (or `0x` hex of
@@ -594,13 +827,13 @@ impl ReplaySession {
                 "block hash must be a string or a bigint (never a number)",
             ));
         };
-        to_js(&BlockInfo::from(self.inner.block(h)))
+        Ok(BlockInfo::from(self.inner.block(h)).to_js())
     }
 
     /// The session's analysis (same shape as `Trace.analyze()`).
     #[wasm_bindgen(unchecked_return_type = "Analysis")]
     pub fn analysis(&self) -> Result<JsValue, JsValue> {
-        to_js(&Analysis::from(self.inner.analysis()))
+        Ok(Analysis::from(self.inner.analysis()).to_js())
     }
 
     /// Bytes of the recorded index (what seeking uses), for memory accounting.
@@ -616,12 +849,13 @@ impl Trace {
     /// losses, for the chosen consumers and rules. Returns a plain object.
     #[wasm_bindgen(unchecked_return_type = "Analysis")]
     pub fn analyze(&self, options: Option<AnalyzeOptionsArg>) -> Result<JsValue, JsValue> {
-        let options: AnalyzeOptions = parse_opts(options.map(JsValue::from), "analyze options")?;
+        let options = parse_options(
+            options.map(JsValue::from),
+            "analyze options",
+            AnalyzeOptions::from_js,
+        )?;
         let config = options.to_config().map_err(|m| js_error(&m))?;
-        to_js(&Analysis::from(&kvscope_core::analysis::analyze(
-            self.core(),
-            &config,
-        )))
+        Ok(Analysis::from(&kvscope_core::analysis::analyze(self.core(), &config)).to_js())
     }
 
     /// Open a replay session over a copy of this trace (same options as `analyze`).

@@ -2,10 +2,11 @@
 //! (kvscope's analysis keys blocks by the router-normalised u64, `BlockHash::as_u64`).
 
 use kvscope_core::analysis::{self as ka, Rule};
-use serde::Serialize;
 use tsify::Tsify;
+use wasm_bindgen::JsValue;
 
-use crate::js::Pairs;
+use crate::dto::provenance_kind_str;
+use crate::js::{str_array, Obj, Pairs, ToJs};
 
 /// A u64-normalised block hash as its exact decimal string.
 pub fn hash_str(h: u64) -> String {
@@ -23,7 +24,7 @@ pub fn num(v: usize) -> f64 {
 }
 
 /// One reported finding.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct Finding {
     /// The rule.
@@ -58,6 +59,41 @@ pub struct Finding {
     /// Per consumer: how many later events were lost because this one was dropped.
     #[tsify(type = "Partial<Record<ConsumerName, number>>")]
     pub cascade: Pairs<String, f64>,
+}
+
+impl ToJs for Finding {
+    fn to_js(&self) -> JsValue {
+        let Finding {
+            rule,
+            level,
+            event,
+            line,
+            index,
+            source,
+            hashes,
+            parent,
+            related_event,
+            inferred,
+            message,
+            verdicts,
+            cascade,
+        } = self;
+        let o = Obj::new();
+        o.str("rule", rule)
+            .str("level", level)
+            .num("event", *event)
+            .num("line", *line)
+            .num("index", *index)
+            .str("source", source)
+            .val("hashes", &str_array(hashes))
+            .opt_str("parent", parent.as_deref())
+            .opt_num("related_event", *related_event)
+            .flag("inferred", *inferred)
+            .str("message", message)
+            .to("verdicts", verdicts)
+            .to("cascade", cascade);
+        o.done()
+    }
 }
 
 impl From<&ka::Finding> for Finding {
@@ -101,7 +137,7 @@ pub fn level_str(l: kvscope_core::analysis::Level) -> &'static str {
 }
 
 /// A prefix a consumer can no longer route to.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct UnreachablePrefix {
     /// Global index of the root lost event.
@@ -118,6 +154,25 @@ pub struct UnreachablePrefix {
     pub blocks: f64,
 }
 
+impl ToJs for UnreachablePrefix {
+    fn to_js(&self) -> JsValue {
+        let UnreachablePrefix {
+            event,
+            missing_parent,
+            first_block,
+            events,
+            blocks,
+        } = self;
+        let o = Obj::new();
+        o.num("event", *event)
+            .opt_str("missing_parent", missing_parent.as_deref())
+            .opt_str("first_block", first_block.as_deref())
+            .num("events", *events)
+            .num("blocks", *blocks);
+        o.done()
+    }
+}
+
 impl From<&ka::UnreachablePrefix> for UnreachablePrefix {
     fn from(u: &ka::UnreachablePrefix) -> Self {
         UnreachablePrefix {
@@ -131,7 +186,7 @@ impl From<&ka::UnreachablePrefix> for UnreachablePrefix {
 }
 
 /// What one consumer model lost over the whole trace.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct LossSummary {
     /// The model.
@@ -148,6 +203,27 @@ pub struct LossSummary {
     pub pending_at_end: f64,
     /// Unreachable prefixes (root losses with their cascade), in delivery order.
     pub unreachable_prefixes: Vec<UnreachablePrefix>,
+}
+
+impl ToJs for LossSummary {
+    fn to_js(&self) -> JsValue {
+        let LossSummary {
+            consumer,
+            blocks_lost,
+            events_lost,
+            verdicts,
+            pending_at_end,
+            unreachable_prefixes,
+        } = self;
+        let o = Obj::new();
+        o.str("consumer", consumer)
+            .num("blocks_lost", *blocks_lost)
+            .num("events_lost", *events_lost)
+            .to("verdicts", verdicts)
+            .num("pending_at_end", *pending_at_end)
+            .to("unreachable_prefixes", unreachable_prefixes);
+        o.done()
+    }
 }
 
 impl From<&ka::LossSummary> for LossSummary {
@@ -173,7 +249,7 @@ impl From<&ka::LossSummary> for LossSummary {
 }
 
 /// A transfer job: explicit (provenance `job_id`) or inferred from batch structure.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct Job {
     /// kvscope's id for the job (index into the analysis' job table).
@@ -197,6 +273,33 @@ pub struct Job {
     pub events: f64,
 }
 
+impl ToJs for Job {
+    fn to_js(&self) -> JsValue {
+        let Job {
+            id,
+            job_id,
+            inferred,
+            source,
+            tier,
+            kind,
+            first_event,
+            last_event,
+            events,
+        } = self;
+        let o = Obj::new();
+        o.num("id", f64::from(*id))
+            .opt_big("job_id", *job_id)
+            .flag("inferred", *inferred)
+            .str("source", source)
+            .str("tier", tier)
+            .opt_str("kind", kind.map(provenance_kind_str))
+            .num("first_event", *first_event)
+            .num("last_event", *last_event)
+            .num("events", *events);
+        o.done()
+    }
+}
+
 impl From<&ka::Job> for Job {
     fn from(j: &ka::Job) -> Self {
         Job {
@@ -214,7 +317,7 @@ impl From<&ka::Job> for Job {
 }
 
 /// The result of analysing a trace.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct Analysis {
     /// The consumer models that ran, in report order.
@@ -235,6 +338,31 @@ pub struct Analysis {
     pub losses: Vec<LossSummary>,
     /// The transfer jobs (explicit or inferred), by id.
     pub jobs: Vec<Job>,
+}
+
+impl ToJs for Analysis {
+    fn to_js(&self) -> JsValue {
+        let Analysis {
+            consumers,
+            event_count,
+            has_deny,
+            findings,
+            violations,
+            counts,
+            losses,
+            jobs,
+        } = self;
+        let o = Obj::new();
+        o.val("consumers", &str_array(consumers))
+            .num("event_count", *event_count)
+            .flag("has_deny", *has_deny)
+            .to("findings", findings)
+            .to("violations", violations)
+            .to("counts", counts)
+            .to("losses", losses)
+            .to("jobs", jobs);
+        o.done()
+    }
 }
 
 impl From<&ka::Analysis> for Analysis {

@@ -3,12 +3,11 @@
 //! seeds (core: `kvscope_core::scenario`, `kvscope_core::sim`).
 
 use kvscope_core::scenario::{builtin, Overrides, Scenario};
-use serde::{Deserialize, Serialize};
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
-use crate::js::{js_error, to_js};
-use crate::replay::parse_opts;
+use crate::js::{js_error, Obj, ToJs};
+use crate::options::{parse_options, read};
 use crate::trace::Trace;
 
 #[wasm_bindgen]
@@ -19,7 +18,7 @@ extern "C" {
 }
 
 /// Overrides applied to the scenario before it runs (the `kvscope generate` flags).
-#[derive(Clone, Debug, Default, Deserialize, Tsify)]
+#[derive(Clone, Debug, Default, Tsify)]
 #[serde(default, deny_unknown_fields)]
 pub struct GenerateOptions {
     /// Key order of a store job at `complete_store`: `"fixed"` (prefix order, the fix),
@@ -42,6 +41,31 @@ pub struct GenerateOptions {
 }
 
 impl GenerateOptions {
+    /// The keys a `GenerateOptions` object may have.
+    pub const KEYS: [&'static str; 5] = [
+        "order",
+        "seed",
+        "python_hash_seed",
+        "none_hash_seed",
+        "hash_format",
+    ];
+
+    /// Read the options from a JS object (`seed` may be a number or a `bigint`).
+    pub fn from_js(value: &JsValue) -> Result<Self, String> {
+        let [order, seed, python_hash_seed, none_hash_seed, hash_format] =
+            read::fields(value, &Self::KEYS)?;
+        Ok(GenerateOptions {
+            order: order.as_ref().map(read::string).transpose()?,
+            seed: seed
+                .as_ref()
+                .map(|v| read::u64(v).map_err(|e| format!("seed must be in 0..2^64: {e}")))
+                .transpose()?,
+            python_hash_seed: python_hash_seed.as_ref().map(read::u32).transpose()?,
+            none_hash_seed: none_hash_seed.as_ref().map(read::string).transpose()?,
+            hash_format: hash_format.as_ref().map(read::string).transpose()?,
+        })
+    }
+
     /// Apply the overrides, exactly like `kvscope generate`'s flags.
     pub fn apply(&self, s: &mut Scenario) -> Result<(), String> {
         s.apply_overrides(&Overrides {
@@ -56,12 +80,21 @@ impl GenerateOptions {
 }
 
 /// A built-in scenario's name and one-line description.
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 pub struct ScenarioInfo {
     /// Name (pass it to `generate`).
     pub name: &'static str,
     /// One-line description.
     pub description: &'static str,
+}
+
+impl ToJs for ScenarioInfo {
+    fn to_js(&self) -> JsValue {
+        let ScenarioInfo { name, description } = self;
+        let o = Obj::new();
+        o.str("name", name).str("description", description);
+        o.done()
+    }
 }
 
 /// Resolve a scenario given as a built-in name or as scenario JSON text.
@@ -100,7 +133,7 @@ pub fn list_scenarios() -> Result<JsValue, JsValue> {
             description: b.description,
         })
         .collect();
-    to_js(&all)
+    Ok(all.to_js())
 }
 
 /// A built-in scenario's JSON text (a starting point for a custom scenario).
@@ -109,34 +142,6 @@ pub fn builtin_scenario(name: &str) -> Result<String, JsValue> {
     builtin::find(name)
         .map(|b| b.json.to_owned())
         .ok_or_else(|| js_error(&format!("unknown built-in scenario {name:?}")))
-}
-
-/// Parse `generate`'s options. JSON cannot carry a `bigint`, so a bigint `seed` is taken out
-/// of (a copy of) the object before the rest goes through [`parse_opts`].
-fn generate_options(options: Option<JsValue>) -> Result<GenerateOptions, JsValue> {
-    let key = JsValue::from_str("seed");
-    let seed = options
-        .as_ref()
-        .filter(|o| o.is_object())
-        .and_then(|o| js_sys::Reflect::get(o, &key).ok())
-        .filter(JsValue::is_bigint);
-    let Some(seed) = seed else {
-        return parse_opts(options, "generate options");
-    };
-    let seed = u64::try_from(seed)
-        .map_err(|_| js_error("invalid generate options: seed must be in 0..2^64"))?;
-    let copy = js_sys::Object::assign(
-        &js_sys::Object::new(),
-        options
-            .as_ref()
-            .map_or(&JsValue::UNDEFINED, |o| o)
-            .unchecked_ref(),
-    );
-    // Deleting an own property of a fresh plain object cannot fail.
-    let _ = js_sys::Reflect::delete_property(&copy, &key);
-    let mut parsed: GenerateOptions = parse_opts(Some(copy.into()), "generate options")?;
-    parsed.seed = Some(seed);
-    Ok(parsed)
 }
 
 /// Run a scenario through the simulator and return the trace (with a header record and
@@ -148,7 +153,11 @@ pub fn generate(
     #[wasm_bindgen(unchecked_param_type = "string | object")] scenario: JsValue,
     options: Option<GenerateOptionsArg>,
 ) -> Result<Trace, JsValue> {
-    let options = generate_options(options.map(JsValue::from))?;
+    let options = parse_options(
+        options.map(JsValue::from),
+        "generate options",
+        GenerateOptions::from_js,
+    )?;
     let spec = match scenario.as_string() {
         Some(s) => s,
         None if scenario.is_object() => js_sys::JSON::stringify(&scenario)

@@ -3,12 +3,11 @@
 
 use kvscope_core::trace::{SeqGap, TraceBatch, TraceRecord};
 use kvscope_core::wire::{self, EventEncoding, WireError};
-use serde::Serialize;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
 use crate::dto::{saturating_u32, Batch, Event, Provenance};
-use crate::js::{js_error, to_js, wire_error};
+use crate::js::{js_error, wire_error, Obj, ToJs};
 use crate::options::EncodingArg;
 
 /// Source name given to a bare msgpack stream when the caller names none.
@@ -24,7 +23,7 @@ pub struct Trace {
 }
 
 /// One event addressed by its global index (the replay cursor's numbering).
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct EventRef {
     /// Global 0-based event index.
@@ -47,8 +46,35 @@ pub struct EventRef {
     pub provenance: Option<Provenance>,
 }
 
+impl ToJs for EventRef {
+    fn to_js(&self) -> JsValue {
+        let EventRef {
+            index,
+            batch_index,
+            position,
+            source,
+            dp_rank,
+            seq,
+            ts,
+            event,
+            provenance,
+        } = self;
+        let o = Obj::new();
+        o.num("index", f64::from(*index))
+            .num("batch_index", f64::from(*batch_index))
+            .num("position", f64::from(*position))
+            .str("source", source)
+            .opt_num("dp_rank", dp_rank.map(f64::from))
+            .big("seq", *seq)
+            .num("ts", *ts)
+            .to("event", event)
+            .to("provenance", provenance);
+        o.done()
+    }
+}
+
 /// A hole in a publisher's sequence numbers (a trace's gap marker).
-#[derive(Debug, Serialize, Tsify)]
+#[derive(Debug, Tsify)]
 #[tsify(large_number_types_as_bigints, missing_as_null)]
 pub struct Gap {
     /// The publisher.
@@ -61,6 +87,25 @@ pub struct Gap {
     pub received_seq: u64,
     /// Whether the missing batches were recovered.
     pub recovered: bool,
+}
+
+impl ToJs for Gap {
+    fn to_js(&self) -> JsValue {
+        let Gap {
+            source,
+            dp_rank,
+            expected_seq,
+            received_seq,
+            recovered,
+        } = self;
+        let o = Obj::new();
+        o.str("source", source)
+            .opt_num("dp_rank", dp_rank.map(f64::from))
+            .big("expected_seq", *expected_seq)
+            .big("received_seq", *received_seq)
+            .flag("recovered", *recovered);
+        o.done()
+    }
 }
 
 impl From<&SeqGap> for Gap {
@@ -229,7 +274,7 @@ impl Trace {
                 self.batch_count()
             ))
         })?;
-        to_js(&Batch::new(batch, index, start))
+        Ok(Batch::new(batch, index, start).to_js())
     }
 
     /// All batches, in delivery order.
@@ -242,7 +287,7 @@ impl Trace {
             .enumerate()
             .map(|(i, (b, &start))| Batch::new(b, i, start))
             .collect();
-        to_js(&all)
+        Ok(all.to_js())
     }
 
     /// The event at global index `index` (events numbered across batches, from 0) with its
@@ -255,13 +300,13 @@ impl Trace {
                 self.event_count()
             ))
         })?;
-        to_js(&ev)
+        Ok(ev.to_js())
     }
 
     /// The trace's sequence-gap markers.
     #[wasm_bindgen(unchecked_return_type = "Gap[]")]
     pub fn gaps(&self) -> Result<JsValue, JsValue> {
-        to_js(&self.inner.gaps().map(Gap::from).collect::<Vec<_>>())
+        Ok(self.inner.gaps().map(Gap::from).collect::<Vec<_>>().to_js())
     }
 
     /// The header's scenario description, if the trace has a header naming one.

@@ -171,3 +171,64 @@ fn dropping_a_session_returns_its_heap() {
         assert_eq!(live_bytes(), baseline);
     }
 }
+
+#[wasm_bindgen_test]
+fn options_are_read_from_the_object_with_serde_style_messages() {
+    let t = trace();
+    // Keys whose value is `undefined`, and `null` values, count as absent.
+    let o = js_sys::Object::new();
+    js_sys::Reflect::set(&o, &"consumers".into(), &JsValue::UNDEFINED).unwrap();
+    js_sys::Reflect::set(&o, &"consumer_config".into(), &JsValue::NULL).unwrap();
+    let a = t.analyze(Some(o.unchecked_into())).unwrap();
+    assert_eq!(len(&get(&a, "consumers")), 4);
+    let bad = |options: JsValue| thrown(t.analyze(Some(options.unchecked_into()))).1;
+    assert_eq!(
+        bad(json(
+            r#"{"consumer_config": {"dynamo_kv_block_size": "16"}}"#
+        )),
+        "invalid analyze options: invalid type: string \"16\", expected u32"
+    );
+    assert_eq!(
+        bad(json(r#"{"consumer_config": {"ideal_pending_limit": 1.5}}"#)),
+        "invalid analyze options: invalid type: floating point `1.5`, expected u32"
+    );
+    assert_eq!(
+        bad(json(
+            r#"{"consumer_config": {"dynamo_clear_all_ranks": 1}}"#
+        )),
+        "invalid analyze options: invalid type: integer `1`, expected a boolean"
+    );
+    assert_eq!(
+        bad(json(r#"{"consumer_config": 5}"#)),
+        "invalid analyze options: invalid type: integer `5`, expected struct ConsumerConfigOptions"
+    );
+    assert_eq!(
+        bad(json(r#"{"levels": ["deny"]}"#)),
+        "invalid analyze options: invalid type: sequence, expected an object"
+    );
+    assert_eq!(
+        bad(json(r#"{"consumers": "llmd"}"#)),
+        "invalid analyze options: invalid type: string \"llmd\", expected a sequence"
+    );
+    assert_eq!(
+        bad(json(r#"{"consumers": ["llmd", null]}"#)),
+        "invalid analyze options: invalid type: null, expected a string"
+    );
+    let big = js_sys::Array::of1(&JsValue::from(5u64));
+    let o = js_sys::Object::new();
+    js_sys::Reflect::set(&o, &"consumers".into(), &big).unwrap();
+    assert_eq!(
+        bad(o.into()),
+        "invalid analyze options: invalid type: bigint `5`, expected a string"
+    );
+    assert_eq!(
+        bad(json("[]")),
+        "invalid analyze options: expected an object"
+    );
+    let mut s = ReplaySession::new(&t, None).unwrap();
+    let (_, msg) = thrown(s.next_violation(Some(json(r#"{"rules": []}"#))));
+    assert_eq!(
+        msg,
+        "invalid violation filter: unknown field `rules`, expected `rule` or `consumer`"
+    );
+}

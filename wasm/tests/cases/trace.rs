@@ -1,10 +1,11 @@
 //! `Trace`: objects, hash precision, ranges, error objects.
 
-use kvscope_core::event::{BlockRemoved, BlockStored, KvEvent};
+use kvscope_core::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent};
 use kvscope_core::trace::{Trace as CoreTrace, TraceBatch, TraceRecord};
 use kvscope_core::wire::{Location, WireError};
 use kvscope_core::BlockHash;
-use kvscope_wasm::js::wire_error;
+use kvscope_wasm::dto::Event;
+use kvscope_wasm::js::{wire_error, ToJs};
 use kvscope_wasm::{load_trace, Trace};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::wasm_bindgen_test;
@@ -167,4 +168,92 @@ fn wire_errors_become_errors_with_location_properties() {
 fn unknown_msgpack_encoding_throws() {
     let (_, msg) = thrown(sample().to_msgpack(Some(js_str("yaml"))));
     assert!(msg.contains("\"yaml\""), "{msg}");
+}
+
+#[wasm_bindgen_test]
+fn events_mirror_vllm_fields_with_string_hashes() {
+    let ev = KvEvent::BlockStored(BlockStored {
+        block_hashes: vec![BlockHash::Int(BIG), BlockHash::Int(ODD)],
+        parent_block_hash: Some(BlockHash::Int(1)),
+        token_ids: vec![1, 2, 3, 4],
+        block_size: 2,
+        lora_id: Some(-3),
+        medium: Some("CPU".into()),
+        lora_name: None,
+        extra_keys: Some(vec![
+            None,
+            Some(ExtraValue::Bytes(vec![0xff])),
+            Some(ExtraValue::Array(vec![
+                ExtraValue::UInt(BIG),
+                ExtraValue::Int(-2),
+                ExtraValue::Float(2.5),
+                ExtraValue::Nil,
+            ])),
+            Some(ExtraValue::Map(vec![(
+                ExtraValue::Str("k".into()),
+                ExtraValue::Bool(true),
+            )])),
+        ]),
+        group_idx: Some(0),
+        kv_cache_spec_kind: None,
+        kv_cache_spec_sliding_window: Some(ODD),
+        locality: None,
+        ownership: None,
+    });
+    let v = Event::from(&ev).to_js();
+    let keys: Vec<String> = js_sys::Object::keys(v.unchecked_ref::<js_sys::Object>())
+        .iter()
+        .map(|k| string(&k))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "type",
+            "block_hashes",
+            "parent_block_hash",
+            "token_ids",
+            "block_size",
+            "lora_id",
+            "medium",
+            "lora_name",
+            "extra_keys",
+            "group_idx",
+            "kv_cache_spec_kind",
+            "kv_cache_spec_sliding_window",
+            "locality",
+            "ownership"
+        ]
+    );
+    assert_eq!(string(&get(&v, "type")), "BlockStored");
+    assert_eq!(string(&path(&v, "block_hashes.0")), "18446744073709551615");
+    assert_eq!(string(&path(&v, "block_hashes.1")), "9007199254740993");
+    assert_eq!(string(&get(&v, "parent_block_hash")), "1");
+    assert_eq!(len(&get(&v, "token_ids")), 4);
+    assert_eq!(number(&path(&v, "token_ids.3")), 4.0);
+    assert_eq!(number(&get(&v, "block_size")), 2.0);
+    assert_eq!(
+        i64::try_from(get(&v, "lora_id")).expect("lora_id is a bigint"),
+        -3
+    );
+    assert_eq!(string(&get(&v, "medium")), "CPU");
+    assert!(get(&v, "lora_name").is_null());
+    assert!(path(&v, "extra_keys.0").is_null());
+    assert_eq!(string(&path(&v, "extra_keys.1.bytes")), "ff");
+    assert_eq!(bigint(&path(&v, "extra_keys.2.0")), BIG);
+    assert_eq!(
+        i64::try_from(path(&v, "extra_keys.2.1")).expect("a bigint"),
+        -2
+    );
+    assert_eq!(number(&path(&v, "extra_keys.2.2")), 2.5);
+    assert!(path(&v, "extra_keys.2.3").is_null());
+    assert_eq!(string(&path(&v, "extra_keys.3.map.0.0")), "k");
+    assert_eq!(path(&v, "extra_keys.3.map.0.1"), JsValue::TRUE);
+    assert_eq!(number(&get(&v, "group_idx")), 0.0);
+    assert!(get(&v, "kv_cache_spec_kind").is_null());
+    assert_eq!(bigint(&get(&v, "kv_cache_spec_sliding_window")), ODD);
+    let cleared = Event::from(&KvEvent::AllBlocksCleared).to_js();
+    assert_eq!(
+        js_sys::JSON::stringify(&cleared).unwrap(),
+        r#"{"type":"AllBlocksCleared"}"#
+    );
 }
