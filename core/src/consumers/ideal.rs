@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 
 use super::{
     hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
-    Interner, LaneBook, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    Interner, LaneBook, LaneKey, Lanes, Resolution, SlabMap, VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -30,7 +30,7 @@ pub struct Ideal {
     /// two inline: a block usually sits in a GPU and a CPU lane).
     present: Vec<SmallVec<[LaneKey; 2]>>,
     /// Orphans by the id of their missing parent, in arrival order.
-    pending: Map<u32, Vec<PendingEvent>>,
+    pending: SlabMap<Vec<PendingEvent>>,
     pending_events: usize,
     pub(super) lanes: LaneBook,
     /// Block ids when the model is used on its own ([`Consumer::apply`]).
@@ -43,7 +43,7 @@ impl Ideal {
         Ideal {
             pending_limit,
             present: Vec::new(),
-            pending: Map::default(),
+            pending: SlabMap::default(),
             pending_events: 0,
             lanes: LaneBook::default(),
             own: Interner::default(),
@@ -90,7 +90,7 @@ impl Ideal {
             if self.pending.is_empty() {
                 break;
             }
-            let Some(waiting) = self.pending.remove(&id) else {
+            let Some(waiting) = self.pending.remove(id as u64) else {
                 continue;
             };
             for p in waiting {
@@ -130,11 +130,11 @@ impl Ideal {
                     (Some(p), Some(pid)) if !self.known(pid) => {
                         if self.pending_events >= self.pending_limit {
                             self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
-                            return EventVerdict::uniform(VerdictKind::DroppedOrphan, hashes)
+                            return EventVerdict::of(VerdictKind::DroppedOrphan, &hashes)
                                 .with_missing_parent(p)
                                 .with_reason("pending_buffer_full");
                         }
-                        self.pending.entry(pid).or_default().push(PendingEvent {
+                        self.pending.entry(pid as u64).push(PendingEvent {
                             event: ctx.index,
                             lane,
                             hashes: hashes.clone(),
@@ -142,11 +142,11 @@ impl Ideal {
                         });
                         self.pending_events += 1;
                         self.lanes.bump(lane, |c| c.pending += hashes.len() as i64);
-                        EventVerdict::uniform(VerdictKind::Pending, hashes).with_missing_parent(p)
+                        EventVerdict::of(VerdictKind::Pending, &hashes).with_missing_parent(p)
                     }
                     _ => {
                         self.apply_blocks(lane, &ids.blocks, resolved);
-                        EventVerdict::uniform(VerdictKind::Applied, hashes)
+                        EventVerdict::of(VerdictKind::Applied, &hashes)
                     }
                 }
             }
@@ -190,7 +190,7 @@ impl Ideal {
                         }
                     });
                 }
-                EventVerdict::uniform(VerdictKind::Cleared, [])
+                EventVerdict::of(VerdictKind::Cleared, &[])
             }
         }
     }

@@ -136,8 +136,9 @@ pub struct EventVerdict {
 /// block), so a verdict costs no allocation. Serialises as a JSON array.
 pub type Blocks = smallvec::SmallVec<[BlockVerdict; 1]>;
 
-/// An event's block hashes, normalised to u64 (inline up to 4: no allocation per event).
-pub(crate) type Hashes = smallvec::SmallVec<[u64; 4]>;
+/// An event's block hashes, normalised to u64 (inline up to 2: no allocation for the usual
+/// one-block event). Also llm-d's request keys per engine hash: one `SmallVec` type for both.
+pub(crate) type Hashes = smallvec::SmallVec<[u64; 2]>;
 
 /// Dense ids for block hashes (stored, removed or named as a parent), in order of first
 /// appearance: one hash lookup per hash per event, after which per-block state lives in
@@ -224,19 +225,27 @@ pub(crate) fn hashes_of(hashes: &[crate::hash::BlockHash]) -> Hashes {
 impl EventVerdict {
     /// A verdict with the same outcome for every block.
     pub fn uniform(verdict: VerdictKind, hashes: impl IntoIterator<Item = u64>) -> Self {
+        let hashes: Vec<u64> = hashes.into_iter().collect();
+        Self::of(verdict, &hashes)
+    }
+
+    /// [`EventVerdict::uniform`] over a slice (what the models call: one copy of the code
+    /// instead of one per iterator type).
+    pub(crate) fn of(verdict: VerdictKind, hashes: &[u64]) -> Self {
+        let mut blocks = Blocks::with_capacity(hashes.len());
+        for &hash in hashes {
+            blocks.push(BlockVerdict {
+                hash,
+                verdict,
+                reason: None,
+            });
+        }
         EventVerdict {
             verdict,
             missing_parent: None,
             reason: None,
             status: None,
-            blocks: hashes
-                .into_iter()
-                .map(|hash| BlockVerdict {
-                    hash,
-                    verdict,
-                    reason: None,
-                })
-                .collect(),
+            blocks,
         }
     }
 
@@ -371,8 +380,92 @@ impl Lanes {
 
 /// The hash map used by the models.
 pub(crate) type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
-/// The hash set used by the models.
-pub(crate) type Set<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
+
+/// A map from `u64` keys to values kept in a vector: [`Map<u64, u32>`] (key → slot) plus a
+/// `Vec` per value type, instead of a copy of the hash-table code per value type (wasm size).
+/// Freed slots are reused. Iteration order is unspecified (like a hash map's).
+#[derive(Clone, Debug)]
+pub(crate) struct SlabMap<V> {
+    index: Map<u64, u32>,
+    slots: Vec<(u64, V)>,
+    free: Vec<u32>,
+}
+
+impl<V> Default for SlabMap<V> {
+    fn default() -> Self {
+        SlabMap {
+            index: Map::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<V: Default> SlabMap<V> {
+    /// Whether no key is present.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// The value of `key`, mutable.
+    pub(crate) fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+        let i = *self.index.get(&key)? as usize;
+        self.slots.get_mut(i).map(|s| &mut s.1)
+    }
+
+    /// The value of `key`, inserted as `V::default()` if absent.
+    pub(crate) fn entry(&mut self, key: u64) -> &mut V {
+        let i = match self.index.get(&key) {
+            Some(i) => *i as usize,
+            None => {
+                let i = match self.free.pop() {
+                    Some(i) => i as usize,
+                    None => {
+                        self.slots.push((key, V::default()));
+                        self.slots.len() - 1
+                    }
+                };
+                if let Some(s) = self.slots.get_mut(i) {
+                    s.0 = key;
+                }
+                self.index.insert(key, i as u32);
+                i
+            }
+        };
+        // In range: an index entry always names a slot.
+        &mut self.slots[i].1
+    }
+
+    /// Remove `key`, returning its value.
+    pub(crate) fn remove(&mut self, key: u64) -> Option<V> {
+        let i = self.index.remove(&key)?;
+        self.free.push(i);
+        self.slots
+            .get_mut(i as usize)
+            .map(|s| std::mem::take(&mut s.1))
+    }
+
+    /// The keys present (unspecified order).
+    pub(crate) fn keys(&self) -> impl Iterator<Item = u64> + '_ {
+        self.index.keys().copied()
+    }
+
+    /// Remove every entry, returning them (unspecified order).
+    pub(crate) fn take_all(&mut self) -> Vec<(u64, V)> {
+        let mut slots = std::mem::take(&mut self.slots);
+        let out = self
+            .index
+            .drain()
+            .filter_map(|(k, i)| {
+                slots
+                    .get_mut(i as usize)
+                    .map(|s| (k, std::mem::take(&mut s.1)))
+            })
+            .collect();
+        self.free.clear();
+        out
+    }
+}
 
 /// A model's lane counters plus, while the replay engine records, the lanes changed by the
 /// current event (so that recording costs no copy of the counters per event).

@@ -25,7 +25,7 @@ const ROOT: NodeId = 0;
 /// A node's owners (almost always one or two: inline, no allocation per node).
 type Owners = SmallVec<[(Worker, u32); 2]>;
 /// The nodes of one hash (almost always one: inline).
-type HashNodes = SmallVec<[NodeId; 1]>;
+type HashNodes = SmallVec<[NodeId; 4]>;
 /// Up to this many nodes per hash, a node's child with a given hash is found by scanning the
 /// hash's nodes; beyond, through the `children` map (so hostile traces stay linear).
 const SCAN: usize = 4;
@@ -146,8 +146,7 @@ impl Sglang {
         let hashes: Hashes = hashes_of(&e.block_hashes);
         if !known_medium(e.medium.as_deref()) {
             self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
-            return EventVerdict::uniform(VerdictKind::Ignored, hashes)
-                .with_reason("unknown_medium");
+            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason("unknown_medium");
         }
         let parent_hash = e.parent_block_hash.as_ref().map(|p| p.as_u64());
         let (start, misrooted, missing) = match (parent_hash, ids.parent) {
@@ -197,7 +196,7 @@ impl Sglang {
             cur = id;
         }
         if misrooted {
-            let mut v = EventVerdict::uniform(VerdictKind::Misrooted, hashes);
+            let mut v = EventVerdict::of(VerdictKind::Misrooted, &hashes);
             v.missing_parent = missing;
             v.reason = Some(if missing.is_some() {
                 "parent_hash not in tree; attaching new chain to root".into()
@@ -206,7 +205,7 @@ impl Sglang {
             });
             v
         } else {
-            EventVerdict::uniform(VerdictKind::Applied, hashes)
+            EventVerdict::of(VerdictKind::Applied, &hashes)
         }
     }
 
@@ -320,7 +319,7 @@ impl Sglang {
         for id in ids {
             self.drop_owner(id, |o| o.0 != w);
         }
-        EventVerdict::uniform(VerdictKind::Cleared, [])
+        EventVerdict::of(VerdictKind::Cleared, &[])
     }
 
     /// [`Consumer::apply`] with the event's block ids given.
