@@ -381,6 +381,49 @@ impl Lanes {
 /// The hash map used by the models.
 pub(crate) type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
+/// An exact index over dense ids `0..n` by a 64-bit hash of what they name (strings, job
+/// keys): [`Map<u64, u32>`] to the first id with a hash, then a chain through the ids sharing
+/// it. Equality is the caller's (`same`), so hash collisions only lengthen a chain; no
+/// hash-table code per key type (wasm size).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HashChain {
+    first: Map<u64, u32>,
+    /// Per id: the next id with the same hash (`u32::MAX`: none).
+    next: Vec<u32>,
+}
+
+impl HashChain {
+    /// The id with hash `hash` for which `same(id)` holds.
+    pub(crate) fn find(&self, hash: u64, mut same: impl FnMut(u32) -> bool) -> Option<u32> {
+        let mut id = *self.first.get(&hash)?;
+        loop {
+            if same(id) {
+                return Some(id);
+            }
+            id = *self.next.get(id as usize)?;
+        }
+    }
+
+    /// Record `id` (the next dense id, not already present) under `hash`.
+    pub(crate) fn push(&mut self, hash: u64, id: u32) {
+        if self.next.len() <= id as usize {
+            self.next.resize(id as usize + 1, u32::MAX);
+        }
+        let head = self.first.entry(hash).or_insert(id);
+        if *head != id {
+            // Link in after the head (chain order does not matter).
+            let after = std::mem::replace(slot(&mut self.next, *head), id);
+            *slot(&mut self.next, id) = after;
+        }
+    }
+}
+
+/// The Fx hash of a string (for [`HashChain`]).
+pub(crate) fn str_hash(s: &str) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(s)
+}
+
 /// A map from `u64` keys to values kept in a vector: [`Map<u64, u32>`] (key → slot) plus a
 /// `Vec` per value type, instead of a copy of the hash-table code per value type (wasm size).
 /// Freed slots are reused. Iteration order is unspecified (like a hash map's).
