@@ -35,7 +35,8 @@ use smallvec::SmallVec;
 
 use super::{
     content_hash, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution,
+    VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -253,7 +254,7 @@ impl Dynamo {
 
     fn lane_delta(&mut self, lane: LaneKey, d: i64) {
         if d != 0 {
-            self.lanes.bump(lane, |c| c.indexed += d);
+            self.lanes.bump(lane, LaneCounts::indexed_by(d));
         }
     }
 
@@ -740,7 +741,7 @@ impl Dynamo {
                                 source: e.0 .0,
                                 tier: e.2,
                             },
-                            |c| c.indexed -= 1,
+                            LaneCounts::indexed_by(-1),
                         );
                         visited.push((worker_key(e.0), e.1));
                         false
@@ -965,7 +966,8 @@ impl Dynamo {
         if tier == StorageTier::Device {
             let parent_ids = parent.zip(parent_id);
             if let Err(status) = self.device_store(w, parent_ids, blocks, lane) {
-                self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
+                self.lanes
+                    .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
                 let v = if status == "parent_block_not_found" {
                     let mut v = EventVerdict::of(VerdictKind::DroppedOrphan, &hashes);
                     v.missing_parent = parent;
@@ -997,7 +999,7 @@ impl Dynamo {
     ) -> EventVerdict {
         let lost = hashes.len() - kept;
         if lost > 0 {
-            self.lanes.bump(lane, |c| c.dropped += lost as i64);
+            self.lanes.bump(lane, LaneCounts::dropped_by(lost as i64));
         }
         let blocks: Blocks = hashes
             .iter()

@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 
 use super::{
     hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
-    Interner, LaneBook, LaneKey, Lanes, Resolution, SlabMap, VerdictKind,
+    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Resolution, SlabMap, VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -63,7 +63,7 @@ impl Ideal {
         let lanes = slot(&mut self.present, id);
         if !lanes.contains(&lane) {
             lanes.push(lane);
-            self.lanes.bump(lane, |c| c.indexed += 1);
+            self.lanes.bump(lane, LaneCounts::indexed_by(1));
         }
     }
 
@@ -75,7 +75,7 @@ impl Ideal {
             return false;
         };
         lanes.remove(p);
-        self.lanes.bump(lane, |c| c.indexed -= 1);
+        self.lanes.bump(lane, LaneCounts::indexed_by(-1));
         true
     }
 
@@ -96,7 +96,7 @@ impl Ideal {
             for p in waiting {
                 self.pending_events = self.pending_events.saturating_sub(1);
                 self.lanes
-                    .bump(p.lane, |c| c.pending -= p.hashes.len() as i64);
+                    .bump(p.lane, LaneCounts::pending_by(-(p.hashes.len() as i64)));
                 for &x in p.ids.iter() {
                     self.hold(x, p.lane);
                     work.push(x);
@@ -129,7 +129,8 @@ impl Ideal {
                 match (parent, ids.parent) {
                     (Some(p), Some(pid)) if !self.known(pid) => {
                         if self.pending_events >= self.pending_limit {
-                            self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
+                            self.lanes
+                                .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
                             return EventVerdict::of(VerdictKind::DroppedOrphan, &hashes)
                                 .with_missing_parent(p)
                                 .with_reason("pending_buffer_full");
@@ -141,7 +142,8 @@ impl Ideal {
                             ids: ids.blocks.clone(),
                         });
                         self.pending_events += 1;
-                        self.lanes.bump(lane, |c| c.pending += hashes.len() as i64);
+                        self.lanes
+                            .bump(lane, LaneCounts::pending_by(hashes.len() as i64));
                         EventVerdict::of(VerdictKind::Pending, &hashes).with_missing_parent(p)
                     }
                     _ => {
@@ -183,7 +185,7 @@ impl Ideal {
                 for lanes in &mut self.present {
                     lanes.retain(|l| {
                         if l.source == ctx.source {
-                            self.lanes.bump(*l, |c| c.indexed -= 1);
+                            self.lanes.bump(*l, LaneCounts::indexed_by(-1));
                             false
                         } else {
                             true

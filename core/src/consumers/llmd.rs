@@ -25,7 +25,7 @@ use smallvec::SmallVec;
 
 use super::{
     content_hash, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneKey, Lanes, Map, Resolution, SlabMap,
+    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, SlabMap,
     VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
@@ -141,7 +141,7 @@ impl Llmd {
         let held = &mut slot(&mut self.blocks, id).held;
         if !held.contains(&lane) {
             held.push(lane);
-            self.lanes.bump(lane, |c| c.indexed += 1);
+            self.lanes.bump(lane, LaneCounts::indexed_by(1));
         }
     }
 
@@ -151,12 +151,12 @@ impl Llmd {
         };
         if let Some(p) = held.iter().position(|l| *l == lane) {
             held.remove(p);
-            self.lanes.bump(lane, |c| c.indexed -= 1);
+            self.lanes.bump(lane, LaneCounts::indexed_by(-1));
         }
     }
 
     fn dropped(&mut self, lane: LaneKey, n: usize) {
-        self.lanes.bump(lane, |c| c.dropped += n as i64);
+        self.lanes.bump(lane, LaneCounts::dropped_by(n as i64));
     }
 
     fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored, ids: &EventIds) -> EventVerdict {
@@ -424,7 +424,7 @@ impl Llmd {
         for s in &mut self.blocks {
             s.held.retain(|l| {
                 if l.source == pod {
-                    self.lanes.bump(*l, |c| c.indexed -= 1);
+                    self.lanes.bump(*l, LaneCounts::indexed_by(-1));
                     false
                 } else {
                     true

@@ -325,6 +325,32 @@ pub struct LaneCounts {
     pub unreachable: i64,
 }
 
+impl LaneCounts {
+    /// A delta of `n` indexed blocks (see [`LaneBook::bump`]).
+    pub(crate) fn indexed_by(n: i64) -> Self {
+        LaneCounts {
+            indexed: n,
+            ..LaneCounts::default()
+        }
+    }
+
+    /// A delta of `n` pending blocks.
+    pub(crate) fn pending_by(n: i64) -> Self {
+        LaneCounts {
+            pending: n,
+            ..LaneCounts::default()
+        }
+    }
+
+    /// A delta of `n` dropped blocks.
+    pub(crate) fn dropped_by(n: i64) -> Self {
+        LaneCounts {
+            dropped: n,
+            ..LaneCounts::default()
+        }
+    }
+}
+
 /// Per-lane counters kept incrementally by every model (cheap snapshots): a small map sorted
 /// by lane (a trace has few lanes; a sorted vector needs no tree code).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -523,12 +549,16 @@ pub(crate) struct LaneBook {
 }
 
 impl LaneBook {
-    /// Adjust one lane's counters.
-    pub(crate) fn bump(&mut self, key: LaneKey, f: impl FnOnce(&mut LaneCounts)) {
+    /// Add `d` to one lane's counters (a delta, not a closure: one copy of this code).
+    pub(crate) fn bump(&mut self, key: LaneKey, d: LaneCounts) {
         if self.logging && !self.touched.iter().any(|t| t.0 == key) {
             self.touched.push((key, self.lanes.get(&key).copied()));
         }
-        f(self.lanes.entry(key));
+        let c = self.lanes.entry(key);
+        c.indexed += d.indexed;
+        c.pending += d.pending;
+        c.dropped += d.dropped;
+        c.unreachable += d.unreachable;
     }
 
     /// The counters.

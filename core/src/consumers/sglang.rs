@@ -14,7 +14,7 @@ use smallvec::SmallVec;
 
 use super::{
     hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
-    Interner, LaneBook, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -145,7 +145,8 @@ impl Sglang {
         let w: Worker = (ctx.source, ctx.dp_rank);
         let hashes: Hashes = hashes_of(&e.block_hashes);
         if !known_medium(e.medium.as_deref()) {
-            self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
+            self.lanes
+                .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
             return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason("unknown_medium");
         }
         let parent_hash = e.parent_block_hash.as_ref().map(|p| p.as_u64());
@@ -185,12 +186,14 @@ impl Sglang {
                 if !n.owners.contains(&(w, ctx.tier)) {
                     n.owners.push((w, ctx.tier));
                     let unreachable = n.unreachable;
-                    self.lanes.bump(lane, |c| {
-                        c.indexed += 1;
-                        if unreachable {
-                            c.unreachable += 1;
-                        }
-                    });
+                    self.lanes.bump(
+                        lane,
+                        LaneCounts {
+                            indexed: 1,
+                            unreachable: unreachable as i64,
+                            ..LaneCounts::default()
+                        },
+                    );
                 }
             }
             cur = id;
@@ -233,11 +236,10 @@ impl Sglang {
                     source: o.0 .0,
                     tier: o.1,
                 },
-                |c| {
-                    c.indexed -= 1;
-                    if unreachable {
-                        c.unreachable -= 1;
-                    }
+                LaneCounts {
+                    indexed: -1,
+                    unreachable: -(unreachable as i64),
+                    ..LaneCounts::default()
                 },
             );
         }
