@@ -13,8 +13,9 @@
 //! [`EventVerdict`] per event, with per-block outcomes where the real consumer works per
 //! block. Per-block state lives in vectors indexed by dense block ids (an interner: one
 //! `rustc-hash` Fx map from hash to id, shared with the analysis), other state in Fx hash maps
-//! with packed `u64` keys where possible (few distinct map types keep the wasm small); the
-//! replay engine records what it needs as it goes instead of copying states.
+//! with packed `u64` keys where possible: `Map<u64, u32>` itself or `SlabMap` (values in a
+//! vector behind one), so that few distinct map types keep the wasm small; the replay engine
+//! records what it needs as it goes instead of copying states.
 
 pub mod dynamo;
 pub mod ideal;
