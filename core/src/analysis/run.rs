@@ -391,7 +391,7 @@ impl Run {
     fn check_seq(&mut self, b: &crate::trace::TraceBatch, gi: usize, sid: u32) {
         let key = (sid, b.dp_rank.unwrap_or(0));
         let last = self.last_seq.entry((key.0 as u64) << 32 | key.1 as u64);
-        let Some(prev) = std::mem::replace(last, Some(b.seq)) else {
+        let Some(prev) = last.replace(b.seq) else {
             return;
         };
         if b.seq == prev.wrapping_add(1) {
