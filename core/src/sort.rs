@@ -1,12 +1,17 @@
 //! Shared sorting helpers. Every `sort_by` on a new element type is a new copy of the
-//! standard library's sort (3-5 KB of wasm each); the core sorts through these few instead:
-//! u64 keys, (u64 key, u32 index) pairs for stable orders of larger items, and an insertion
-//! sort for the few-element lists sorted per event or per snapshot.
+//! standard library's sort (3-5 KB of wasm each); the core sorts through one instance,
+//! [`sort_keyed`] on (u64 key, u32 index) pairs (stable orders of larger items; u64 values
+//! through [`sort_u64`], which goes through it), and an insertion sort for the few-element
+//! lists sorted per event or per snapshot.
 
-/// Sort `v` ascending (the one instance of the standard unstable sort on `u64`).
-#[inline(never)]
+/// Sort `v` ascending, through [`sort_keyed`] (the crate's one instance of the standard sort:
+/// a temporary pair per value is cheaper than a second copy of the sort code).
 pub(crate) fn sort_u64(v: &mut [u64]) {
-    v.sort_unstable();
+    let mut keyed: Vec<(u64, u32)> = v.iter().map(|x| (*x, 0)).collect();
+    sort_keyed(&mut keyed);
+    for (x, (k, _)) in v.iter_mut().zip(keyed) {
+        *x = k;
+    }
 }
 
 /// Sort `(key, index)` pairs by key, then index (the one instance on pairs). With distinct

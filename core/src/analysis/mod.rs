@@ -21,8 +21,6 @@ mod pairs;
 pub mod rules;
 mod run;
 
-type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
-
 use serde::{Deserialize, Serialize};
 
 pub use compare::{compare, TraceDiff};
@@ -31,7 +29,8 @@ pub use rules::{Level, Rule, RuleError, RuleLevels};
 pub(crate) use run::{Interner, Recorder, Run, Stage};
 
 use crate::consumers::{
-    ConsumerConfig, ConsumerKind, EventCtx, EventVerdict, Resolution, VerdictKind,
+    str_hash, ConsumerConfig, ConsumerKind, EventCtx, EventVerdict, HashChain, Resolution,
+    VerdictKind,
 };
 use crate::event::{KvEvent, Tier};
 use crate::trace::{ProvenanceKind, Trace, TraceRecord};
@@ -125,21 +124,28 @@ enum JobKey {
 #[derive(Default)]
 pub(crate) struct IndexBuilder {
     pub(crate) idx: EventIndex,
-    sources: HashMap<String, u32>,
-    jobs: HashMap<JobKey, u32>,
+    /// Source ids by name hash.
+    sources: HashChain,
+    /// Job ids by key hash, and each job's key.
+    jobs: HashChain,
+    job_keys: Vec<JobKey>,
 }
 
 impl IndexBuilder {
     /// Index batch record `ri`.
     pub(crate) fn batch(&mut self, ri: usize, b: &crate::trace::TraceBatch) {
         let idx = &mut self.idx;
-        let sid = match self.sources.get(b.source.as_str()) {
-            Some(id) => *id,
+        let sh = str_hash(&b.source);
+        let found = self.sources.find(sh, |id| {
+            idx.sources.get(id as usize).map(String::as_str) == Some(b.source.as_str())
+        });
+        let sid = match found {
+            Some(id) => id,
             None => {
                 let id = idx.sources.len() as u32;
                 idx.sources.push(b.source.clone());
                 idx.engine_block_sizes.push(None);
-                self.sources.insert(b.source.clone(), id);
+                self.sources.push(sh, id);
                 id
             }
         };
@@ -192,7 +198,16 @@ impl IndexBuilder {
                 None => u32::MAX,
                 Some(k) => {
                     let inferred = matches!(k, JobKey::Inferred(..));
-                    let id = *self.jobs.entry(k).or_insert_with(|| {
+                    let kh = {
+                        use std::hash::BuildHasher;
+                        rustc_hash::FxBuildHasher.hash_one(&k)
+                    };
+                    let keys = &self.job_keys;
+                    let found = self.jobs.find(kh, |id| keys.get(id as usize) == Some(&k));
+                    let id = found.unwrap_or_else(|| {
+                        let id = idx.jobs.len() as u32;
+                        self.jobs.push(kh, id);
+                        self.job_keys.push(k);
                         idx.jobs.push(Job {
                             id: idx.jobs.len() as u32,
                             job_id: prov.and_then(|p| p.job_id),

@@ -11,7 +11,7 @@ use super::{
 pub(crate) use crate::consumers::Interner;
 use crate::consumers::{
     hashes_of, AnyConsumer, EventIds, EventVerdict, Hashes, LaneCounts, LaneKey, Resolution,
-    VerdictKind,
+    SlabMap, VerdictKind,
 };
 use crate::event::{KvEvent, Tier};
 use crate::trace::{ProvenanceKind, Trace, TraceRecord};
@@ -57,8 +57,13 @@ struct Waiter {
 /// Which lanes hold one block (usually one or two: inline) and whether it was ever stored.
 #[derive(Clone, Default)]
 struct Held {
-    lanes: smallvec::SmallVec<[(u32, u32); 2]>,
+    /// `(source, tier)` as a [`LaneKey`]: the models' lane-list type (one `SmallVec` type less).
+    lanes: smallvec::SmallVec<[LaneKey; 2]>,
     ever: bool,
+}
+
+fn lane(source: u32, tier: u32) -> LaneKey {
+    LaneKey { source, tier }
 }
 
 /// Lane presence for the violation index (what each tier of each source holds), by block id.
@@ -83,10 +88,10 @@ impl Presence {
             return true;
         };
         h.ever = true;
-        if h.lanes.contains(&(s, t)) {
+        if h.lanes.contains(&lane(s, t)) {
             return false;
         }
-        h.lanes.push((s, t));
+        h.lanes.push(lane(s, t));
         if let Some(list) = self.by_source.get_mut(s as usize) {
             list.push(id);
         } else {
@@ -102,7 +107,7 @@ impl Presence {
         let Some(h) = id.and_then(|id| self.held.get_mut(id as usize)) else {
             return false;
         };
-        match h.lanes.iter().position(|l| *l == (s, t)) {
+        match h.lanes.iter().position(|l| *l == lane(s, t)) {
             Some(p) => {
                 h.lanes.remove(p);
                 true
@@ -116,7 +121,7 @@ impl Presence {
         };
         for id in std::mem::take(list) {
             if let Some(h) = self.held.get_mut(id as usize) {
-                h.lanes.retain(|l| l.0 != s);
+                h.lanes.retain(|l| l.source != s);
             }
         }
     }
@@ -124,9 +129,9 @@ impl Presence {
         let Some(h) = id.and_then(|id| self.held.get(id as usize)) else {
             return Some(Scope::Global);
         };
-        if h.lanes.contains(&(s, t)) {
+        if h.lanes.contains(&lane(s, t)) {
             None
-        } else if h.lanes.iter().any(|l| l.0 == s) {
+        } else if h.lanes.iter().any(|l| l.source == s) {
             Some(Scope::Lane)
         } else if !h.lanes.is_empty() {
             Some(Scope::Source)
@@ -192,7 +197,7 @@ pub(crate) struct Run {
     /// Last seq per (source, rank); empty batches waiting for the next event's source; gap
     /// records (`(event, record)`).
     /// By `source << 32 | dp_rank`.
-    last_seq: HashMap<u64, u64>,
+    last_seq: SlabMap<Option<u64>>,
     empty_batches: Vec<usize>,
     gap_records: Vec<(usize, usize)>,
     consumers: Vec<AnyConsumer>,
@@ -203,7 +208,8 @@ pub(crate) struct Run {
     interner: Interner,
     /// Scratch: the current event's block ids and parent id.
     ids: EventIds,
-    waiting: HashMap<u64, Vec<Waiter>>,
+    /// Children waiting for a parent, by parent hash.
+    waiting: SlabMap<Vec<Waiter>>,
     raw: Vec<Finding>,
     resolved: Vec<Resolution>,
     /// The finishing stage's state.
@@ -231,7 +237,7 @@ impl Run {
             index: IndexBuilder::default(),
             next_record: 0,
             empty_batches: Vec::new(),
-            last_seq: HashMap::default(),
+            last_seq: SlabMap::default(),
             gap_records: Vec::new(),
             consumers: Vec::new(),
             kinds: Vec::new(),
@@ -240,7 +246,7 @@ impl Run {
             presence: Presence::default(),
             interner: Interner::default(),
             ids: EventIds::default(),
-            waiting: HashMap::default(),
+            waiting: SlabMap::default(),
             raw: Vec::new(),
             resolved: Vec::new(),
             lane_changes: Vec::new(),
@@ -384,10 +390,8 @@ impl Run {
     /// the previous batch of its (source, rank).
     fn check_seq(&mut self, b: &crate::trace::TraceBatch, gi: usize, sid: u32) {
         let key = (sid, b.dp_rank.unwrap_or(0));
-        let Some(prev) = self
-            .last_seq
-            .insert((key.0 as u64) << 32 | key.1 as u64, b.seq)
-        else {
+        let last = self.last_seq.entry((key.0 as u64) << 32 | key.1 as u64);
+        let Some(prev) = last.replace(b.seq) else {
             return;
         };
         if b.seq == prev.wrapping_add(1) {
@@ -605,7 +609,7 @@ impl Run {
                 if let Some(p) = e.parent_block_hash.as_ref().map(|p| p.as_u64()) {
                     if let Some(scope) = presence.scope_missing(parent_id, loc.source, loc.tier) {
                         // A parent stored earlier in this same event cannot be missing.
-                        waiting.entry(p).or_default().push(Waiter {
+                        waiting.entry(p).push(Waiter {
                             child: i,
                             source: loc.source,
                             tier: loc.tier,
@@ -644,7 +648,7 @@ impl Run {
                     if waiting.is_empty() {
                         break;
                     }
-                    let Some(ws) = waiting.remove(h) else {
+                    let Some(ws) = waiting.remove(*h) else {
                         continue;
                     };
                     let mut keep = Vec::new();
@@ -708,7 +712,7 @@ impl Run {
                         ));
                     }
                     if !keep.is_empty() {
-                        waiting.insert(*h, keep);
+                        *waiting.entry(*h) = keep;
                     }
                 }
             }
@@ -773,7 +777,9 @@ impl Run {
 
     /// Enter the finishing stage: list the children whose parent never arrived.
     fn start_finish(&mut self) {
-        let leftovers: Vec<(u64, Waiter)> = std::mem::take(&mut self.waiting)
+        let leftovers: Vec<(u64, Waiter)> = self
+            .waiting
+            .take_all()
             .into_iter()
             .flat_map(|(p, ws)| ws.into_iter().map(move |w| (p, w)))
             .collect();

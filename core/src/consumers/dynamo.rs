@@ -35,7 +35,8 @@ use smallvec::SmallVec;
 
 use super::{
     content_hash, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneKey, Lanes, Map, Resolution, Set, VerdictKind,
+    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution,
+    VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -142,6 +143,8 @@ pub struct Dynamo {
     /// The last batch checked for a bytes hash: `(events address, length, undecodable)`.
     /// Only the address is compared (never dereferenced).
     batch_check: Option<(usize, usize, bool)>,
+    /// Scratch: the current store's blocks (reused from event to event).
+    scratch: Vec<Blk>,
 }
 
 impl Dynamo {
@@ -167,6 +170,7 @@ impl Dynamo {
             lanes: LaneBook::default(),
             own: Interner::default(),
             batch_check: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -250,7 +254,7 @@ impl Dynamo {
 
     fn lane_delta(&mut self, lane: LaneKey, d: i64) {
         if d != 0 {
-            self.lanes.bump(lane, |c| c.indexed += d);
+            self.lanes.bump(lane, LaneCounts::indexed_by(d));
         }
     }
 
@@ -592,12 +596,13 @@ impl Dynamo {
     /// `RadixTree::apply_removed`: per-hash outcomes plus hashes dropped with their edge.
     fn device_remove(&mut self, w: Worker, hashes: &[u64], bids: &[u32], lane: LaneKey) -> Blocks {
         let mut out = Blocks::with_capacity(hashes.len());
-        let mut eagerly: Set<u64> = Set::default();
+        // A set (the value is unused): the models' one map type instead of a set type.
+        let mut eagerly: Map<u64, u32> = Map::default();
         let mut i = 0;
         while let (Some(&h), Some(&bid)) = (hashes.get(i), bids.get(i)) {
             i += 1;
             let Some(id) = self.lookup_remove(w, bid) else {
-                if eagerly.contains(&h) {
+                if eagerly.contains_key(&h) {
                     out.push(BlockVerdict {
                         hash: h,
                         verdict: VerdictKind::Removed,
@@ -657,8 +662,8 @@ impl Dynamo {
                 }
             }
             // remove_worker_at_pos
-            let stale: SmallVec<[(u64, u32); 4]> = if min_pos >= node.cutoff {
-                smallvec::smallvec![min_hash]
+            let stale: Vec<(u64, u32)> = if min_pos >= node.cutoff {
+                vec![min_hash]
             } else {
                 node.edge
                     .iter()
@@ -682,7 +687,7 @@ impl Dynamo {
                         reason: Some("dropped_with_chain".into()),
                     });
                 }
-                eagerly.insert(s);
+                eagerly.insert(s, 0);
             }
         }
         out
@@ -717,14 +722,15 @@ impl Dynamo {
                 .into_iter()
                 .collect()
         };
-        let had: SmallVec<[Worker; 4]> = workers
+        let had: Vec<Worker> = workers
             .iter()
             .filter(|wid| has_lookup(**wid))
             .filter_map(|wid| self.worker_list.get(*wid as usize).copied())
             .collect();
         // The nodes the removed lookup entries point to, per worker (each worker's tree is
         // its own, so a node belongs to exactly one worker).
-        let mut visited: Vec<(Worker, NodeId)> = Vec::new();
+        // `(worker key, node)`: sorted through the crate's shared pair sort.
+        let mut visited: Vec<(u64, NodeId)> = Vec::new();
         if !had.is_empty() {
             // `lookup.remove(wk)` for each: drop their entries from every block.
             for l in &mut self.lookup {
@@ -735,9 +741,9 @@ impl Dynamo {
                                 source: e.0 .0,
                                 tier: e.2,
                             },
-                            |c| c.indexed -= 1,
+                            LaneCounts::indexed_by(-1),
                         );
-                        visited.push((e.0, e.1));
+                        visited.push((worker_key(e.0), e.1));
                         false
                     } else {
                         true
@@ -748,9 +754,10 @@ impl Dynamo {
         // `seen.insert(Rc::as_ptr(&node))`, then `drop_worker` + `prune_unreachable` per node.
         // Only removals (children cleared, a node unlinked from its parent), so the order does
         // not matter: a node stays linked iff no node on its path from the root was visited.
-        visited.sort_unstable();
+        crate::sort::sort_keyed(&mut visited);
         visited.dedup();
-        for (wk, id) in visited {
+        for (key, id) in visited {
+            let wk: Worker = ((key >> 32) as u32, key as u32);
             if let Some(n) = self.nodes.get_mut(id as usize) {
                 n.cutoff = 0;
             }
@@ -890,7 +897,7 @@ impl Dynamo {
         let w: Worker = (ctx.source, ctx.dp_rank);
         let hashes: Hashes = hashes_of(&e.block_hashes);
         let ignore = |reason: &'static str| {
-            EventVerdict::uniform(VerdictKind::Ignored, hashes.iter().copied()).with_reason(reason)
+            EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason(reason)
         };
         if self.batch_undecodable(ctx.batch) {
             return ignore("batch_decode_error");
@@ -911,8 +918,9 @@ impl Dynamo {
         // create_stored_blocks
         let kv_block_size = self.block_sizes.for_source(ctx.source);
         let bs = kv_block_size as usize;
-        let mut blocks: smallvec::SmallVec<[Blk; 4]> =
-            smallvec::SmallVec::with_capacity(hashes.len());
+        // The reused scratch vector (no allocation per event, no `SmallVec` type of its own).
+        let mut blocks = std::mem::take(&mut self.scratch);
+        blocks.clear();
         let mut trunc_reason = None;
         for (i, h) in hashes.iter().enumerate() {
             if e.block_size != kv_block_size {
@@ -929,23 +937,50 @@ impl Dynamo {
                 ids.block(i),
             ));
         }
+        let v = self.store_blocks(
+            w,
+            tier,
+            (parent, ids.parent),
+            &blocks,
+            hashes,
+            lane,
+            trunc_reason,
+        );
+        self.scratch = blocks;
+        v
+    }
+
+    /// The tree part of [`Dynamo::stored`]: store `blocks` (the event's decodable prefix of
+    /// `hashes`) into `tier`.
+    #[allow(clippy::too_many_arguments)]
+    fn store_blocks(
+        &mut self,
+        w: Worker,
+        tier: StorageTier,
+        (parent, parent_id): (Option<u64>, Option<u32>),
+        blocks: &[Blk],
+        hashes: Hashes,
+        lane: LaneKey,
+        trunc_reason: Option<&'static str>,
+    ) -> EventVerdict {
         if tier == StorageTier::Device {
-            let parent_ids = parent.zip(ids.parent);
-            if let Err(status) = self.device_store(w, parent_ids, &blocks, lane) {
-                self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
+            let parent_ids = parent.zip(parent_id);
+            if let Err(status) = self.device_store(w, parent_ids, blocks, lane) {
+                self.lanes
+                    .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
                 let v = if status == "parent_block_not_found" {
-                    let mut v = EventVerdict::uniform(VerdictKind::DroppedOrphan, hashes);
+                    let mut v = EventVerdict::of(VerdictKind::DroppedOrphan, &hashes);
                     v.missing_parent = parent;
                     v
                 } else {
-                    EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                    EventVerdict::of(VerdictKind::Ignored, &hashes)
                         .with_reason("self_referencing_store")
                 };
                 return v.with_status(status);
             }
             self.finish_store(lane, hashes, blocks.len(), trunc_reason)
         } else {
-            let stored = self.lower_store(tier, w, parent, &blocks, lane);
+            let stored = self.lower_store(tier, w, parent, blocks, lane);
             let reason = if stored < blocks.len() {
                 Some("edge_conflict")
             } else {
@@ -964,7 +999,7 @@ impl Dynamo {
     ) -> EventVerdict {
         let lost = hashes.len() - kept;
         if lost > 0 {
-            self.lanes.bump(lane, |c| c.dropped += lost as i64);
+            self.lanes.bump(lane, LaneCounts::dropped_by(lost as i64));
         }
         let blocks: Blocks = hashes
             .iter()
@@ -1011,19 +1046,18 @@ impl Dynamo {
         let w: Worker = (ctx.source, ctx.dp_rank);
         let hashes: Hashes = hashes_of(&e.block_hashes);
         if self.batch_undecodable(ctx.batch) {
-            return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+            return EventVerdict::of(VerdictKind::Ignored, &hashes)
                 .with_reason("batch_decode_error");
         }
         if let Some(reason) = ownership_filter(e.ownership.as_deref()) {
-            return EventVerdict::uniform(VerdictKind::Ignored, hashes).with_reason(reason);
+            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason(reason);
         }
         if matches!(e.locality.as_deref(), Some(l) if l != "LOCAL") {
-            return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+            return EventVerdict::of(VerdictKind::Ignored, &hashes)
                 .with_reason("non_local_locality");
         }
         let Some(tier) = StorageTier::from_medium(e.medium.as_deref()) else {
-            return EventVerdict::uniform(VerdictKind::Ignored, hashes)
-                .with_reason("unknown_medium");
+            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason("unknown_medium");
         };
         let (blocks, device) = if tier == StorageTier::Device {
             (self.device_remove(w, &hashes, &ids.blocks, lane), true)
@@ -1071,13 +1105,13 @@ impl Dynamo {
             KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
             KvEvent::AllBlocksCleared => {
                 if self.batch_undecodable(ctx.batch) {
-                    return EventVerdict::uniform(VerdictKind::Ignored, [])
+                    return EventVerdict::of(VerdictKind::Ignored, &[])
                         .with_reason("batch_decode_error");
                 }
                 let w: Worker = (ctx.source, ctx.dp_rank);
                 self.lower_clear(w);
                 self.device_clear(w);
-                EventVerdict::uniform(VerdictKind::Cleared, []).with_status("ok")
+                EventVerdict::of(VerdictKind::Cleared, &[]).with_status("ok")
             }
         }
     }
@@ -1097,9 +1131,12 @@ fn has_duplicate(parent: Option<u64>, hashes: &[u64]) -> bool {
             .enumerate()
             .any(|(i, h)| Some(*h) == parent || hashes.get(..i).is_some_and(|s| s.contains(h)));
     }
-    let mut seen: Set<u64> = Set::default();
-    seen.extend(parent);
-    hashes.iter().any(|h| !seen.insert(*h))
+    // Sorted copy (the crate's one u64 sort; no hash-set type of its own).
+    let mut all: Vec<u64> = Vec::with_capacity(hashes.len() + 1);
+    all.extend(parent);
+    all.extend_from_slice(hashes);
+    crate::sort::sort_u64(&mut all);
+    all.windows(2).any(|w| w.first() == w.get(1))
 }
 
 /// `ZmqEventNormalizer::preprocess_with_reason` (`zmq_wire/mod.rs`): the ownership check runs

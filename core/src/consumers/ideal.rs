@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 
 use super::{
     hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
-    Interner, LaneBook, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Resolution, SlabMap, VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -30,7 +30,7 @@ pub struct Ideal {
     /// two inline: a block usually sits in a GPU and a CPU lane).
     present: Vec<SmallVec<[LaneKey; 2]>>,
     /// Orphans by the id of their missing parent, in arrival order.
-    pending: Map<u32, Vec<PendingEvent>>,
+    pending: SlabMap<Vec<PendingEvent>>,
     pending_events: usize,
     pub(super) lanes: LaneBook,
     /// Block ids when the model is used on its own ([`Consumer::apply`]).
@@ -43,7 +43,7 @@ impl Ideal {
         Ideal {
             pending_limit,
             present: Vec::new(),
-            pending: Map::default(),
+            pending: SlabMap::default(),
             pending_events: 0,
             lanes: LaneBook::default(),
             own: Interner::default(),
@@ -63,7 +63,7 @@ impl Ideal {
         let lanes = slot(&mut self.present, id);
         if !lanes.contains(&lane) {
             lanes.push(lane);
-            self.lanes.bump(lane, |c| c.indexed += 1);
+            self.lanes.bump(lane, LaneCounts::indexed_by(1));
         }
     }
 
@@ -75,7 +75,7 @@ impl Ideal {
             return false;
         };
         lanes.remove(p);
-        self.lanes.bump(lane, |c| c.indexed -= 1);
+        self.lanes.bump(lane, LaneCounts::indexed_by(-1));
         true
     }
 
@@ -90,13 +90,13 @@ impl Ideal {
             if self.pending.is_empty() {
                 break;
             }
-            let Some(waiting) = self.pending.remove(&id) else {
+            let Some(waiting) = self.pending.remove(id as u64) else {
                 continue;
             };
             for p in waiting {
                 self.pending_events = self.pending_events.saturating_sub(1);
                 self.lanes
-                    .bump(p.lane, |c| c.pending -= p.hashes.len() as i64);
+                    .bump(p.lane, LaneCounts::pending_by(-(p.hashes.len() as i64)));
                 for &x in p.ids.iter() {
                     self.hold(x, p.lane);
                     work.push(x);
@@ -129,24 +129,26 @@ impl Ideal {
                 match (parent, ids.parent) {
                     (Some(p), Some(pid)) if !self.known(pid) => {
                         if self.pending_events >= self.pending_limit {
-                            self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
-                            return EventVerdict::uniform(VerdictKind::DroppedOrphan, hashes)
+                            self.lanes
+                                .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
+                            return EventVerdict::of(VerdictKind::DroppedOrphan, &hashes)
                                 .with_missing_parent(p)
                                 .with_reason("pending_buffer_full");
                         }
-                        self.pending.entry(pid).or_default().push(PendingEvent {
+                        self.pending.entry(pid as u64).push(PendingEvent {
                             event: ctx.index,
                             lane,
                             hashes: hashes.clone(),
                             ids: ids.blocks.clone(),
                         });
                         self.pending_events += 1;
-                        self.lanes.bump(lane, |c| c.pending += hashes.len() as i64);
-                        EventVerdict::uniform(VerdictKind::Pending, hashes).with_missing_parent(p)
+                        self.lanes
+                            .bump(lane, LaneCounts::pending_by(hashes.len() as i64));
+                        EventVerdict::of(VerdictKind::Pending, &hashes).with_missing_parent(p)
                     }
                     _ => {
                         self.apply_blocks(lane, &ids.blocks, resolved);
-                        EventVerdict::uniform(VerdictKind::Applied, hashes)
+                        EventVerdict::of(VerdictKind::Applied, &hashes)
                     }
                 }
             }
@@ -183,14 +185,14 @@ impl Ideal {
                 for lanes in &mut self.present {
                     lanes.retain(|l| {
                         if l.source == ctx.source {
-                            self.lanes.bump(*l, |c| c.indexed -= 1);
+                            self.lanes.bump(*l, LaneCounts::indexed_by(-1));
                             false
                         } else {
                             true
                         }
                     });
                 }
-                EventVerdict::uniform(VerdictKind::Cleared, [])
+                EventVerdict::of(VerdictKind::Cleared, &[])
             }
         }
     }

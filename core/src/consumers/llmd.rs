@@ -25,7 +25,8 @@ use smallvec::SmallVec;
 
 use super::{
     content_hash, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, SlabMap,
+    VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -44,7 +45,7 @@ pub struct PodEntry {
 const SUPPORTED_KINDS: [&str; 3] = ["full_attention", "mla_attention", "sink_full_attention"];
 
 /// Request keys of one engine hash (almost always one: inline, no allocation).
-type ReqKeys = smallvec::SmallVec<[u64; 2]>;
+type ReqKeys = Hashes;
 /// Pods holding one request key (usually one or two: inline).
 type Pods = smallvec::SmallVec<[PodEntry; 2]>;
 
@@ -75,7 +76,7 @@ pub struct Llmd {
     blocks: Vec<Slot>,
     /// Number of engine hashes with a mapping.
     mapped: usize,
-    req_to_pods: Map<u64, Pods>,
+    req_to_pods: SlabMap<Pods>,
     /// `(pod << 32 | group)` → supported (1) or not (0).
     groups: Map<u64, u32>,
     pub(super) lanes: LaneBook,
@@ -95,7 +96,7 @@ impl Llmd {
             block_sizes,
             blocks: Vec::new(),
             mapped: 0,
-            req_to_pods: Map::default(),
+            req_to_pods: SlabMap::default(),
             groups: Map::default(),
             lanes: LaneBook::default(),
             own: Interner::default(),
@@ -130,7 +131,7 @@ impl Llmd {
     }
 
     fn add_entry(&mut self, rk: u64, entry: PodEntry) {
-        let pods = self.req_to_pods.entry(rk).or_default();
+        let pods = self.req_to_pods.entry(rk);
         if !pods.contains(&entry) {
             pods.push(entry);
         }
@@ -140,7 +141,7 @@ impl Llmd {
         let held = &mut slot(&mut self.blocks, id).held;
         if !held.contains(&lane) {
             held.push(lane);
-            self.lanes.bump(lane, |c| c.indexed += 1);
+            self.lanes.bump(lane, LaneCounts::indexed_by(1));
         }
     }
 
@@ -150,12 +151,12 @@ impl Llmd {
         };
         if let Some(p) = held.iter().position(|l| *l == lane) {
             held.remove(p);
-            self.lanes.bump(lane, |c| c.indexed -= 1);
+            self.lanes.bump(lane, LaneCounts::indexed_by(-1));
         }
     }
 
     fn dropped(&mut self, lane: LaneKey, n: usize) {
-        self.lanes.bump(lane, |c| c.dropped += n as i64);
+        self.lanes.bump(lane, LaneCounts::dropped_by(n as i64));
     }
 
     fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored, ids: &EventIds) -> EventVerdict {
@@ -174,7 +175,7 @@ impl Llmd {
                 .insert(group_key(ctx.source, g), supported as u32);
             if !supported {
                 self.dropped(lane, hashes.len());
-                return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                return EventVerdict::of(VerdictKind::Ignored, &hashes)
                     .with_reason("unsupported_cache_kind");
             }
             let bs = e.block_size as usize;
@@ -184,7 +185,7 @@ impl Llmd {
                     || e.token_ids.len() / bs != hashes.len())
             {
                 self.dropped(lane, hashes.len());
-                return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                return EventVerdict::of(VerdictKind::Ignored, &hashes)
                     .with_reason("non_dense_block_span");
             }
         }
@@ -196,14 +197,14 @@ impl Llmd {
                 Some(rk) => rk,
                 None => {
                     self.dropped(lane, hashes.len());
-                    return EventVerdict::uniform(VerdictKind::DroppedOrphan, hashes)
+                    return EventVerdict::of(VerdictKind::DroppedOrphan, &hashes)
                         .with_missing_parent(p)
                         .with_reason("Failed to get request key for parent block");
                 }
             },
         };
         let cbs = self.block_sizes.for_source(ctx.source).max(1) as usize;
-        let mut rks: SmallVec<[u64; 4]> = SmallVec::with_capacity(e.token_ids.len() / cbs);
+        let mut rks = Hashes::with_capacity(e.token_ids.len() / cbs);
         let mut prev = parent_rk;
         for chunk in e.token_ids.chunks_exact(cbs) {
             prev = content_hash(prev, chunk, None);
@@ -264,30 +265,38 @@ impl Llmd {
                 };
             }
             self.dropped(lane, hashes.len());
-            return EventVerdict::uniform(VerdictKind::Ignored, hashes)
-                .with_reason("sub_canonical");
+            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason("sub_canonical");
         }
         // Pair E[i·|E|/n] → R[i·|R|/n], n = max(|E|, |R|).
         let (ne, nr) = (hashes.len(), rks.len());
         let n = ne.max(nr);
-        let mut per_engine: SmallVec<[ReqKeys; 2]> = smallvec::smallvec![ReqKeys::new(); ne];
-        for i in 0..n {
-            if let (Some(slot), Some(rk)) = (per_engine.get_mut(i * ne / n), rks.get(i * nr / n)) {
-                slot.push(*rk);
-            }
-        }
         for rk in &rks {
             self.add_entry(*rk, entry);
         }
-        for (i, keys) in per_engine.into_iter().enumerate() {
-            let id = ids.block(i);
-            if !keys.is_empty() {
-                self.map_keys(id, keys);
+        // `i · |E| / n` is non-decreasing in `i` and takes every engine index once n ≥ |E|:
+        // collect one engine's keys at a time (no vector of key lists).
+        let mut keys = ReqKeys::new();
+        let mut engine = 0usize;
+        for i in 0..=n {
+            let ei = if i < n { i * ne / n } else { ne };
+            while engine < ei {
+                self.store_engine(ids.block(engine), std::mem::take(&mut keys), entry, lane);
+                engine += 1;
             }
-            self.hold(id, lane);
-            self.track_store(entry, id);
+            if let Some(rk) = rks.get(i * nr / n).filter(|_| i < n) {
+                keys.push(*rk);
+            }
         }
-        EventVerdict::uniform(VerdictKind::Applied, hashes)
+        EventVerdict::of(VerdictKind::Applied, &hashes)
+    }
+
+    /// Map block `id` to `keys` (when any), count it in `lane` and track the store.
+    fn store_engine(&mut self, id: u32, keys: ReqKeys, entry: PodEntry, lane: LaneKey) {
+        if !keys.is_empty() {
+            self.map_keys(id, keys);
+        }
+        self.hold(id, lane);
+        self.track_store(entry, id);
     }
 
     fn track_store(&mut self, entry: PodEntry, id: u32) {
@@ -308,7 +317,7 @@ impl Llmd {
         let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
             if self.groups.get(&group_key(ctx.source, g)) != Some(&1) {
-                return EventVerdict::uniform(VerdictKind::Ignored, hashes)
+                return EventVerdict::of(VerdictKind::Ignored, &hashes)
                     .with_reason("removals_skipped_unknown_group");
             }
         }
@@ -377,15 +386,12 @@ impl Llmd {
         };
         let mut all_gone = true;
         for rk in keys.iter() {
-            if let Some(pods) = self.req_to_pods.get(rk).cloned() {
-                let left: Pods = pods.iter().copied().filter(|p| *p != entry).collect();
-                if left.is_empty() {
-                    self.req_to_pods.remove(rk);
+            if let Some(pods) = self.req_to_pods.get_mut(*rk) {
+                pods.retain(|p| *p != entry);
+                if pods.is_empty() {
+                    self.req_to_pods.remove(*rk);
                 } else {
                     all_gone = false;
-                    if left.len() != pods.len() {
-                        self.req_to_pods.insert(*rk, left);
-                    }
                 }
             }
         }
@@ -406,24 +412,19 @@ impl Llmd {
     fn cleared(&mut self, ctx: &EventCtx<'_>) -> EventVerdict {
         let pod = ctx.source;
         // Index.Clear(pod): O(N) over every key; engine mappings are kept.
-        let affected: Vec<(u64, Pods)> = self
-            .req_to_pods
-            .iter()
-            .filter(|(_, pods)| pods.iter().any(|p| p.pod == pod))
-            .map(|(k, v)| (*k, v.clone()))
-            .collect();
-        for (rk, pods) in affected {
-            let left: Pods = pods.iter().copied().filter(|p| p.pod != pod).collect();
-            if left.is_empty() {
-                self.req_to_pods.remove(&rk);
-            } else {
-                self.req_to_pods.insert(rk, left);
+        let keys: Vec<u64> = self.req_to_pods.keys().collect();
+        for rk in keys {
+            if let Some(pods) = self.req_to_pods.get_mut(rk) {
+                pods.retain(|p| p.pod != pod);
+                if pods.is_empty() {
+                    self.req_to_pods.remove(rk);
+                }
             }
         }
         for s in &mut self.blocks {
             s.held.retain(|l| {
                 if l.source == pod {
-                    self.lanes.bump(*l, |c| c.indexed -= 1);
+                    self.lanes.bump(*l, LaneCounts::indexed_by(-1));
                     false
                 } else {
                     true
@@ -431,7 +432,7 @@ impl Llmd {
             });
             s.refs.retain(|r| r.0 .0 != pod);
         }
-        EventVerdict::uniform(VerdictKind::Cleared, [])
+        EventVerdict::of(VerdictKind::Cleared, &[])
     }
 }
 

@@ -13,8 +13,9 @@
 //! [`EventVerdict`] per event, with per-block outcomes where the real consumer works per
 //! block. Per-block state lives in vectors indexed by dense block ids (an interner: one
 //! `rustc-hash` Fx map from hash to id, shared with the analysis), other state in Fx hash maps
-//! with packed `u64` keys where possible (few distinct map types keep the wasm small); the
-//! replay engine records what it needs as it goes instead of copying states.
+//! with packed `u64` keys where possible: `Map<u64, u32>` itself or `SlabMap` (values in a
+//! vector behind one), so that few distinct map types keep the wasm small; the replay engine
+//! records what it needs as it goes instead of copying states.
 
 pub mod dynamo;
 pub mod ideal;
@@ -136,8 +137,9 @@ pub struct EventVerdict {
 /// block), so a verdict costs no allocation. Serialises as a JSON array.
 pub type Blocks = smallvec::SmallVec<[BlockVerdict; 1]>;
 
-/// An event's block hashes, normalised to u64 (inline up to 4: no allocation per event).
-pub(crate) type Hashes = smallvec::SmallVec<[u64; 4]>;
+/// An event's block hashes, normalised to u64 (inline up to 2: no allocation for the usual
+/// one-block event). Also llm-d's request keys per engine hash: one `SmallVec` type for both.
+pub(crate) type Hashes = smallvec::SmallVec<[u64; 2]>;
 
 /// Dense ids for block hashes (stored, removed or named as a parent), in order of first
 /// appearance: one hash lookup per hash per event, after which per-block state lives in
@@ -224,19 +226,27 @@ pub(crate) fn hashes_of(hashes: &[crate::hash::BlockHash]) -> Hashes {
 impl EventVerdict {
     /// A verdict with the same outcome for every block.
     pub fn uniform(verdict: VerdictKind, hashes: impl IntoIterator<Item = u64>) -> Self {
+        let hashes: Vec<u64> = hashes.into_iter().collect();
+        Self::of(verdict, &hashes)
+    }
+
+    /// [`EventVerdict::uniform`] over a slice (what the models call: one copy of the code
+    /// instead of one per iterator type).
+    pub(crate) fn of(verdict: VerdictKind, hashes: &[u64]) -> Self {
+        let mut blocks = Blocks::with_capacity(hashes.len());
+        for &hash in hashes {
+            blocks.push(BlockVerdict {
+                hash,
+                verdict,
+                reason: None,
+            });
+        }
         EventVerdict {
             verdict,
             missing_parent: None,
             reason: None,
             status: None,
-            blocks: hashes
-                .into_iter()
-                .map(|hash| BlockVerdict {
-                    hash,
-                    verdict,
-                    reason: None,
-                })
-                .collect(),
+            blocks,
         }
     }
 
@@ -316,6 +326,32 @@ pub struct LaneCounts {
     pub unreachable: i64,
 }
 
+impl LaneCounts {
+    /// A delta of `n` indexed blocks (see [`LaneBook::bump`]).
+    pub(crate) fn indexed_by(n: i64) -> Self {
+        LaneCounts {
+            indexed: n,
+            ..LaneCounts::default()
+        }
+    }
+
+    /// A delta of `n` pending blocks.
+    pub(crate) fn pending_by(n: i64) -> Self {
+        LaneCounts {
+            pending: n,
+            ..LaneCounts::default()
+        }
+    }
+
+    /// A delta of `n` dropped blocks.
+    pub(crate) fn dropped_by(n: i64) -> Self {
+        LaneCounts {
+            dropped: n,
+            ..LaneCounts::default()
+        }
+    }
+}
+
 /// Per-lane counters kept incrementally by every model (cheap snapshots): a small map sorted
 /// by lane (a trace has few lanes; a sorted vector needs no tree code).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -371,8 +407,135 @@ impl Lanes {
 
 /// The hash map used by the models.
 pub(crate) type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
-/// The hash set used by the models.
-pub(crate) type Set<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
+
+/// An exact index over dense ids `0..n` by a 64-bit hash of what they name (strings, job
+/// keys): [`Map<u64, u32>`] to the first id with a hash, then a chain through the ids sharing
+/// it. Equality is the caller's (`same`), so hash collisions only lengthen a chain; no
+/// hash-table code per key type (wasm size).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HashChain {
+    first: Map<u64, u32>,
+    /// Per id: the next id with the same hash (`u32::MAX`: none).
+    next: Vec<u32>,
+}
+
+impl HashChain {
+    /// The id with hash `hash` for which `same(id)` holds.
+    pub(crate) fn find(&self, hash: u64, mut same: impl FnMut(u32) -> bool) -> Option<u32> {
+        let mut id = *self.first.get(&hash)?;
+        loop {
+            if same(id) {
+                return Some(id);
+            }
+            id = *self.next.get(id as usize)?;
+        }
+    }
+
+    /// Record `id` (the next dense id, not already present) under `hash`.
+    pub(crate) fn push(&mut self, hash: u64, id: u32) {
+        if self.next.len() <= id as usize {
+            self.next.resize(id as usize + 1, u32::MAX);
+        }
+        let head = self.first.entry(hash).or_insert(id);
+        if *head != id {
+            // Link in after the head (chain order does not matter).
+            let after = std::mem::replace(slot(&mut self.next, *head), id);
+            *slot(&mut self.next, id) = after;
+        }
+    }
+}
+
+/// The Fx hash of a string (for [`HashChain`]).
+pub(crate) fn str_hash(s: &str) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(s)
+}
+
+/// A map from `u64` keys to values kept in a vector: [`Map<u64, u32>`] (key → slot) plus a
+/// `Vec` per value type, instead of a copy of the hash-table code per value type (wasm size).
+/// Freed slots are reused. Iteration order is unspecified (like a hash map's).
+#[derive(Clone, Debug)]
+pub(crate) struct SlabMap<V> {
+    index: Map<u64, u32>,
+    slots: Vec<(u64, V)>,
+    free: Vec<u32>,
+}
+
+impl<V> Default for SlabMap<V> {
+    fn default() -> Self {
+        SlabMap {
+            index: Map::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<V: Default> SlabMap<V> {
+    /// Whether no key is present.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// The value of `key`, mutable.
+    pub(crate) fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+        let i = *self.index.get(&key)? as usize;
+        self.slots.get_mut(i).map(|s| &mut s.1)
+    }
+
+    /// The value of `key`, inserted as `V::default()` if absent.
+    pub(crate) fn entry(&mut self, key: u64) -> &mut V {
+        let i = match self.index.get(&key) {
+            Some(i) => *i as usize,
+            None => {
+                let i = match self.free.pop() {
+                    Some(i) => i as usize,
+                    None => {
+                        self.slots.push((key, V::default()));
+                        self.slots.len() - 1
+                    }
+                };
+                if let Some(s) = self.slots.get_mut(i) {
+                    s.0 = key;
+                }
+                self.index.insert(key, i as u32);
+                i
+            }
+        };
+        // In range: an index entry always names a slot.
+        &mut self.slots[i].1
+    }
+
+    /// Remove `key`, returning its value.
+    pub(crate) fn remove(&mut self, key: u64) -> Option<V> {
+        let i = self.index.remove(&key)?;
+        self.free.push(i);
+        self.slots
+            .get_mut(i as usize)
+            .map(|s| std::mem::take(&mut s.1))
+    }
+
+    /// The keys present (unspecified order).
+    pub(crate) fn keys(&self) -> impl Iterator<Item = u64> + '_ {
+        self.index.keys().copied()
+    }
+
+    /// Remove every entry, returning them (unspecified order).
+    pub(crate) fn take_all(&mut self) -> Vec<(u64, V)> {
+        let mut slots = std::mem::take(&mut self.slots);
+        let out = self
+            .index
+            .drain()
+            .filter_map(|(k, i)| {
+                slots
+                    .get_mut(i as usize)
+                    .map(|s| (k, std::mem::take(&mut s.1)))
+            })
+            .collect();
+        self.free.clear();
+        out
+    }
+}
 
 /// A model's lane counters plus, while the replay engine records, the lanes changed by the
 /// current event (so that recording costs no copy of the counters per event).
@@ -387,12 +550,16 @@ pub(crate) struct LaneBook {
 }
 
 impl LaneBook {
-    /// Adjust one lane's counters.
-    pub(crate) fn bump(&mut self, key: LaneKey, f: impl FnOnce(&mut LaneCounts)) {
+    /// Add `d` to one lane's counters (a delta, not a closure: one copy of this code).
+    pub(crate) fn bump(&mut self, key: LaneKey, d: LaneCounts) {
         if self.logging && !self.touched.iter().any(|t| t.0 == key) {
             self.touched.push((key, self.lanes.get(&key).copied()));
         }
-        f(self.lanes.entry(key));
+        let c = self.lanes.entry(key);
+        c.indexed += d.indexed;
+        c.pending += d.pending;
+        c.dropped += d.dropped;
+        c.unreachable += d.unreachable;
     }
 
     /// The counters.

@@ -14,7 +14,7 @@ use smallvec::SmallVec;
 
 use super::{
     hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
-    Interner, LaneBook, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -25,7 +25,7 @@ const ROOT: NodeId = 0;
 /// A node's owners (almost always one or two: inline, no allocation per node).
 type Owners = SmallVec<[(Worker, u32); 2]>;
 /// The nodes of one hash (almost always one: inline).
-type HashNodes = SmallVec<[NodeId; 1]>;
+type HashNodes = SmallVec<[NodeId; 4]>;
 /// Up to this many nodes per hash, a node's child with a given hash is found by scanning the
 /// hash's nodes; beyond, through the `children` map (so hostile traces stay linear).
 const SCAN: usize = 4;
@@ -145,9 +145,9 @@ impl Sglang {
         let w: Worker = (ctx.source, ctx.dp_rank);
         let hashes: Hashes = hashes_of(&e.block_hashes);
         if !known_medium(e.medium.as_deref()) {
-            self.lanes.bump(lane, |c| c.dropped += hashes.len() as i64);
-            return EventVerdict::uniform(VerdictKind::Ignored, hashes)
-                .with_reason("unknown_medium");
+            self.lanes
+                .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
+            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason("unknown_medium");
         }
         let parent_hash = e.parent_block_hash.as_ref().map(|p| p.as_u64());
         let (start, misrooted, missing) = match (parent_hash, ids.parent) {
@@ -186,18 +186,20 @@ impl Sglang {
                 if !n.owners.contains(&(w, ctx.tier)) {
                     n.owners.push((w, ctx.tier));
                     let unreachable = n.unreachable;
-                    self.lanes.bump(lane, |c| {
-                        c.indexed += 1;
-                        if unreachable {
-                            c.unreachable += 1;
-                        }
-                    });
+                    self.lanes.bump(
+                        lane,
+                        LaneCounts {
+                            indexed: 1,
+                            unreachable: unreachable as i64,
+                            ..LaneCounts::default()
+                        },
+                    );
                 }
             }
             cur = id;
         }
         if misrooted {
-            let mut v = EventVerdict::uniform(VerdictKind::Misrooted, hashes);
+            let mut v = EventVerdict::of(VerdictKind::Misrooted, &hashes);
             v.missing_parent = missing;
             v.reason = Some(if missing.is_some() {
                 "parent_hash not in tree; attaching new chain to root".into()
@@ -206,7 +208,7 @@ impl Sglang {
             });
             v
         } else {
-            EventVerdict::uniform(VerdictKind::Applied, hashes)
+            EventVerdict::of(VerdictKind::Applied, &hashes)
         }
     }
 
@@ -234,11 +236,10 @@ impl Sglang {
                     source: o.0 .0,
                     tier: o.1,
                 },
-                |c| {
-                    c.indexed -= 1;
-                    if unreachable {
-                        c.unreachable -= 1;
-                    }
+                LaneCounts {
+                    indexed: -1,
+                    unreachable: -(unreachable as i64),
+                    ..LaneCounts::default()
                 },
             );
         }
@@ -320,7 +321,7 @@ impl Sglang {
         for id in ids {
             self.drop_owner(id, |o| o.0 != w);
         }
-        EventVerdict::uniform(VerdictKind::Cleared, [])
+        EventVerdict::of(VerdictKind::Cleared, &[])
     }
 
     /// [`Consumer::apply`] with the event's block ids given.

@@ -84,8 +84,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analysis, AnalysisConfig, Finding, Job, Recorder, Rule, Run, Stage};
 use crate::consumers::{
-    slot, BlockVerdict, Blocks, ConsumerKind, EventVerdict, LaneCounts, LaneKey, Resolution,
-    VerdictKind,
+    slot, str_hash, BlockVerdict, Blocks, ConsumerKind, EventVerdict, HashChain, LaneCounts,
+    LaneKey, Resolution, VerdictKind,
 };
 use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
@@ -234,7 +234,8 @@ struct Recording {
     /// Number of consumers.
     consumers: usize,
     strings: Vec<Cow<'static, str>>,
-    string_ids: HashMap<Cow<'static, str>, u16>,
+    /// String ids by content hash.
+    string_ids: HashChain,
     /// `((address, length), id)` of static strings already interned (a small cache).
     static_ids: Vec<((usize, usize), u16)>,
     verdicts: Vec<Vec<Compact>>,
@@ -372,8 +373,12 @@ impl Recording {
 
     /// Intern `s` by content (`stat`: the same string when it is static, kept borrowed).
     fn intern_slow(&mut self, s: &str, stat: Option<&'static str>) -> u16 {
-        if let Some(id) = self.string_ids.get(s) {
-            return *id;
+        let h = str_hash(s);
+        let strings = &self.strings;
+        if let Some(id) = self.string_ids.find(h, |id| {
+            strings.get(id as usize).map(|x| x.as_ref()) == Some(s)
+        }) {
+            return id as u16;
         }
         if self.strings.is_empty() {
             self.strings.push(Cow::Borrowed(""));
@@ -386,8 +391,8 @@ impl Recording {
             Some(b) => Cow::Borrowed(b),
             None => Cow::Owned(s.to_owned()),
         };
-        self.strings.push(owned.clone());
-        self.string_ids.insert(owned, id);
+        self.strings.push(owned);
+        self.string_ids.push(h, id as u32);
         id
     }
 
@@ -926,26 +931,22 @@ impl ReplayBuilder {
         let consumers = analysis.config.consumers.len();
         // Within-job violations by job, sorted by event: (job, event) pairs sorted, then
         // offsets per job.
-        // Packed as `job << 32 | event` so the crate's one u64 sort serves (code size).
-        let mut packed: Vec<u64> = analysis
+        // As `(job, event)` key/index pairs, so the crate's one sort serves (code size).
+        let mut pairs: Vec<(u64, u32)> = analysis
             .violations
             .iter()
             .filter(|f| f.rule == Rule::ChildBeforeParentInJob)
             .filter_map(|f| {
                 let job = analysis.index.events.get(f.event)?.job;
-                (job != u32::MAX).then_some(u64::from(job) << 32 | f.event as u64)
+                (job != u32::MAX).then_some((u64::from(job), f.event as u32))
             })
             .collect();
-        crate::sort::sort_u64(&mut packed);
-        let pairs: Vec<(u32, u32)> = packed
-            .into_iter()
-            .map(|p| ((p >> 32) as u32, p as u32))
-            .collect();
+        crate::sort::sort_keyed(&mut pairs);
         let jobs = analysis.index.jobs.len();
         let mut job_violation_at = Vec::with_capacity(jobs + 1);
         let mut k = 0usize;
         for j in 0..=jobs as u32 {
-            while pairs.get(k).is_some_and(|p| p.0 < j) {
+            while pairs.get(k).is_some_and(|p| p.0 < u64::from(j)) {
                 k += 1;
             }
             job_violation_at.push(k as u32);
