@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::text::Quoted;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -97,7 +98,7 @@ impl<'de> Deserialize<'de> for BlockHash {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<BlockHash, E> {
                 hex::decode(v)
                     .map(|b| BlockHash::Bytes(b.into_boxed_slice()))
-                    .map_err(|_| E::custom(format!("block hash string is not hex: {v:?}")))
+                    .map_err(|_| E::custom(format!("block hash string is not hex: {}", Quoted(v))))
             }
             fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<BlockHash, E> {
                 Ok(BlockHash::Bytes(v.into()))

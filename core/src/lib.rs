@@ -9,6 +9,7 @@
 //! * [`trace`]: the trace model (batches with source, seq and provenance).
 //! * [`wire`]: msgpack and JSON Lines codecs.
 //! * [`scenario`], [`sim`]: scenario files and the vLLM-faithful offload simulation.
+//! * [`text`]: quoting untrusted text in error messages.
 #![deny(missing_docs)]
 
 pub mod event;
@@ -18,6 +19,7 @@ pub mod keys;
 pub mod order;
 pub mod scenario;
 pub mod sim;
+pub mod text;
 pub mod trace;
 pub mod wire;
 

@@ -7,6 +7,7 @@
 //! new field cannot be forgotten in the JS object.
 
 use kvscope_core::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent};
+use kvscope_core::text::Quoted;
 use kvscope_core::trace::{Provenance as CoreProvenance, ProvenanceKind, TraceBatch};
 use kvscope_core::BlockHash;
 use tsify::Tsify;
@@ -43,20 +44,31 @@ pub fn hash_from_js(text: &str) -> Result<BlockHash, String> {
     if let Some(digits) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
         if digits.is_empty() || digits.len() % 2 != 0 {
             return Err(format!(
-                "block hash {text:?}: expected 0x followed by an even number of hex digits"
+                "block hash {}: expected 0x followed by an even number of hex digits",
+                Quoted(text)
             ));
         }
-        let bytes = hex::decode(digits).map_err(|e| format!("block hash {text:?}: {e}"))?;
+        let bytes = hex::decode(digits).map_err(|e| match e {
+            // Not hex's own Display: it quotes the character with `{:?}` (Unicode tables).
+            hex::FromHexError::InvalidHexCharacter { c, index } => format!(
+                "block hash {}: invalid hex character {} at position {}",
+                Quoted(text),
+                Quoted(c.encode_utf8(&mut [0; 4])),
+                index + 2
+            ),
+            _ => format!("block hash {}: not hex", Quoted(text)),
+        })?;
         return Ok(BlockHash::Bytes(bytes.into_boxed_slice()));
     }
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!(
-            "block hash {text:?}: expected decimal digits or 0x-prefixed hex"
+            "block hash {}: expected decimal digits or 0x-prefixed hex",
+            Quoted(text)
         ));
     }
     text.parse::<u64>()
         .map(BlockHash::Int)
-        .map_err(|_| format!("block hash {text:?} does not fit in 64 bits"))
+        .map_err(|_| format!("block hash {} does not fit in 64 bits", Quoted(text)))
 }
 
 /// Per-block extra keys (`None` entries are blocks without extra keys).
@@ -500,9 +512,10 @@ mod tests {
             "1.5",
             "18446744073709551616",
             "12a",
+            "0x0g",
         ] {
             let err = hash_from_js(bad).unwrap_err();
-            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+            assert!(err.contains(&Quoted(bad).to_string()), "{bad}: {err}");
         }
     }
 }

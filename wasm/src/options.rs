@@ -10,6 +10,7 @@
 use kvscope_core::analysis::{AnalysisConfig, Level, Rule, RuleLevels};
 use kvscope_core::consumers::{ConsumerConfig, ConsumerKind};
 use kvscope_core::replay::ViolationFilter;
+use kvscope_core::text::Quoted;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
@@ -152,6 +153,7 @@ pub fn parse_options<T: Default>(
 
 /// Typed reads of JS values with serde-style messages.
 pub mod read {
+    use kvscope_core::text::Quoted;
     use wasm_bindgen::{JsCast, JsValue};
 
     use crate::js::{js_string, Pairs};
@@ -174,7 +176,7 @@ pub mod read {
             };
             format!("{kind} `{}`", js_string(v))
         } else if let Some(s) = v.as_string() {
-            format!("string {s:?}")
+            format!("string {}", Quoted(&s))
         } else if js_sys::Array::is_array(v) {
             "sequence".to_owned()
         } else if v.is_bigint() {
@@ -315,7 +317,11 @@ pub mod read {
 pub fn parse_consumer(name: &str) -> Result<ConsumerKind, String> {
     ConsumerKind::parse(name).ok_or_else(|| {
         let known: Vec<&str> = ConsumerKind::ALL.iter().map(|c| c.as_str()).collect();
-        format!("unknown consumer {name:?} (known: {})", known.join(", "))
+        format!(
+            "unknown consumer {} (known: {})",
+            Quoted(name),
+            known.join(", ")
+        )
     })
 }
 
@@ -357,7 +363,7 @@ impl AnalyzeOptions {
                     level
                         .parse()
                         .map_err(|e: kvscope_core::analysis::RuleError| {
-                            format!("rule {rule:?}: {e}")
+                            format!("rule {}: {e}", Quoted(rule))
                         })?;
                 config.rules.set(parse_rule(rule)?, level);
             }

@@ -3,6 +3,7 @@
 //! seeds (core: `kvscope_core::scenario`, `kvscope_core::sim`).
 
 use kvscope_core::scenario::{builtin, Overrides, Scenario};
+use kvscope_core::text::Quoted;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
@@ -107,7 +108,8 @@ pub fn scenario_from_text(spec: &str) -> Result<Scenario, String> {
         None => {
             let names: Vec<&str> = builtin::BUILTINS.iter().map(|b| b.name).collect();
             Err(format!(
-                "unknown built-in scenario {spec:?} (built-ins: {})",
+                "unknown built-in scenario {} (built-ins: {})",
+                Quoted(spec),
                 names.join(", ")
             ))
         }
@@ -141,7 +143,7 @@ pub fn list_scenarios() -> Result<JsValue, JsValue> {
 pub fn builtin_scenario(name: &str) -> Result<String, JsValue> {
     builtin::find(name)
         .map(|b| b.json.to_owned())
-        .ok_or_else(|| js_error(&format!("unknown built-in scenario {name:?}")))
+        .ok_or_else(|| js_error(&format!("unknown built-in scenario {}", Quoted(name))))
 }
 
 /// Run a scenario through the simulator and return the trace (with a header record and

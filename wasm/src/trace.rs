@@ -1,6 +1,7 @@
 //! The `Trace` class: load a trace from JSON Lines or msgpack, inspect its batches and events
 //! as plain objects, export it again.
 
+use kvscope_core::text::Quoted;
 use kvscope_core::trace::{SeqGap, TraceBatch, TraceRecord};
 use kvscope_core::wire::{self, EventEncoding, WireError};
 use tsify::Tsify;
@@ -126,7 +127,8 @@ pub fn parse_encoding(name: Option<&str>) -> Result<EventEncoding, String> {
         None | Some("map") => Ok(EventEncoding::Map),
         Some("array") => Ok(EventEncoding::Array),
         Some(other) => Err(format!(
-            "unknown msgpack event encoding {other:?} (expected \"map\" or \"array\")"
+            "unknown msgpack event encoding {} (expected \"map\" or \"array\")",
+            Quoted(other)
         )),
     }
 }

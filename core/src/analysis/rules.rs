@@ -4,6 +4,7 @@
 //! rule (including `seq-gap-recovered`: the batches are in the trace) warns (cross-job, cross-tier and promotion order is not guaranteed by vLLM, so a correct
 //! multi-tier trace passes).
 
+use crate::text::Quoted;
 use std::fmt;
 use std::str::FromStr;
 
@@ -124,7 +125,8 @@ impl FromStr for Rule {
             .find(|r| r.name() == s)
             .ok_or_else(|| {
                 RuleError(format!(
-                    "unknown rule {s:?} (known: {})",
+                    "unknown rule {} (known: {})",
+                    Quoted(s),
                     Rule::ALL.map(Rule::name).join(", ")
                 ))
             })
@@ -162,7 +164,8 @@ impl FromStr for Level {
             "warn" => Ok(Level::Warn),
             "deny" => Ok(Level::Deny),
             _ => Err(RuleError(format!(
-                "unknown level {s:?} (allow, warn, deny)"
+                "unknown level {} (allow, warn, deny)",
+                Quoted(s)
             ))),
         }
     }
@@ -203,9 +206,12 @@ impl RuleLevels {
 
     /// Apply an override written `NAME=allow|warn|deny`.
     pub fn apply_override(&mut self, spec: &str) -> Result<(), RuleError> {
-        let (name, level) = spec
-            .split_once('=')
-            .ok_or_else(|| RuleError(format!("expected NAME=allow|warn|deny, got {spec:?}")))?;
+        let (name, level) = spec.split_once('=').ok_or_else(|| {
+            RuleError(format!(
+                "expected NAME=allow|warn|deny, got {}",
+                Quoted(spec)
+            ))
+        })?;
         self.set(name.trim().parse()?, level.trim().parse()?);
         Ok(())
     }

@@ -35,6 +35,7 @@ use rmp::Marker;
 
 use crate::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent, KvEventBatch, TokenId};
 use crate::hash::BlockHash;
+use crate::text::Quoted;
 use crate::trace::{Trace, TraceBatch, TraceRecord};
 
 use super::{EventEncoding, Location, WireError};
@@ -1032,8 +1033,8 @@ impl Fields {
             _ => Err(err(
                 at,
                 format!(
-                    "unknown event type {:?} (expected BlockStored, BlockRemoved or AllBlocksCleared)",
-                    name()
+                    "unknown event type {} (expected BlockStored, BlockRemoved or AllBlocksCleared)",
+                    Quoted(&name())
                 ),
             )),
         }
