@@ -381,16 +381,9 @@ impl<'a> Parser<'a> {
                 }
             }
             Some(b'1'..=b'9') => {
-                let digits = self.bytes.get(self.pos..).unwrap_or_default();
-                let n = digits
-                    .iter()
-                    .position(|b| !b.is_ascii_digit())
-                    .unwrap_or(digits.len());
-                // Up to 19 digits cannot overflow a u64; more may.
-                for &d in digits.iter().take(n.min(19)) {
-                    v = v * 10 + u64::from(d - b'0');
-                }
-                for &d in digits.iter().take(n).skip(19) {
+                // Past `u64::MAX` the number is a float (then read from its text).
+                while let Some(d @ b'0'..=b'9') = self.peek() {
+                    self.pos += 1;
                     match v
                         .checked_mul(10)
                         .and_then(|x| x.checked_add(u64::from(d - b'0')))
@@ -399,7 +392,6 @@ impl<'a> Parser<'a> {
                         None => float = true,
                     }
                 }
-                self.pos += n;
             }
             Some(_) => {
                 self.pos += 1;
@@ -410,11 +402,8 @@ impl<'a> Parser<'a> {
         if self.peek() == Some(b'.') {
             self.pos += 1;
             float = true;
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+            if !self.digits() {
                 return Err(self.peek_error("invalid number"));
-            }
-            while let Some(b'0'..=b'9') = self.peek() {
-                self.pos += 1;
             }
         }
         if matches!(self.peek(), Some(b'e' | b'E')) {
@@ -423,15 +412,21 @@ impl<'a> Parser<'a> {
             if matches!(self.peek(), Some(b'+' | b'-')) {
                 self.pos += 1;
             }
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+            if !self.digits() {
                 self.pos += 1;
                 return Err(self.error("invalid number"));
             }
-            while let Some(b'0'..=b'9') = self.peek() {
-                self.pos += 1;
-            }
         }
         Ok((v, neg, float))
+    }
+
+    /// Skip digits; whether there was at least one.
+    fn digits(&mut self) -> bool {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos > start
     }
 
     /// A number (the next byte is `-` or a digit).
@@ -538,8 +533,9 @@ impl<'a> Parser<'a> {
     /// `invalid type: floating point `1.5`, expected u32`, with the number as written.
     #[cold]
     pub fn number_error(&self, what: &str, start: usize, expected: &str) -> Box<JsonError> {
-        let text = self.text.get(start..self.pos).unwrap_or_default().trim();
-        let kind = if text.contains(['.', 'e', 'E']) || text == "-0" {
+        // The text of a number that was read: ASCII, no whitespace.
+        let text = self.text.get(start..self.pos).unwrap_or_default();
+        let kind = if text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) || text == "-0" {
             "floating point"
         } else {
             "integer"
