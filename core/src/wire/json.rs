@@ -268,10 +268,7 @@ impl<'a> Parser<'a> {
             // Plain bytes up to the next quote, backslash or control character.
             let run = self.pos;
             let rest = self.bytes.get(run..).unwrap_or_default();
-            let plain = rest
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                .unwrap_or(rest.len());
+            let plain = plain_len(rest);
             self.pos = run + plain;
             match rest.get(plain) {
                 Some(b'"') => {
@@ -384,16 +381,9 @@ impl<'a> Parser<'a> {
                 }
             }
             Some(b'1'..=b'9') => {
-                let digits = self.bytes.get(self.pos..).unwrap_or_default();
-                let n = digits
-                    .iter()
-                    .position(|b| !b.is_ascii_digit())
-                    .unwrap_or(digits.len());
-                // Up to 19 digits cannot overflow a u64; more may.
-                for &d in digits.iter().take(n.min(19)) {
-                    v = v * 10 + u64::from(d - b'0');
-                }
-                for &d in digits.iter().take(n).skip(19) {
+                // Past `u64::MAX` the number is a float (then read from its text).
+                while let Some(d @ b'0'..=b'9') = self.peek() {
+                    self.pos += 1;
                     match v
                         .checked_mul(10)
                         .and_then(|x| x.checked_add(u64::from(d - b'0')))
@@ -402,7 +392,6 @@ impl<'a> Parser<'a> {
                         None => float = true,
                     }
                 }
-                self.pos += n;
             }
             Some(_) => {
                 self.pos += 1;
@@ -413,11 +402,8 @@ impl<'a> Parser<'a> {
         if self.peek() == Some(b'.') {
             self.pos += 1;
             float = true;
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+            if !self.digits() {
                 return Err(self.peek_error("invalid number"));
-            }
-            while let Some(b'0'..=b'9') = self.peek() {
-                self.pos += 1;
             }
         }
         if matches!(self.peek(), Some(b'e' | b'E')) {
@@ -426,15 +412,21 @@ impl<'a> Parser<'a> {
             if matches!(self.peek(), Some(b'+' | b'-')) {
                 self.pos += 1;
             }
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+            if !self.digits() {
                 self.pos += 1;
                 return Err(self.error("invalid number"));
             }
-            while let Some(b'0'..=b'9') = self.peek() {
-                self.pos += 1;
-            }
         }
         Ok((v, neg, float))
+    }
+
+    /// Skip digits; whether there was at least one.
+    fn digits(&mut self) -> bool {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos > start
     }
 
     /// A number (the next byte is `-` or a digit).
@@ -477,26 +469,9 @@ impl<'a> Parser<'a> {
     /// An unsigned integer of at most `max`, named `expected` in errors (`u32`, `u64`).
     #[inline]
     pub fn unsigned(&mut self, max: u64, expected: &str) -> JsonResult<u64> {
-        // Fast path: up to 19 digits (no overflow) followed by a delimiter.
-        if let Some(b'0'..=b'9') = self.ws() {
-            let digits = self.bytes.get(self.pos..).unwrap_or_default();
-            let n = digits
-                .iter()
-                .take(20)
-                .position(|b| !b.is_ascii_digit())
-                .unwrap_or(20);
-            let leading_zero = n > 1 && digits.first() == Some(&b'0');
-            let end = digits.get(n).copied();
-            if n < 20 && !leading_zero && !matches!(end, Some(b'.' | b'e' | b'E') | None) {
-                let v = digits
-                    .iter()
-                    .take(n)
-                    .fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
-                if v <= max {
-                    self.pos += n;
-                    return Ok(v);
-                }
-            }
+        self.ws();
+        if let Some(v) = self.plain_unsigned(max) {
+            return Ok(v);
         }
         let start = self.pos;
         match self.number(expected)? {
@@ -506,11 +481,60 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The unsigned integer at the cursor in its common form, consumed: 1 to 20 digits without
+    /// a leading zero, at most `max`, followed by a byte that cannot continue a number. `None`
+    /// (nothing consumed) for anything else, which the general path ([`Parser::number`]) then
+    /// reads; for what this accepts, that path gives the same value.
+    #[inline]
+    pub fn plain_unsigned(&mut self, max: u64) -> Option<u64> {
+        let (v, n) = plain_unsigned_at(self.bytes.get(self.pos..)?, max)?;
+        self.pos += n;
+        Some(v)
+    }
+
+    /// The elements of an array of `u32`s opened with [`Parser::open`], appended to `out`,
+    /// and its closing `]`. Elements in the common form (`1, 2`: a comma, at most one space,
+    /// see [`Parser::plain_unsigned`]) are read in one tight loop; anything else takes one step
+    /// of the general path ([`Parser::next_element`] and [`Parser::unsigned`]), so values and
+    /// errors are those of that path.
+    pub fn u32_elements(&mut self, out: &mut Vec<u32>) -> JsonResult<()> {
+        let mut first = true;
+        loop {
+            let sep = if first {
+                Some(0)
+            } else {
+                match self.peek() {
+                    Some(b']') => {
+                        self.close();
+                        return Ok(());
+                    }
+                    Some(b',') if self.bytes.get(self.pos + 1) == Some(&b' ') => Some(2),
+                    Some(b',') => Some(1),
+                    _ => None,
+                }
+            };
+            let plain = sep.and_then(|s| {
+                let rest = self.bytes.get(self.pos + s..)?;
+                plain_unsigned_at(rest, u32::MAX.into()).map(|(v, n)| (v, s + n))
+            });
+            if let Some((v, n)) = plain {
+                self.pos += n;
+                out.push(v as u32);
+            } else if self.next_element(first)? {
+                out.push(self.unsigned(u32::MAX.into(), "u32")? as u32);
+            } else {
+                return Ok(());
+            }
+            first = false;
+        }
+    }
+
     /// `invalid type: floating point `1.5`, expected u32`, with the number as written.
     #[cold]
     pub fn number_error(&self, what: &str, start: usize, expected: &str) -> Box<JsonError> {
-        let text = self.text.get(start..self.pos).unwrap_or_default().trim();
-        let kind = if text.contains(['.', 'e', 'E']) || text == "-0" {
+        // The text of a number that was read: ASCII, no whitespace.
+        let text = self.text.get(start..self.pos).unwrap_or_default();
+        let kind = if text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) || text == "-0" {
             "floating point"
         } else {
             "integer"
@@ -729,6 +753,62 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// The length of the common form of an unsigned integer at the start of `digits` and its
+/// value (see [`Parser::plain_unsigned`]).
+#[inline]
+fn plain_unsigned_at(digits: &[u8], max: u64) -> Option<(u64, usize)> {
+    // Up to 19 digits cannot overflow a u64; a 20th may.
+    let mut v: u64 = 0;
+    let mut n = 0;
+    while let Some(&b @ b'0'..=b'9') = digits.get(n) {
+        if n == 19 {
+            v = v.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+            n += 1;
+            break;
+        }
+        v = v * 10 + u64::from(b - b'0');
+        n += 1;
+    }
+    let end = *digits.get(n)?;
+    let leading_zero = n > 1 && digits.first() == Some(&b'0');
+    if n == 0 || leading_zero || matches!(end, b'0'..=b'9' | b'.' | b'e' | b'E') || v > max {
+        return None;
+    }
+    Some((v, n))
+}
+
+/// The number of bytes at the start of `bytes` that a string can hold as they are: up to the
+/// first `"`, `\` or control character (or the end). Eight bytes at a time.
+#[inline]
+fn plain_len(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    // Per byte, the high bit of `(x - 1) & !x` is set if the byte of `x` is 0, and in the lowest
+    // flagged byte only if it is (a borrow comes from a lower byte that is 0 itself); the same
+    // with 0x20 flags bytes below 0x20. So the lowest flagged byte is the first match.
+    let mut i = 0;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        let found = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (w.wrapping_sub(ONES * 0x20) & !w);
+        let found = found & HIGH;
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    let tail = bytes.get(i..).unwrap_or_default();
+    i + tail
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .unwrap_or(tail.len())
+}
+
 /// `s` in double quotes with `"`, `\` and control characters escaped (for messages).
 pub(crate) fn quoted(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -827,6 +907,95 @@ mod float_tests {
                 text.push_str(&format!("e{e}"));
             }
             prop_assert_eq!(read(&text), want(&text), "{}", text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain_len_naive(bytes: &[u8]) -> usize {
+        bytes
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            .unwrap_or(bytes.len())
+    }
+
+    fn plain_unsigned_naive(digits: &[u8], max: u64) -> Option<(u64, usize)> {
+        let n = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+        let end = *digits.get(n)?;
+        let text = std::str::from_utf8(&digits[..n]).ok()?;
+        let v: u64 = text.parse().ok()?;
+        let ok = n > 0 && (n == 1 || digits[0] != b'0') && !matches!(end, b'.' | b'e' | b'E');
+        (ok && v <= max).then_some((v, n))
+    }
+
+    #[test]
+    fn plain_scans_agree_with_their_definitions_at_edges() {
+        for s in [
+            &b""[..],
+            b"abcdefg\"",
+            b"abcdefgh\"",
+            b"\x7f\x80\xff\x1f",
+            b"\xe2\x9c\x93\\",
+            b"0123456789abcdef\x00",
+            b"\"\"\"",
+        ] {
+            assert_eq!(plain_len(s), plain_len_naive(s), "{s:?}");
+        }
+        for s in [
+            "0,",
+            "01,",
+            "18446744073709551615,",
+            "18446744073709551616,",
+            "99999999999999999999,",
+            "184467440737095516150,",
+            "4294967295]",
+            "4294967296]",
+            "1.5",
+            "1e3",
+            "12",
+            "",
+        ] {
+            for max in [u64::MAX, u32::MAX.into()] {
+                assert_eq!(
+                    plain_unsigned_at(s.as_bytes(), max),
+                    plain_unsigned_naive(s.as_bytes(), max),
+                    "{s}"
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time string scan finds the byte the byte-at-a-time scan finds, at any
+        /// offset in the word and near the end of the input.
+        #[test]
+        fn plain_len_agrees_with_a_byte_loop(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            plain in proptest::collection::vec(0x20u8..=0xff, 0..40),
+        ) {
+            proptest::prop_assert_eq!(plain_len(&bytes), plain_len_naive(&bytes));
+            let mut mixed = plain.clone();
+            mixed.extend_from_slice(&bytes);
+            proptest::prop_assert_eq!(plain_len(&mixed), plain_len_naive(&mixed));
+        }
+
+        /// The integer fast path accepts what `str::parse` does under the JSON rules, with
+        /// the same value.
+        #[test]
+        fn plain_unsigned_agrees_with_parse(
+            digits in "[0-9]{0,22}",
+            end in proptest::sample::select(vec!["", ",", "]", " ", ".5", "e3", "E", "x", "-"]),
+            small in proptest::prelude::any::<bool>(),
+        ) {
+            let text = format!("{digits}{end}");
+            let max = if small { u32::MAX.into() } else { u64::MAX };
+            proptest::prop_assert_eq!(
+                plain_unsigned_at(text.as_bytes(), max),
+                plain_unsigned_naive(text.as_bytes(), max)
+            );
         }
     }
 }

@@ -728,11 +728,23 @@ fn exact_vec<'a, T>(
     Ok(buf.drain(..).collect())
 }
 
+/// `token_ids`, read into a reused buffer, then copied into a `Vec` of exactly its length.
+fn token_vec(p: &mut Parser<'_>, buf: &mut Vec<TokenId>) -> JsonResult<Vec<TokenId>> {
+    p.open(b'[', "a sequence")?;
+    buf.clear();
+    p.u32_elements(buf)?;
+    Ok(buf.to_vec())
+}
+
 /// An integer (`u64`, or `i64` kept as its bit pattern) or a hex string.
 #[inline]
 fn block_hash(p: &mut Parser<'_>) -> JsonResult<BlockHash> {
     const EXPECTED: &str = "a block hash: an unsigned 64-bit integer or a lowercase hex string";
-    if p.ws() == Some(b'"') {
+    let next = p.ws();
+    if let Some(v) = p.plain_unsigned(u64::MAX) {
+        return Ok(BlockHash::Int(v));
+    }
+    if next == Some(b'"') {
         let s = p.string(EXPECTED)?;
         return hex::decode(&*s)
             .map(|b| BlockHash::Bytes(b.into_boxed_slice()))
@@ -882,9 +894,7 @@ fn parse_event(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResult<KvEvent>
                 exact_vec(p, &mut scratch.hashes, block_hash).map(|v| block_hashes = Some(v))
             }
             "parent_block_hash" => opt(p, block_hash).map(|v| parent_block_hash = v),
-            "token_ids" => {
-                exact_vec(p, &mut scratch.tokens, u32_value).map(|v| token_ids = Some(v))
-            }
+            "token_ids" => token_vec(p, &mut scratch.tokens).map(|v| token_ids = Some(v)),
             "block_size" => u32_value(p).map(|v| block_size = Some(v)),
             "lora_id" => opt(p, i64_value).map(|v| lora_id = v),
             "medium" => opt_string(p, &mut medium),

@@ -1,7 +1,8 @@
 //! The JSON Lines reader as it was before [`super::json`] (serde_json's deserializer with typed
 //! visitors, a fast path for batch lines and a general path), kept for tests only: the
 //! differential tests in [`super::jsonl`] check that the new reader accepts exactly the lines
-//! this one accepted and builds the same records.
+//! this one accepted and builds the same records. The `jsonl_ab` benchmark (feature
+//! `legacy-jsonl`) times it against the new reader.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -14,12 +15,12 @@ use serde_json::{Map, Value};
 
 use crate::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent, TokenId};
 use crate::hash::BlockHash;
-use crate::trace::{Provenance, SeqGap, TraceBatch, TraceHeader, TraceRecord};
+use crate::trace::{Provenance, SeqGap, Trace, TraceBatch, TraceHeader, TraceRecord};
 
 use super::{Location, WireError};
 
 /// Append one record as a `\n`-terminated line, the old way (serde_json's serializer).
-pub(crate) fn write_record(out: &mut Vec<u8>, record: &TraceRecord) {
+pub fn write_record(out: &mut Vec<u8>, record: &TraceRecord) {
     let mut ser = serde_json::Serializer::with_formatter(&mut *out, super::jsonl::PySpaced);
     // Writing to a Vec cannot fail; serialization of these types cannot fail either
     // (non-finite floats are written as null).
@@ -67,8 +68,24 @@ impl Serialize for BatchLine<'_> {
     }
 }
 
+/// Parse a JSON Lines trace the old way, splitting lines as [`super::jsonl::Reader`] does
+/// (leading BOM skipped, `\n`-separated, a trailing `\r` dropped, blank lines skipped) and
+/// reusing one set of scratch buffers for all lines.
+pub fn read_trace(bytes: &[u8]) -> Result<Trace, WireError> {
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let mut scratch = Scratch::default();
+    let mut records = Vec::new();
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if !line.iter().all(u8::is_ascii_whitespace) {
+            records.push(read_line_with(line, i as u64 + 1, &mut scratch)?);
+        }
+    }
+    Ok(Trace { records })
+}
+
 /// Parse one non-blank line the old way.
-pub(crate) fn read_line(line: &[u8], line_no: u64) -> Result<TraceRecord, WireError> {
+pub fn read_line(line: &[u8], line_no: u64) -> Result<TraceRecord, WireError> {
     read_line_with(line, line_no, &mut Scratch::default())
 }
 

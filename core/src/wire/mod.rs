@@ -7,8 +7,12 @@
 mod json;
 mod json_write;
 pub mod jsonl;
-#[cfg(test)]
-mod jsonl_legacy;
+/// The serde-based JSON Lines reader that [`jsonl`] replaced: kept for the differential tests
+/// and, behind the non-default `legacy-jsonl` feature, for the `jsonl_ab` benchmark (never in
+/// the wasm builds).
+#[cfg(any(test, feature = "legacy-jsonl"))]
+#[doc(hidden)]
+pub mod jsonl_legacy;
 pub mod msgpack;
 
 use std::fmt;
