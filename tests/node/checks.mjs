@@ -102,6 +102,26 @@ export function runChecks(k, { sim }) {
     assert.equal(k.heapBytes(), before);
   }
 
+  // A session shares its trace rather than copying it: freeing the Trace while a session
+  // lives releases little (the session still holds the events), the session keeps working,
+  // and the heap returns to its level once both are freed.
+  const base = k.heapBytes();
+  const lines = Array.from({ length: 200 }, (_, i) =>
+    batch(i, [stored(1000 + i, i ? 999 + i : "null", i)]),
+  );
+  const big = k.loadTrace(lines.join("\n"));
+  const traceBytes = k.heapBytes() - base;
+  const shared = big.replay({ consumers: ["llmd"] });
+  const withSession = k.heapBytes();
+  big.free();
+  assert.ok(withSession - k.heapBytes() < traceBytes / 4, "the session copied the trace");
+  shared.seek(200);
+  assert.equal(shared.cursor, 200);
+  assert.equal(shared.event(199).hashes[0], "1199");
+  assert.equal(shared.event(199).line, 200);
+  shared.free();
+  assert.equal(k.heapBytes(), base);
+
   // Generate (full build only).
   if (sim) {
     const names = k.listScenarios().map((x) => x.name);

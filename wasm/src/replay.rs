@@ -653,11 +653,11 @@ pub struct ReplaySession {
 }
 
 impl ReplaySession {
-    /// A session over a copy of `trace` (pure Rust side).
+    /// A session over `trace`, shared rather than copied (pure Rust side).
     pub fn from_trace(trace: &Trace, options: &AnalyzeOptions) -> Result<Self, String> {
         let config = options.to_config()?;
         Ok(ReplaySession {
-            inner: kr::Replay::new(trace.core().clone(), &config),
+            inner: kr::Replay::new(trace.shared(), &config),
         })
     }
 

@@ -4,6 +4,7 @@
 use kvscope_core::text::Quoted;
 use kvscope_core::trace::{SeqGap, TraceBatch, TraceRecord};
 use kvscope_core::wire::{self, EventEncoding, WireError};
+use std::sync::Arc;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
@@ -18,7 +19,8 @@ pub const DEFAULT_SOURCE: &str = "trace";
 #[wasm_bindgen]
 #[derive(Clone, Debug)]
 pub struct Trace {
-    inner: kvscope_core::Trace,
+    /// Shared with the replay sessions made from it (never copied).
+    inner: Arc<kvscope_core::Trace>,
     /// Global index of each batch's first event, in batch order.
     starts: Vec<usize>,
 }
@@ -143,12 +145,20 @@ impl Trace {
             starts.push(next);
             next += b.events.len();
         }
-        Trace { inner, starts }
+        Trace {
+            inner: Arc::new(inner),
+            starts,
+        }
     }
 
     /// The core trace.
     pub fn core(&self) -> &kvscope_core::Trace {
         &self.inner
+    }
+
+    /// The core trace, shared (a replay session keeps it alive after this `Trace` is freed).
+    pub fn shared(&self) -> Arc<kvscope_core::Trace> {
+        Arc::clone(&self.inner)
     }
 
     /// Read JSON Lines or msgpack, detected from the first non-blank byte.

@@ -89,6 +89,7 @@ use crate::consumers::{
 };
 use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
+use std::sync::Arc;
 
 /// A compact verdict: kind, interned status and reason (4 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -712,7 +713,9 @@ pub struct BlockInfo {
 
 /// The replay engine (see the module docs).
 pub struct Replay {
-    trace: Trace,
+    /// Shared, not copied: a caller that keeps the trace (the npm package's `Trace`) and
+    /// replays it holds it once.
+    trace: Arc<Trace>,
     analysis: Analysis,
     rec: Recording,
     /// Per job `j`: `job_violations[job_violation_at[j]..job_violation_at[j + 1]]` are the
@@ -832,14 +835,16 @@ impl BuildProgress {
 /// model's loss summary (sorting its lost block hashes). [`ReplayBuilder::finish`] after
 /// [`ReplayBuilder::is_done`] makes one pass over the per-cursor rows and the findings.
 pub struct ReplayBuilder {
-    trace: Trace,
+    trace: Arc<Trace>,
     run: Run,
     rec: Recording,
 }
 
 impl ReplayBuilder {
-    /// Start building a replay of `trace` (cheap: counts the events).
-    pub fn new(trace: Trace, config: &AnalysisConfig) -> ReplayBuilder {
+    /// Start building a replay of `trace` (cheap: counts the events). Pass an `Arc<Trace>` to
+    /// share a trace the caller keeps instead of copying it.
+    pub fn new(trace: impl Into<Arc<Trace>>, config: &AnalysisConfig) -> ReplayBuilder {
+        let trace = trace.into();
         let run = Run::new(&trace, config);
         let rec = Recording {
             consumers: config.consumers.len(),
@@ -1041,7 +1046,7 @@ impl ReplayBuilder {
 impl Replay {
     /// Analyse `trace` and build the replay index in one go; the cursor starts at 0. For large
     /// traces in an interactive app, use [`ReplayBuilder`] to do the same work in slices.
-    pub fn new(trace: Trace, config: &AnalysisConfig) -> Replay {
+    pub fn new(trace: impl Into<Arc<Trace>>, config: &AnalysisConfig) -> Replay {
         ReplayBuilder::new(trace, config).finish()
     }
 
