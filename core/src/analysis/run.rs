@@ -16,7 +16,7 @@ use crate::consumers::{
 use crate::event::{KvEvent, Tier};
 use crate::trace::{ProvenanceKind, Trace, TraceRecord};
 
-type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+type HashMap<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
 pub(crate) trait Recorder {

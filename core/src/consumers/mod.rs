@@ -406,7 +406,7 @@ impl Lanes {
 }
 
 /// The hash map used by the models.
-pub(crate) type Map<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+pub(crate) type Map<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// An exact index over dense ids `0..n` by a 64-bit hash of what they name (strings, job
 /// keys): [`Map<u64, u32>`] to the first id with a hash, then a chain through the ids sharing

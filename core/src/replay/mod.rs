@@ -74,7 +74,7 @@
 //! ```
 
 use std::borrow::Cow;
-type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+type HashMap<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 mod blocks;
 
