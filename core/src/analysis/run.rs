@@ -58,7 +58,7 @@ struct Waiter {
 #[derive(Clone, Default)]
 struct Held {
     /// `(source, tier)` as a [`LaneKey`]: the models' lane-list type (one `SmallVec` type less).
-    lanes: smallvec::SmallVec<[LaneKey; 2]>,
+    lanes: crate::consumers::LaneList,
     ever: bool,
 }
 
@@ -515,11 +515,7 @@ impl Run {
             Some(TraceRecord::Batch(b)) => b.origin,
             _ => 0,
         };
-        let source_name: &str = index
-            .sources
-            .get(loc.source as usize)
-            .map(String::as_str)
-            .unwrap_or("");
+        let source_name = source_name_of(index, loc.source);
         // Block ids (and the parent's), for the violation index and the recorder.
         self.ids.fill(&mut self.interner, ev);
         let parent_id = self.ids.parent;
@@ -555,12 +551,12 @@ impl Run {
                 }
             }
             if matches!(ev, KvEvent::BlockStored(_)) {
-                let lost: Hashes = v
-                    .blocks
-                    .iter()
-                    .filter(|b| !matches!(b.verdict, VerdictKind::Applied | VerdictKind::Replayed))
-                    .map(|b| b.hash)
-                    .collect();
+                let mut lost = Hashes::new();
+                for b in &v.blocks {
+                    if !matches!(b.verdict, VerdictKind::Applied | VerdictKind::Replayed) {
+                        lost.push(b.hash);
+                    }
+                }
                 if !lost.is_empty() {
                     let parent_root = v
                         .missing_parent
@@ -684,11 +680,7 @@ impl Run {
                             Some(TraceRecord::Batch(b)) => b.origin,
                             _ => 0,
                         };
-                        let wsource = index
-                            .sources
-                            .get(w.source as usize)
-                            .cloned()
-                            .unwrap_or_default();
+                        let wsource = source_name_of(index, w.source);
                         let msg = format!(
                             "block {} delivered before its parent {}, which arrives at event {} ({}{}){}",
                             w.hashes.first().copied().unwrap_or_default(),
@@ -703,7 +695,7 @@ impl Run {
                             w.child,
                             worigin,
                             &wloc,
-                            &wsource,
+                            wsource,
                             w.hashes.to_vec(),
                             Some(*h),
                             Some(i),
@@ -777,18 +769,18 @@ impl Run {
 
     /// Enter the finishing stage: list the children whose parent never arrived.
     fn start_finish(&mut self) {
-        let leftovers: Vec<(u64, Waiter)> = self
-            .waiting
-            .take_all()
-            .into_iter()
-            .flat_map(|(p, ws)| ws.into_iter().map(move |w| (p, w)))
-            .collect();
+        // Plain loops (no iterator-adapter `collect` instances).
+        let mut leftovers: Vec<(u64, Waiter)> = Vec::new();
+        for (p, ws) in self.waiting.take_all() {
+            for w in ws {
+                leftovers.push((p, w));
+            }
+        }
         // Stable by child.
-        let mut keyed: Vec<(u64, u32)> = leftovers
-            .iter()
-            .enumerate()
-            .map(|(i, (_, w))| (w.child as u64, i as u32))
-            .collect();
+        let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(leftovers.len());
+        for (i, (_, w)) in leftovers.iter().enumerate() {
+            keyed.push((w.child as u64, i as u32));
+        }
         crate::sort::sort_keyed(&mut keyed);
         let leftovers = crate::sort::permute(leftovers, keyed.into_iter().map(|(_, i)| i));
         let roots: usize = self.tracks.iter().map(|t| t.roots.len()).sum();
@@ -819,17 +811,13 @@ impl Run {
                                 Some(TraceRecord::Batch(b)) => b.origin,
                                 _ => 0,
                             };
-                            let wsource = index
-                                .sources
-                                .get(w.source as usize)
-                                .cloned()
-                                .unwrap_or_default();
+                            let wsource = source_name_of(index, w.source);
                             self.raw.push(finding(
                                 Rule::UnknownParent,
                                 w.child,
                                 worigin,
                                 &wloc,
-                                &wsource,
+                                wsource,
                                 w.hashes.to_vec(),
                                 Some(p),
                                 None,
@@ -877,17 +865,13 @@ impl Run {
                     if verdict == Some(VerdictKind::Replayed) {
                         continue;
                     }
-                    let src = index
-                        .sources
-                        .get(loc.source as usize)
-                        .cloned()
-                        .unwrap_or_default();
+                    let src = source_name_of(index, loc.source);
                     self.raw.push(finding(
                         Rule::ConsumerLoss,
                         root.event,
                         origin,
                         &loc,
-                        &src,
+                        src,
                         root.first_block.into_iter().collect(),
                         root.missing_parent,
                         None,
@@ -913,14 +897,15 @@ impl Run {
                 const _: () = assert!(Rule::ALL.len() <= 16);
                 // By (event, rule), stable: sort small keys; the findings move only once, when
                 // they are split.
-                let mut order: Vec<(u64, u32)> = self
-                    .raw
-                    .iter()
-                    .enumerate()
-                    .map(|(k, f)| (((f.event as u64) << 4) | f.rule as u64, k as u32))
-                    .collect();
+                let mut order: Vec<(u64, u32)> = Vec::with_capacity(self.raw.len());
+                for (k, f) in self.raw.iter().enumerate() {
+                    order.push((((f.event as u64) << 4) | f.rule as u64, k as u32));
+                }
                 crate::sort::sort_keyed(&mut order);
-                fin.order = order.into_iter().map(|(_, k)| k).collect();
+                fin.order = Vec::with_capacity(order.len());
+                for (_, k) in order {
+                    fin.order.push(k);
+                }
                 // Room for the split (no reallocation of large vectors later).
                 let reorders = self.raw.iter().filter(|f| f.rule.is_reorder()).count();
                 let reported = self
@@ -1099,6 +1084,14 @@ fn finding_placeholder() -> Finding {
         verdicts: SortedPairs::new(),
         cascade: SortedPairs::new(),
     }
+}
+
+/// The name of interned source `source` ("" if unknown): borrowed, [`finding`] copies it.
+fn source_name_of(index: &EventIndex, source: u32) -> &str {
+    index
+        .sources
+        .get(source as usize)
+        .map_or("", String::as_str)
 }
 
 fn tier_label(index: &EventIndex, tier: u32) -> String {

@@ -9,8 +9,9 @@
 use smallvec::SmallVec;
 
 use super::{
-    hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
-    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Resolution, SlabMap, VerdictKind,
+    drop_source_lanes, hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
+    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Resolution,
+    SlabMap, VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -28,7 +29,7 @@ pub struct Ideal {
     pending_limit: usize,
     /// Per dense block id: the lanes holding it (a block is known while any lane holds it;
     /// two inline: a block usually sits in a GPU and a CPU lane).
-    present: Vec<SmallVec<[LaneKey; 2]>>,
+    present: Vec<LaneList>,
     /// Orphans by the id of their missing parent, in arrival order.
     pending: SlabMap<Vec<PendingEvent>>,
     pending_events: usize,
@@ -131,9 +132,13 @@ impl Ideal {
                         if self.pending_events >= self.pending_limit {
                             self.lanes
                                 .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
-                            return EventVerdict::of(VerdictKind::DroppedOrphan, &hashes)
-                                .with_missing_parent(p)
-                                .with_reason("pending_buffer_full");
+                            let mut v = EventVerdict::because(
+                                VerdictKind::DroppedOrphan,
+                                &hashes,
+                                "pending_buffer_full",
+                            );
+                            v.missing_parent = Some(p);
+                            return v;
                         }
                         self.pending.entry(pid as u64).push(PendingEvent {
                             event: ctx.index,
@@ -144,7 +149,9 @@ impl Ideal {
                         self.pending_events += 1;
                         self.lanes
                             .bump(lane, LaneCounts::pending_by(hashes.len() as i64));
-                        EventVerdict::of(VerdictKind::Pending, &hashes).with_missing_parent(p)
+                        let mut v = EventVerdict::of(VerdictKind::Pending, &hashes);
+                        v.missing_parent = Some(p);
+                        v
                     }
                     _ => {
                         self.apply_blocks(lane, &ids.blocks, resolved);
@@ -166,31 +173,11 @@ impl Ideal {
                         reason: None,
                     });
                 }
-                let verdict = if blocks.iter().any(|b| b.verdict == VerdictKind::Removed) {
-                    VerdictKind::Removed
-                } else if blocks.is_empty() {
-                    VerdictKind::Ignored
-                } else {
-                    VerdictKind::RemoveUnknown
-                };
-                EventVerdict {
-                    verdict,
-                    missing_parent: None,
-                    reason: None,
-                    status: None,
-                    blocks,
-                }
+                EventVerdict::removal(blocks)
             }
             KvEvent::AllBlocksCleared => {
                 for lanes in &mut self.present {
-                    lanes.retain(|l| {
-                        if l.source == ctx.source {
-                            self.lanes.bump(*l, LaneCounts::indexed_by(-1));
-                            false
-                        } else {
-                            true
-                        }
-                    });
+                    drop_source_lanes(lanes, ctx.source, &mut self.lanes);
                 }
                 EventVerdict::of(VerdictKind::Cleared, &[])
             }

@@ -24,9 +24,9 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, SlabMap,
-    VerdictKind,
+    content_hash, drop_source_lanes, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer,
+    EventCtx, EventIds, EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList,
+    Lanes, Map, Resolution, SlabMap, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -49,6 +49,12 @@ type ReqKeys = Hashes;
 /// Pods holding one request key (usually one or two: inline).
 type Pods = smallvec::SmallVec<[PodEntry; 2]>;
 
+/// Drop pod `pod`'s entries (only `entry`, when given) from a request key's pods: one
+/// `retain` instance for eviction and clearing.
+fn drop_pods(pods: &mut Pods, pod: u32, entry: Option<PodEntry>) {
+    pods.retain(|p| p.pod != pod || entry.is_some_and(|e| *p != e));
+}
+
 /// The `groups` key of a pod's group.
 fn group_key(pod: u32, group: u32) -> u64 {
     (pod as u64) << 32 | group as u64
@@ -65,7 +71,7 @@ struct Slot {
     /// The dedup refcounts `refs[pod][(tier, group, hash)]`, as `((pod, tier, group), n)`.
     refs: SmallVec<[(RefKey, u32); 2]>,
     /// Lanes counting the block as indexed.
-    held: SmallVec<[LaneKey; 2]>,
+    held: LaneList,
 }
 
 /// The llm-d model.
@@ -175,8 +181,11 @@ impl Llmd {
                 .insert(group_key(ctx.source, g), supported as u32);
             if !supported {
                 self.dropped(lane, hashes.len());
-                return EventVerdict::of(VerdictKind::Ignored, &hashes)
-                    .with_reason("unsupported_cache_kind");
+                return EventVerdict::because(
+                    VerdictKind::Ignored,
+                    &hashes,
+                    "unsupported_cache_kind",
+                );
             }
             let bs = e.block_size as usize;
             if !e.token_ids.is_empty()
@@ -185,8 +194,11 @@ impl Llmd {
                     || e.token_ids.len() / bs != hashes.len())
             {
                 self.dropped(lane, hashes.len());
-                return EventVerdict::of(VerdictKind::Ignored, &hashes)
-                    .with_reason("non_dense_block_span");
+                return EventVerdict::because(
+                    VerdictKind::Ignored,
+                    &hashes,
+                    "non_dense_block_span",
+                );
             }
         }
         // The orphan rule: parent 0 / nil is the root; otherwise the parent must be mapped.
@@ -197,9 +209,13 @@ impl Llmd {
                 Some(rk) => rk,
                 None => {
                     self.dropped(lane, hashes.len());
-                    return EventVerdict::of(VerdictKind::DroppedOrphan, &hashes)
-                        .with_missing_parent(p)
-                        .with_reason("Failed to get request key for parent block");
+                    let mut v = EventVerdict::because(
+                        VerdictKind::DroppedOrphan,
+                        &hashes,
+                        "Failed to get request key for parent block",
+                    );
+                    v.missing_parent = Some(p);
+                    return v;
                 }
             },
         };
@@ -265,7 +281,7 @@ impl Llmd {
                 };
             }
             self.dropped(lane, hashes.len());
-            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason("sub_canonical");
+            return EventVerdict::because(VerdictKind::Ignored, &hashes, "sub_canonical");
         }
         // Pair E[i·|E|/n] → R[i·|R|/n], n = max(|E|, |R|).
         let (ne, nr) = (hashes.len(), rks.len());
@@ -317,8 +333,11 @@ impl Llmd {
         let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
             if self.groups.get(&group_key(ctx.source, g)) != Some(&1) {
-                return EventVerdict::of(VerdictKind::Ignored, &hashes)
-                    .with_reason("removals_skipped_unknown_group");
+                return EventVerdict::because(
+                    VerdictKind::Ignored,
+                    &hashes,
+                    "removals_skipped_unknown_group",
+                );
             }
         }
         let entry = PodEntry {
@@ -349,25 +368,7 @@ impl Llmd {
             }
             blocks.push(self.evict(h, id, entry, lane));
         }
-        let verdict = if blocks.iter().any(|b| b.verdict == VerdictKind::Removed) {
-            VerdictKind::Removed
-        } else if blocks
-            .iter()
-            .any(|b| b.verdict == VerdictKind::RemoveUnknown)
-        {
-            VerdictKind::RemoveUnknown
-        } else if blocks.is_empty() {
-            VerdictKind::Ignored
-        } else {
-            blocks[0].verdict
-        };
-        EventVerdict {
-            verdict,
-            missing_parent: None,
-            reason: None,
-            status: None,
-            blocks,
-        }
+        EventVerdict::removal(blocks)
     }
 
     /// `Index.Evict(engine_key, [entry])`.
@@ -387,7 +388,7 @@ impl Llmd {
         let mut all_gone = true;
         for rk in keys.iter() {
             if let Some(pods) = self.req_to_pods.get_mut(*rk) {
-                pods.retain(|p| *p != entry);
+                drop_pods(pods, entry.pod, Some(entry));
                 if pods.is_empty() {
                     self.req_to_pods.remove(*rk);
                 } else {
@@ -415,21 +416,14 @@ impl Llmd {
         let keys: Vec<u64> = self.req_to_pods.keys().collect();
         for rk in keys {
             if let Some(pods) = self.req_to_pods.get_mut(rk) {
-                pods.retain(|p| p.pod != pod);
+                drop_pods(pods, pod, None);
                 if pods.is_empty() {
                     self.req_to_pods.remove(rk);
                 }
             }
         }
         for s in &mut self.blocks {
-            s.held.retain(|l| {
-                if l.source == pod {
-                    self.lanes.bump(*l, LaneCounts::indexed_by(-1));
-                    false
-                } else {
-                    true
-                }
-            });
+            drop_source_lanes(&mut s.held, pod, &mut self.lanes);
             s.refs.retain(|r| r.0 .0 != pod);
         }
         EventVerdict::of(VerdictKind::Cleared, &[])

@@ -218,6 +218,24 @@ pub(crate) fn slot<T: Default>(v: &mut Vec<T>, id: u32) -> &mut T {
     &mut v[i]
 }
 
+/// A block's lanes (inline up to 2: a block usually sits in a GPU and a CPU lane).
+pub(crate) type LaneList = smallvec::SmallVec<[LaneKey; 2]>;
+
+/// Remove source `source`'s lanes from a block's lane list, counting each in `book` as one
+/// indexed block less, in list order (`AllBlocksCleared` in llm-d and the ideal model: one copy
+/// of this loop instead of a `retain` per closure).
+pub(crate) fn drop_source_lanes(list: &mut LaneList, source: u32, book: &mut LaneBook) {
+    let mut i = 0;
+    while let Some(l) = list.get(i).copied() {
+        if l.source == source {
+            list.remove(i);
+            book.bump(l, LaneCounts::indexed_by(-1));
+        } else {
+            i += 1;
+        }
+    }
+}
+
 /// The u64-normalised hashes of `hashes`.
 pub(crate) fn hashes_of(hashes: &[crate::hash::BlockHash]) -> Hashes {
     hashes.iter().map(|h| h.as_u64()).collect()
@@ -241,6 +259,35 @@ impl EventVerdict {
                 reason: None,
             });
         }
+        EventVerdict {
+            verdict,
+            missing_parent: None,
+            reason: None,
+            status: None,
+            blocks,
+        }
+    }
+
+    /// [`EventVerdict::of`] with a static reason: what the models return for skips and drops
+    /// (one call instead of a builder chain moving the verdict at every site: wasm size).
+    pub(crate) fn because(verdict: VerdictKind, hashes: &[u64], reason: &'static str) -> Self {
+        let mut v = Self::of(verdict, hashes);
+        v.reason = Some(Cow::Borrowed(reason));
+        v
+    }
+
+    /// The verdict on a removal with these per-block outcomes: `removed` if any block was
+    /// removed, else `remove_unknown` if any was unknown, else `ignored` for no blocks, else the
+    /// first block's outcome. Shared by the models (one copy of this code).
+    pub(crate) fn removal(blocks: Blocks) -> Self {
+        let any = |k: VerdictKind| blocks.iter().any(|b| b.verdict == k);
+        let verdict = if any(VerdictKind::Removed) {
+            VerdictKind::Removed
+        } else if any(VerdictKind::RemoveUnknown) {
+            VerdictKind::RemoveUnknown
+        } else {
+            blocks.first().map_or(VerdictKind::Ignored, |b| b.verdict)
+        };
         EventVerdict {
             verdict,
             missing_parent: None,

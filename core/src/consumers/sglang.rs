@@ -147,7 +147,7 @@ impl Sglang {
         if !known_medium(e.medium.as_deref()) {
             self.lanes
                 .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
-            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason("unknown_medium");
+            return EventVerdict::because(VerdictKind::Ignored, &hashes, "unknown_medium");
         }
         let parent_hash = e.parent_block_hash.as_ref().map(|p| p.as_u64());
         let (start, misrooted, missing) = match (parent_hash, ids.parent) {
@@ -212,8 +212,10 @@ impl Sglang {
         }
     }
 
-    /// Drop the owners `keep` rejects from a node; prune empty childless nodes upward.
-    fn drop_owner(&mut self, id: NodeId, keep: impl Fn(&(Worker, u32)) -> bool) -> bool {
+    /// Drop worker `w`'s owner entries (only tier `tier`'s, when given) from a node; prune
+    /// empty childless nodes upward. Not generic over a filter: one copy of this code.
+    fn drop_owner(&mut self, id: NodeId, w: Worker, tier: Option<u32>) -> bool {
+        let keep = |o: &(Worker, u32)| o.0 != w || tier.is_some_and(|t| o.1 != t);
         let Some(n) = self.node_mut(id) else {
             return false;
         };
@@ -281,7 +283,7 @@ impl Sglang {
                     .find(|n| self.node(*n).is_some_and(|x| x.owners.contains(&(w, tier))))
             });
             let verdict = match target {
-                Some(id) if self.drop_owner(id, |o| *o != (w, tier)) => VerdictKind::Removed,
+                Some(id) if self.drop_owner(id, w, Some(tier)) => VerdictKind::Removed,
                 _ => VerdictKind::RemoveUnknown,
             };
             blocks.push(BlockVerdict {
@@ -290,20 +292,7 @@ impl Sglang {
                 reason: None,
             });
         }
-        let verdict = if blocks.iter().any(|b| b.verdict == VerdictKind::Removed) {
-            VerdictKind::Removed
-        } else if blocks.is_empty() {
-            VerdictKind::Ignored
-        } else {
-            VerdictKind::RemoveUnknown
-        };
-        EventVerdict {
-            verdict,
-            missing_parent: None,
-            reason: None,
-            status: None,
-            blocks,
-        }
+        EventVerdict::removal(blocks)
     }
 
     fn cleared(&mut self, ctx: &EventCtx<'_>) -> EventVerdict {
@@ -319,7 +308,7 @@ impl Sglang {
             .map(|(id, _)| id as NodeId)
             .collect();
         for id in ids {
-            self.drop_owner(id, |o| o.0 != w);
+            self.drop_owner(id, w, None);
         }
         EventVerdict::of(VerdictKind::Cleared, &[])
     }
