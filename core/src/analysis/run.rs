@@ -10,8 +10,8 @@ use super::{
 };
 pub(crate) use crate::consumers::Interner;
 use crate::consumers::{
-    hashes_of, AnyConsumer, EventIds, EventVerdict, Hashes, LaneCounts, LaneKey, Resolution,
-    SlabMap, VerdictKind,
+    AnyConsumer, EventIds, EventVerdict, Hashes, LaneCounts, LaneKey, Resolution, SlabMap,
+    VerdictKind,
 };
 use crate::event::{KvEvent, Tier};
 use crate::trace::{ProvenanceKind, Trace, TraceRecord};
@@ -598,7 +598,7 @@ impl Run {
         let raw = &mut self.raw;
         match ev {
             KvEvent::BlockStored(e) => {
-                let hashes = hashes_of(&e.block_hashes);
+                let hashes = &self.ids.hashes;
                 let promotion = ctx
                     .provenance
                     .is_some_and(|p| p.kind == ProvenanceKind::Promotion);
@@ -640,7 +640,7 @@ impl Run {
                     ));
                 }
                 // Resolve children waiting for these hashes.
-                for h in &hashes {
+                for h in hashes {
                     if waiting.is_empty() {
                         break;
                     }
@@ -681,13 +681,20 @@ impl Run {
                             _ => 0,
                         };
                         let wsource = source_name_of(index, w.source);
+                        // " from <source>" only across sources (one `format!`, no inner one).
+                        let (from, from_source) = if loc.source != w.source {
+                            (" from ", source_name)
+                        } else {
+                            ("", "")
+                        };
                         let msg = format!(
-                            "block {} delivered before its parent {}, which arrives at event {} ({}{}){}",
+                            "block {} delivered before its parent {}, which arrives at event {} ({}{}{}){}",
                             w.hashes.first().copied().unwrap_or_default(),
                             h,
                             i,
                             tier_label(index, loc.tier),
-                            if loc.source != w.source { format!(" from {source_name}") } else { String::new() },
+                            from,
+                            from_source,
                             if inferred { "; job inferred from batch structure" } else { "" }
                         );
                         raw.push(finding(
@@ -708,9 +715,9 @@ impl Run {
                     }
                 }
             }
-            KvEvent::BlockRemoved(e) => {
+            KvEvent::BlockRemoved(_) => {
                 let mut unknown = Vec::new();
-                for (h, id) in e.block_hashes.iter().map(|h| h.as_u64()).zip(ids) {
+                for (&h, id) in self.ids.hashes.iter().zip(ids) {
                     if !presence.remove(Some(*id), loc.source, loc.tier) {
                         unknown.push(h);
                     }
@@ -992,35 +999,43 @@ impl Run {
                     return (1, false);
                 };
                 let lost = self.lost_blocks.get(c).map(Vec::as_slice).unwrap_or(&[]);
-                let verdicts: SortedPairs<VerdictKind, usize> = VerdictKind::ALL
-                    .iter()
-                    .filter_map(|k| {
-                        let n = track.counts[*k as usize];
-                        (n > 0).then_some((*k, n))
-                    })
-                    .collect();
-                let still_lost = |e: &usize| kinds.get(*e) != Some(&VerdictKind::Replayed);
-                let mut events: Vec<usize> =
-                    lost.iter().map(|(e, _)| *e).filter(still_lost).collect();
-                events.dedup();
-                let mut hashes: Vec<u64> = lost
-                    .iter()
-                    .filter(|(e, _)| still_lost(e))
-                    .map(|(_, h)| *h)
-                    .collect();
+                // Plain loops (no iterator-adapter `collect` instances). `ALL` is in key order.
+                let mut counts = Vec::new();
+                for k in VerdictKind::ALL {
+                    let n = track.counts[k as usize];
+                    if n > 0 {
+                        counts.push((k, n));
+                    }
+                }
+                let verdicts = SortedPairs::from_sorted(counts);
+                // Lost blocks of events still lost (not replayed later); the events are
+                // counted once per run of equal events (`lost` is in event order).
+                let mut hashes: Vec<u64> = Vec::new();
+                let mut events_lost = 0usize;
+                let mut last_event = None;
+                for &(e, h) in lost {
+                    if kinds.get(e) == Some(&VerdictKind::Replayed) {
+                        continue;
+                    }
+                    if last_event != Some(e) {
+                        events_lost += 1;
+                        last_event = Some(e);
+                    }
+                    hashes.push(h);
+                }
                 let blocks_lost = hashes.len();
                 crate::sort::sort_u64(&mut hashes);
                 hashes.dedup();
-                let prefixes = track
-                    .roots
-                    .iter()
-                    .filter(|r| kinds.get(r.event) != Some(&VerdictKind::Replayed))
-                    .cloned()
-                    .collect();
+                let mut prefixes = Vec::new();
+                for r in &track.roots {
+                    if kinds.get(r.event) != Some(&VerdictKind::Replayed) {
+                        prefixes.push(r.clone());
+                    }
+                }
                 fin.losses.push(LossSummary {
                     consumer: kind.as_str().into(),
                     blocks_lost,
-                    events_lost: events.len(),
+                    events_lost,
                     pending_at_end: verdicts.get(&VerdictKind::Pending).copied().unwrap_or(0),
                     verdicts,
                     unreachable_prefixes: prefixes,

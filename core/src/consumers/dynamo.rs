@@ -34,11 +34,13 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution,
-    VerdictKind,
+    content_hash, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
+    EventVerdict, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
+
+mod edges;
+use edges::Edges;
 
 /// One block of a store as the tree sees it: `(local hash, engine hash, dense block id)`.
 type Blk = (u64, u64, u32);
@@ -133,7 +135,7 @@ pub struct Dynamo {
     /// Lower tiers: `edges[(tier, publisher, parent, local)] = child`. Each rank publisher's
     /// `LocalKvIndexer` has its own `LowerTierIndexer`s (`indexer/local.rs`), so edges of
     /// different `(worker, dp_rank)`s never conflict.
-    edges: Map<(StorageTier, Worker, Option<u64>, u64), u64>,
+    edges: Edges,
     /// Lower tiers: `worker_blocks[(tier, worker)][hash] = (parent, local)`, stored by dense
     /// block id.
     worker_blocks: Vec<SmallVec<[LowerBlock; 1]>>,
@@ -165,7 +167,7 @@ impl Dynamo {
             worker_list: Vec::new(),
             lookup: Vec::new(),
             lookup_workers: Vec::new(),
-            edges: Map::default(),
+            edges: Edges::default(),
             worker_blocks: Vec::new(),
             lanes: LaneBook::default(),
             own: Interner::default(),
@@ -782,7 +784,7 @@ impl Dynamo {
             }
             let ekey = (tier, w, parent, b.0);
             match self.edges.get(&ekey) {
-                Some(child) if *child != b.1 => break,
+                Some(child) if child != b.1 => break,
                 Some(_) => {}
                 None => {
                     self.edges.insert(ekey, b.1);
@@ -906,7 +908,7 @@ impl Dynamo {
             tier: ctx.tier,
         };
         let w: Worker = (ctx.source, ctx.dp_rank);
-        let hashes: Hashes = hashes_of(&e.block_hashes);
+        let hashes: &[u64] = &ids.hashes;
         let tier = match self.admit(
             ctx,
             e.ownership.as_deref(),
@@ -970,7 +972,7 @@ impl Dynamo {
         tier: StorageTier,
         (parent, parent_id): (Option<u64>, Option<u32>),
         blocks: &[Blk],
-        hashes: Hashes,
+        hashes: &[u64],
         lane: LaneKey,
         trunc_reason: Option<&'static str>,
     ) -> EventVerdict {
@@ -1004,7 +1006,7 @@ impl Dynamo {
     fn finish_store(
         &mut self,
         lane: LaneKey,
-        hashes: Hashes,
+        hashes: &[u64],
         kept: usize,
         reason: Option<&'static str>,
     ) -> EventVerdict {
@@ -1052,7 +1054,7 @@ impl Dynamo {
             tier: ctx.tier,
         };
         let w: Worker = (ctx.source, ctx.dp_rank);
-        let hashes: Hashes = hashes_of(&e.block_hashes);
+        let hashes: &[u64] = &ids.hashes;
         let tier = match self.admit(
             ctx,
             e.ownership.as_deref(),

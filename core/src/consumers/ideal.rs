@@ -9,9 +9,9 @@
 use smallvec::SmallVec;
 
 use super::{
-    drop_source_lanes, hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Resolution,
-    SlabMap, VerdictKind,
+    drop_source_lanes, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict,
+    Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Resolution, SlabMap,
+    VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -125,7 +125,7 @@ impl Ideal {
         };
         match ev {
             KvEvent::BlockStored(e) => {
-                let hashes: Hashes = hashes_of(&e.block_hashes);
+                let hashes: &[u64] = &ids.hashes;
                 let parent = e.parent_block_hash.as_ref().map(|p| p.as_u64());
                 match (parent, ids.parent) {
                     (Some(p), Some(pid)) if !self.known(pid) => {
@@ -143,7 +143,7 @@ impl Ideal {
                         self.pending.entry(pid as u64).push(PendingEvent {
                             event: ctx.index,
                             lane,
-                            hashes: hashes.clone(),
+                            hashes: ids.hashes.clone(),
                             ids: ids.blocks.clone(),
                         });
                         self.pending_events += 1;
@@ -161,7 +161,7 @@ impl Ideal {
             }
             KvEvent::BlockRemoved(e) => {
                 let mut blocks = Blocks::with_capacity(e.block_hashes.len());
-                for (i, h) in e.block_hashes.iter().map(|h| h.as_u64()).enumerate() {
+                for (i, &h) in ids.hashes.iter().enumerate() {
                     let verdict = if self.release(ids.block(i), lane) {
                         VerdictKind::Removed
                     } else {

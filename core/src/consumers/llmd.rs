@@ -24,9 +24,9 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, drop_source_lanes, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer,
-    EventCtx, EventIds, EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList,
-    Lanes, Map, Resolution, SlabMap, VerdictKind,
+    content_hash, drop_source_lanes, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx,
+    EventIds, EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Map,
+    Resolution, SlabMap, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -170,7 +170,7 @@ impl Llmd {
             source: ctx.source,
             tier: ctx.tier,
         };
-        let hashes: Hashes = hashes_of(&e.block_hashes);
+        let hashes: &[u64] = &ids.hashes;
         let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
             let supported = e
@@ -329,7 +329,7 @@ impl Llmd {
             source: ctx.source,
             tier: ctx.tier,
         };
-        let hashes: Hashes = hashes_of(&e.block_hashes);
+        let hashes: &[u64] = &ids.hashes;
         let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
             if self.groups.get(&group_key(ctx.source, g)) != Some(&1) {
@@ -347,7 +347,7 @@ impl Llmd {
         };
         let mut blocks = Blocks::with_capacity(hashes.len());
         let key = (entry.pod, entry.tier, entry.group);
-        for (i, h) in hashes.into_iter().enumerate() {
+        for (i, &h) in hashes.iter().enumerate() {
             let id = ids.block(i);
             if let Some(refs) = self.blocks.get_mut(id as usize).map(|s| &mut s.refs) {
                 if let Some(p) = refs.iter().position(|r| r.0 == key) {

@@ -179,19 +179,25 @@ impl Interner {
     }
 }
 
-/// The dense ids of one event's blocks (in block order) and of its parent.
+/// The dense ids of one event's blocks (in block order) and of its parent, with the blocks'
+/// u64-normalised hashes (normalised once per event for every model and the violation index).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct EventIds {
     pub(crate) blocks: smallvec::SmallVec<[u32; 4]>,
     pub(crate) parent: Option<u32>,
+    /// The blocks' hashes, normalised to u64 (same order as `blocks`).
+    pub(crate) hashes: Hashes,
 }
 
 impl EventIds {
     /// Intern the blocks and parent of `ev`.
     pub(crate) fn fill(&mut self, interner: &mut Interner, ev: &KvEvent) {
         self.blocks.clear();
+        self.hashes.clear();
         for h in ev.block_hashes() {
-            self.blocks.push(interner.intern(h.as_u64()));
+            let h = h.as_u64();
+            self.hashes.push(h);
+            self.blocks.push(interner.intern(h));
         }
         self.parent = match ev {
             KvEvent::BlockStored(e) => e
@@ -234,11 +240,6 @@ pub(crate) fn drop_source_lanes(list: &mut LaneList, source: u32, book: &mut Lan
             i += 1;
         }
     }
-}
-
-/// The u64-normalised hashes of `hashes`.
-pub(crate) fn hashes_of(hashes: &[crate::hash::BlockHash]) -> Hashes {
-    hashes.iter().map(|h| h.as_u64()).collect()
 }
 
 impl EventVerdict {

@@ -13,8 +13,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
-    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Interner, LaneBook,
+    LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -143,7 +143,7 @@ impl Sglang {
             tier: ctx.tier,
         };
         let w: Worker = (ctx.source, ctx.dp_rank);
-        let hashes: Hashes = hashes_of(&e.block_hashes);
+        let hashes: &[u64] = &ids.hashes;
         if !known_medium(e.medium.as_deref()) {
             self.lanes
                 .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
@@ -276,7 +276,7 @@ impl Sglang {
         let w: Worker = (ctx.source, ctx.dp_rank);
         let tier = ctx.tier;
         let mut blocks = Blocks::with_capacity(e.block_hashes.len());
-        for (i, h) in e.block_hashes.iter().map(|h| h.as_u64()).enumerate() {
+        for (i, &h) in ids.hashes.iter().enumerate() {
             let target = self.by_hash.get(ids.block(i) as usize).and_then(|v| {
                 v.iter()
                     .copied()
