@@ -916,13 +916,13 @@ impl Dynamo {
             e.medium.as_deref(),
         ) {
             Ok(tier) => tier,
-            Err(reason) => return EventVerdict::because(VerdictKind::Ignored, &hashes, reason),
+            Err(reason) => return EventVerdict::because(VerdictKind::Ignored, hashes, reason),
         };
         let parent = e.parent_block_hash.as_ref().map(|p| p.as_u64());
-        if has_duplicate(parent, &hashes) {
+        if has_duplicate(parent, hashes) {
             let mut v = EventVerdict::because(
                 VerdictKind::Ignored,
-                &hashes,
+                hashes,
                 "duplicate_or_self_referencing_hash",
             );
             v.status = Some("ok".into());
@@ -982,11 +982,11 @@ impl Dynamo {
                 self.lanes
                     .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
                 let mut v = if status == "parent_block_not_found" {
-                    let mut v = EventVerdict::of(VerdictKind::DroppedOrphan, &hashes);
+                    let mut v = EventVerdict::of(VerdictKind::DroppedOrphan, hashes);
                     v.missing_parent = parent;
                     v
                 } else {
-                    EventVerdict::because(VerdictKind::Ignored, &hashes, "self_referencing_store")
+                    EventVerdict::because(VerdictKind::Ignored, hashes, "self_referencing_store")
                 };
                 v.status = Some(status.into());
                 return v;
@@ -1062,15 +1062,12 @@ impl Dynamo {
             e.medium.as_deref(),
         ) {
             Ok(tier) => tier,
-            Err(reason) => return EventVerdict::because(VerdictKind::Ignored, &hashes, reason),
+            Err(reason) => return EventVerdict::because(VerdictKind::Ignored, hashes, reason),
         };
         let (blocks, device) = if tier == StorageTier::Device {
-            (self.device_remove(w, &hashes, &ids.blocks, lane), true)
+            (self.device_remove(w, hashes, &ids.blocks, lane), true)
         } else {
-            (
-                self.lower_remove(tier, w, &hashes, &ids.blocks, lane),
-                false,
-            )
+            (self.lower_remove(tier, w, hashes, &ids.blocks, lane), false)
         };
         let any_unknown = blocks
             .iter()

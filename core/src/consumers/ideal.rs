@@ -134,7 +134,7 @@ impl Ideal {
                                 .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
                             let mut v = EventVerdict::because(
                                 VerdictKind::DroppedOrphan,
-                                &hashes,
+                                hashes,
                                 "pending_buffer_full",
                             );
                             v.missing_parent = Some(p);
@@ -149,13 +149,13 @@ impl Ideal {
                         self.pending_events += 1;
                         self.lanes
                             .bump(lane, LaneCounts::pending_by(hashes.len() as i64));
-                        let mut v = EventVerdict::of(VerdictKind::Pending, &hashes);
+                        let mut v = EventVerdict::of(VerdictKind::Pending, hashes);
                         v.missing_parent = Some(p);
                         v
                     }
                     _ => {
                         self.apply_blocks(lane, &ids.blocks, resolved);
-                        EventVerdict::of(VerdictKind::Applied, &hashes)
+                        EventVerdict::of(VerdictKind::Applied, hashes)
                     }
                 }
             }

@@ -183,7 +183,7 @@ impl Llmd {
                 self.dropped(lane, hashes.len());
                 return EventVerdict::because(
                     VerdictKind::Ignored,
-                    &hashes,
+                    hashes,
                     "unsupported_cache_kind",
                 );
             }
@@ -194,11 +194,7 @@ impl Llmd {
                     || e.token_ids.len() / bs != hashes.len())
             {
                 self.dropped(lane, hashes.len());
-                return EventVerdict::because(
-                    VerdictKind::Ignored,
-                    &hashes,
-                    "non_dense_block_span",
-                );
+                return EventVerdict::because(VerdictKind::Ignored, hashes, "non_dense_block_span");
             }
         }
         // The orphan rule: parent 0 / nil is the root; otherwise the parent must be mapped.
@@ -211,7 +207,7 @@ impl Llmd {
                     self.dropped(lane, hashes.len());
                     let mut v = EventVerdict::because(
                         VerdictKind::DroppedOrphan,
-                        &hashes,
+                        hashes,
                         "Failed to get request key for parent block",
                     );
                     v.missing_parent = Some(p);
@@ -281,7 +277,7 @@ impl Llmd {
                 };
             }
             self.dropped(lane, hashes.len());
-            return EventVerdict::because(VerdictKind::Ignored, &hashes, "sub_canonical");
+            return EventVerdict::because(VerdictKind::Ignored, hashes, "sub_canonical");
         }
         // Pair E[i·|E|/n] → R[i·|R|/n], n = max(|E|, |R|).
         let (ne, nr) = (hashes.len(), rks.len());
@@ -303,7 +299,7 @@ impl Llmd {
                 keys.push(*rk);
             }
         }
-        EventVerdict::of(VerdictKind::Applied, &hashes)
+        EventVerdict::of(VerdictKind::Applied, hashes)
     }
 
     /// Map block `id` to `keys` (when any), count it in `lane` and track the store.
@@ -335,7 +331,7 @@ impl Llmd {
             if self.groups.get(&group_key(ctx.source, g)) != Some(&1) {
                 return EventVerdict::because(
                     VerdictKind::Ignored,
-                    &hashes,
+                    hashes,
                     "removals_skipped_unknown_group",
                 );
             }

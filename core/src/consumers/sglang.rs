@@ -147,7 +147,7 @@ impl Sglang {
         if !known_medium(e.medium.as_deref()) {
             self.lanes
                 .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
-            return EventVerdict::because(VerdictKind::Ignored, &hashes, "unknown_medium");
+            return EventVerdict::because(VerdictKind::Ignored, hashes, "unknown_medium");
         }
         let parent_hash = e.parent_block_hash.as_ref().map(|p| p.as_u64());
         let (start, misrooted, missing) = match (parent_hash, ids.parent) {
@@ -199,7 +199,7 @@ impl Sglang {
             cur = id;
         }
         if misrooted {
-            let mut v = EventVerdict::of(VerdictKind::Misrooted, &hashes);
+            let mut v = EventVerdict::of(VerdictKind::Misrooted, hashes);
             v.missing_parent = missing;
             v.reason = Some(if missing.is_some() {
                 "parent_hash not in tree; attaching new chain to root".into()
@@ -208,7 +208,7 @@ impl Sglang {
             });
             v
         } else {
-            EventVerdict::of(VerdictKind::Applied, &hashes)
+            EventVerdict::of(VerdictKind::Applied, hashes)
         }
     }
 
