@@ -88,10 +88,9 @@ impl Presence {
             return true;
         };
         h.ever = true;
-        if h.lanes.contains(&lane(s, t)) {
+        if !h.lanes.add(lane(s, t)) {
             return false;
         }
-        h.lanes.push(lane(s, t));
         if let Some(list) = self.by_source.get_mut(s as usize) {
             list.push(id);
         } else {
@@ -107,13 +106,7 @@ impl Presence {
         let Some(h) = id.and_then(|id| self.held.get_mut(id as usize)) else {
             return false;
         };
-        match h.lanes.iter().position(|l| *l == lane(s, t)) {
-            Some(p) => {
-                h.lanes.remove(p);
-                true
-            }
-            None => false,
-        }
+        h.lanes.remove(lane(s, t))
     }
     fn clear_source(&mut self, s: u32) {
         let Some(list) = self.by_source.get_mut(s as usize) else {
@@ -121,7 +114,7 @@ impl Presence {
         };
         for id in std::mem::take(list) {
             if let Some(h) = self.held.get_mut(id as usize) {
-                h.lanes.retain(|l| l.source != s);
+                h.lanes.drop_source(s, None);
             }
         }
     }
@@ -129,9 +122,9 @@ impl Presence {
         let Some(h) = id.and_then(|id| self.held.get(id as usize)) else {
             return Some(Scope::Global);
         };
-        if h.lanes.contains(&lane(s, t)) {
+        if h.lanes.contains(lane(s, t)) {
             None
-        } else if h.lanes.iter().any(|l| l.source == s) {
+        } else if h.lanes.has_source(s) {
             Some(Scope::Lane)
         } else if !h.lanes.is_empty() {
             Some(Scope::Source)
@@ -478,22 +471,22 @@ impl Run {
     fn start_events(&mut self) {
         let index = &self.index.idx;
         let n = index.events.len();
-        self.consumers = self
-            .config
-            .consumers
-            .iter()
-            .map(|k| {
-                AnyConsumer::for_engines(
-                    *k,
-                    &self.config.consumer_config,
-                    &index.engine_block_sizes,
-                )
-            })
-            .collect();
-        let c = self.consumers.len();
-        self.kinds = (0..c).map(|_| Vec::with_capacity(n)).collect();
-        self.lost_blocks = vec![Vec::new(); c];
-        self.tracks = (0..c).map(|_| LossTrack::default()).collect();
+        let c = self.config.consumers.len();
+        // One loop (no `collect` instance per vector).
+        self.consumers = Vec::with_capacity(c);
+        self.kinds = Vec::with_capacity(c);
+        self.lost_blocks = Vec::with_capacity(c);
+        self.tracks = Vec::with_capacity(c);
+        for k in &self.config.consumers {
+            self.consumers.push(AnyConsumer::for_engines(
+                *k,
+                &self.config.consumer_config,
+                &index.engine_block_sizes,
+            ));
+            self.kinds.push(Vec::with_capacity(n));
+            self.lost_blocks.push(Vec::new());
+            self.tracks.push(LossTrack::default());
+        }
     }
 
     /// Feed event `i` to the models and the violation index.
@@ -879,7 +872,7 @@ impl Run {
                         origin,
                         &loc,
                         src,
-                        root.first_block.into_iter().collect(),
+                        root.first_block.map_or_else(Vec::new, |b| vec![b]),
                         root.missing_parent,
                         None,
                         false,

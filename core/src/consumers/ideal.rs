@@ -9,9 +9,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    drop_source_lanes, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict,
-    Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Resolution, SlabMap,
-    VerdictKind,
+    slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner,
+    LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Resolution, SlabMap, VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -61,23 +60,20 @@ impl Ideal {
     }
 
     fn hold(&mut self, id: u32, lane: LaneKey) {
-        let lanes = slot(&mut self.present, id);
-        if !lanes.contains(&lane) {
-            lanes.push(lane);
+        if slot(&mut self.present, id).add(lane) {
             self.lanes.bump(lane, LaneCounts::indexed_by(1));
         }
     }
 
     fn release(&mut self, id: u32, lane: LaneKey) -> bool {
-        let Some(lanes) = self.present.get_mut(id as usize) else {
-            return false;
-        };
-        let Some(p) = lanes.iter().position(|l| *l == lane) else {
-            return false;
-        };
-        lanes.remove(p);
-        self.lanes.bump(lane, LaneCounts::indexed_by(-1));
-        true
+        let removed = self
+            .present
+            .get_mut(id as usize)
+            .is_some_and(|l| l.remove(lane));
+        if removed {
+            self.lanes.bump(lane, LaneCounts::indexed_by(-1));
+        }
+        removed
     }
 
     fn apply_blocks(&mut self, lane: LaneKey, ids: &[u32], resolved: &mut Vec<Resolution>) {
@@ -177,7 +173,7 @@ impl Ideal {
             }
             KvEvent::AllBlocksCleared => {
                 for lanes in &mut self.present {
-                    drop_source_lanes(lanes, ctx.source, &mut self.lanes);
+                    lanes.drop_source(ctx.source, Some(&mut self.lanes));
                 }
                 EventVerdict::of(VerdictKind::Cleared, &[])
             }

@@ -24,8 +24,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, drop_source_lanes, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx,
-    EventIds, EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Map,
+    content_hash, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
+    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Map,
     Resolution, SlabMap, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
@@ -144,19 +144,17 @@ impl Llmd {
     }
 
     fn hold(&mut self, id: u32, lane: LaneKey) {
-        let held = &mut slot(&mut self.blocks, id).held;
-        if !held.contains(&lane) {
-            held.push(lane);
+        if slot(&mut self.blocks, id).held.add(lane) {
             self.lanes.bump(lane, LaneCounts::indexed_by(1));
         }
     }
 
     fn release(&mut self, id: u32, lane: LaneKey) {
-        let Some(held) = self.blocks.get_mut(id as usize).map(|s| &mut s.held) else {
-            return;
-        };
-        if let Some(p) = held.iter().position(|l| *l == lane) {
-            held.remove(p);
+        if self
+            .blocks
+            .get_mut(id as usize)
+            .is_some_and(|s| s.held.remove(lane))
+        {
             self.lanes.bump(lane, LaneCounts::indexed_by(-1));
         }
     }
@@ -419,7 +417,7 @@ impl Llmd {
             }
         }
         for s in &mut self.blocks {
-            drop_source_lanes(&mut s.held, pod, &mut self.lanes);
+            s.held.drop_source(pod, Some(&mut self.lanes));
             s.refs.retain(|r| r.0 .0 != pod);
         }
         EventVerdict::of(VerdictKind::Cleared, &[])

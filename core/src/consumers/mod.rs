@@ -224,20 +224,76 @@ pub(crate) fn slot<T: Default>(v: &mut Vec<T>, id: u32) -> &mut T {
     &mut v[i]
 }
 
-/// A block's lanes (inline up to 2: a block usually sits in a GPU and a CPU lane).
-pub(crate) type LaneList = smallvec::SmallVec<[LaneKey; 2]>;
+/// The lanes holding one block, in insertion order (inline up to 2: a block usually sits in a
+/// GPU and a CPU lane). Kept as packed `source << 32 | tier` in the crate's [`Hashes`] vector
+/// type: one `SmallVec` type less (wasm size). Used by llm-d, the ideal model and the
+/// violation index.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LaneList(Hashes);
 
-/// Remove source `source`'s lanes from a block's lane list, counting each in `book` as one
-/// indexed block less, in list order (`AllBlocksCleared` in llm-d and the ideal model: one copy
-/// of this loop instead of a `retain` per closure).
-pub(crate) fn drop_source_lanes(list: &mut LaneList, source: u32, book: &mut LaneBook) {
-    let mut i = 0;
-    while let Some(l) = list.get(i).copied() {
-        if l.source == source {
-            list.remove(i);
-            book.bump(l, LaneCounts::indexed_by(-1));
-        } else {
-            i += 1;
+impl LaneList {
+    fn pack(lane: LaneKey) -> u64 {
+        (lane.source as u64) << 32 | lane.tier as u64
+    }
+
+    fn unpack(k: u64) -> LaneKey {
+        LaneKey {
+            source: (k >> 32) as u32,
+            tier: k as u32,
+        }
+    }
+
+    /// Add `lane`; false if it was already there.
+    pub(crate) fn add(&mut self, lane: LaneKey) -> bool {
+        let k = Self::pack(lane);
+        if self.0.contains(&k) {
+            return false;
+        }
+        self.0.push(k);
+        true
+    }
+
+    /// Remove `lane`; false if it was not there.
+    pub(crate) fn remove(&mut self, lane: LaneKey) -> bool {
+        let k = Self::pack(lane);
+        match self.0.iter().position(|x| *x == k) {
+            Some(p) => {
+                self.0.remove(p);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `lane` is there.
+    pub(crate) fn contains(&self, lane: LaneKey) -> bool {
+        self.0.contains(&Self::pack(lane))
+    }
+
+    /// Whether a lane of source `source` is there.
+    pub(crate) fn has_source(&self, source: u32) -> bool {
+        self.0.iter().any(|k| (k >> 32) as u32 == source)
+    }
+
+    /// Whether no lane is there.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Remove source `source`'s lanes, in list order, counting each in `book` (when given) as
+    /// one indexed block less (`AllBlocksCleared`; one loop instead of a `retain` per caller).
+    pub(crate) fn drop_source(&mut self, source: u32, mut book: Option<&mut LaneBook>) {
+        let mut i = 0;
+        while let Some(k) = self.0.get(i).copied() {
+            let l = Self::unpack(k);
+            if l.source == source {
+                self.0.remove(i);
+                if let Some(b) = book.as_deref_mut() {
+                    b.bump(l, LaneCounts::indexed_by(-1));
+                }
+            } else {
+                i += 1;
+            }
         }
     }
 }
