@@ -46,13 +46,17 @@ const SUPPORTED_KINDS: [&str; 3] = ["full_attention", "mla_attention", "sink_ful
 
 /// Request keys of one engine hash (almost always one: inline, no allocation).
 type ReqKeys = Hashes;
-/// Pods holding one request key (usually one or two: inline).
-type Pods = smallvec::SmallVec<[PodEntry; 2]>;
+/// Pod entries with a counter (usually one or two: inline): a block's dedup refcounts, and a
+/// request key's pods (counter unused, 0). One `SmallVec` type for both (wasm size).
+type Counted = SmallVec<[(PodEntry, u32); 2]>;
 
-/// Drop pod `pod`'s entries (only `entry`, when given) from a request key's pods: one
-/// `retain` instance for eviction and clearing.
-fn drop_pods(pods: &mut Pods, pod: u32, entry: Option<PodEntry>) {
-    pods.retain(|p| p.pod != pod || entry.is_some_and(|e| *p != e));
+/// Pods holding one request key (the counters are unused).
+type Pods = Counted;
+
+/// Drop pod `pod`'s entries (only `entry`, when given): one `retain` instance for eviction
+/// and clearing, of pods and refcounts alike.
+fn drop_pods(list: &mut Counted, pod: u32, entry: Option<PodEntry>) {
+    list.retain(|p| p.0.pod != pod || entry.is_some_and(|e| p.0 != e));
 }
 
 /// The `groups` key of a pod's group.
@@ -60,16 +64,13 @@ fn group_key(pod: u32, group: u32) -> u64 {
     (pod as u64) << 32 | group as u64
 }
 
-/// A dedup refcount's key: `(pod, tier, group)`.
-type RefKey = (u32, u32, i64);
-
 /// What llm-d holds for one engine hash.
 #[derive(Clone, Debug, Default)]
 struct Slot {
     /// `engine_to_req[hash]` (empty: no mapping).
     req: ReqKeys,
     /// The dedup refcounts `refs[pod][(tier, group, hash)]`, as `((pod, tier, group), n)`.
-    refs: SmallVec<[(RefKey, u32); 2]>,
+    refs: Counted,
     /// Lanes counting the block as indexed.
     held: LaneList,
 }
@@ -138,8 +139,8 @@ impl Llmd {
 
     fn add_entry(&mut self, rk: u64, entry: PodEntry) {
         let pods = self.req_to_pods.entry(rk);
-        if !pods.contains(&entry) {
-            pods.push(entry);
+        if !pods.iter().any(|p| p.0 == entry) {
+            pods.push((entry, 0));
         }
     }
 
@@ -310,11 +311,10 @@ impl Llmd {
     }
 
     fn track_store(&mut self, entry: PodEntry, id: u32) {
-        let key = (entry.pod, entry.tier, entry.group);
         let refs = &mut slot(&mut self.blocks, id).refs;
-        match refs.iter_mut().find(|r| r.0 == key) {
+        match refs.iter_mut().find(|r| r.0 == entry) {
             Some(r) => r.1 += 1,
-            None => refs.push((key, 1)),
+            None => refs.push((entry, 1)),
         }
     }
 
@@ -340,7 +340,7 @@ impl Llmd {
             group,
         };
         let mut blocks = Blocks::with_capacity(hashes.len());
-        let key = (entry.pod, entry.tier, entry.group);
+        let key = entry;
         for (i, &h) in hashes.iter().enumerate() {
             let id = ids.block(i);
             if let Some(refs) = self.blocks.get_mut(id as usize).map(|s| &mut s.refs) {
@@ -418,7 +418,7 @@ impl Llmd {
         }
         for s in &mut self.blocks {
             s.held.drop_source(pod, Some(&mut self.lanes));
-            s.refs.retain(|r| r.0 .0 != pod);
+            drop_pods(&mut s.refs, pod, None);
         }
         EventVerdict::of(VerdictKind::Cleared, &[])
     }
