@@ -40,7 +40,9 @@ use super::{
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
 mod edges;
+mod lookup;
 use edges::Edges;
+use lookup::BlockLookup;
 
 /// One block of a store as the tree sees it: `(local hash, engine hash, dense block id)`.
 type Blk = (u64, u64, u32);
@@ -128,7 +130,7 @@ pub struct Dynamo {
     worker_list: Vec<Worker>,
     /// `lookup[(worker, dp_rank)]: engine hash → node`, stored by dense block id:
     /// `(worker, node, kvscope tier id)` entries.
-    lookup: Vec<SmallVec<[(Worker, NodeId, u32); 1]>>,
+    lookup: Vec<BlockLookup>,
     /// The workers `lookup` has a map for.
     /// By worker id: whether `lookup` has a map for the worker.
     lookup_workers: Vec<bool>,
@@ -181,9 +183,12 @@ impl Dynamo {
         let Some(id) = self.own.get(hash) else {
             return false;
         };
+        let Some(wid) = self.workers.get(&worker_key((source, dp_rank))) else {
+            return false;
+        };
         self.lookup
             .get(id as usize)
-            .is_some_and(|l| l.iter().any(|e| e.0 == (source, dp_rank)))
+            .is_some_and(|l| l.get(*wid).is_some())
     }
 
     /// The model's stand-in `LocalBlockHash` of one block's tokens (salted with `lora_name`).
@@ -273,17 +278,7 @@ impl Dynamo {
     fn lookup_insert(&mut self, w: Worker, bid: u32, node: NodeId, lane: LaneKey) -> bool {
         let wid = self.worker_id(w);
         *slot(&mut self.lookup_workers, wid) = true;
-        let l = slot(&mut self.lookup, bid);
-        let prev = match l.iter_mut().find(|e| e.0 == w) {
-            Some(e) => Some((
-                std::mem::replace(&mut e.1, node),
-                std::mem::replace(&mut e.2, lane.tier),
-            )),
-            None => {
-                l.push((w, node, lane.tier));
-                None
-            }
-        };
+        let prev = slot(&mut self.lookup, bid).set(wid, node, lane.tier);
         match prev {
             None => self.lane_delta(lane, 1),
             Some((_, t)) if t != lane.tier => {
@@ -302,18 +297,19 @@ impl Dynamo {
     }
 
     fn lookup_get(&self, w: Worker, bid: u32) -> Option<NodeId> {
+        let wid = *self.workers.get(&worker_key(w))?;
         self.lookup
             .get(bid as usize)
-            .and_then(|l| l.iter().find(|e| e.0 == w))
-            .map(|e| e.1)
+            .and_then(|l| l.get(wid))
+            .map(|e| e.0)
     }
 
     fn lookup_remove(&mut self, w: Worker, bid: u32) -> Option<NodeId> {
-        let removed = self.lookup.get_mut(bid as usize).and_then(|l| {
-            let p = l.iter().position(|e| e.0 == w)?;
-            let e = l.remove(p);
-            Some((e.1, e.2))
-        });
+        let wid = *self.workers.get(&worker_key(w))?;
+        let removed = self
+            .lookup
+            .get_mut(bid as usize)
+            .and_then(|l| l.remove(wid));
         if let Some((_, t)) = removed {
             self.lane_delta(
                 LaneKey {
@@ -710,12 +706,10 @@ impl Dynamo {
         } else if let Some(wid) = self.workers.get(&worker_key(w)) {
             workers.push(*wid);
         }
-        let mut had: Vec<Worker> = Vec::new();
+        let mut had: Vec<u32> = Vec::new();
         for &wid in &workers {
-            if has_lookup(wid) {
-                if let Some(k) = self.worker_list.get(wid as usize) {
-                    had.push(*k);
-                }
+            if has_lookup(wid) && self.worker_list.get(wid as usize).is_some() {
+                had.push(wid);
             }
         }
         // The nodes the removed lookup entries point to, per worker (each worker's tree is
@@ -724,21 +718,15 @@ impl Dynamo {
         let mut visited: Vec<(u64, NodeId)> = Vec::new();
         if !had.is_empty() {
             // `lookup.remove(wk)` for each: drop their entries from every block.
+            let worker_list = &self.worker_list;
+            let lanes = &mut self.lanes;
             for l in &mut self.lookup {
-                l.retain(|e| {
-                    if had.contains(&e.0) {
-                        self.lanes.bump(
-                            LaneKey {
-                                source: e.0 .0,
-                                tier: e.2,
-                            },
-                            LaneCounts::indexed_by(-1),
-                        );
-                        visited.push((worker_key(e.0), e.1));
-                        false
-                    } else {
-                        true
-                    }
+                l.remove_workers(&had, |wid, node, tier| {
+                    let Some(&wk) = worker_list.get(wid as usize) else {
+                        return;
+                    };
+                    lanes.bump(LaneKey { source: wk.0, tier }, LaneCounts::indexed_by(-1));
+                    visited.push((worker_key(wk), node));
                 });
             }
         }

@@ -13,8 +13,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner, LaneBook,
-    LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner,
+    LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
