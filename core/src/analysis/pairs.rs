@@ -48,6 +48,18 @@ impl<K: Ord, V> SortedPairs<K, V> {
 }
 
 impl<K, V> SortedPairs<K, V> {
+    /// Pairs already in ascending key order without repeated keys (the caller's guarantee;
+    /// checked in debug builds): no search per pair.
+    pub(crate) fn from_sorted(pairs: Vec<(K, V)>) -> Self
+    where
+        K: Ord,
+    {
+        debug_assert!(pairs
+            .windows(2)
+            .all(|w| w.first().map(|p| &p.0) < w.last().map(|p| &p.0)));
+        SortedPairs(pairs)
+    }
+
     /// The entries in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.0.iter().map(|(k, v)| (k, v))

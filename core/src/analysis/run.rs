@@ -10,8 +10,8 @@ use super::{
 };
 pub(crate) use crate::consumers::Interner;
 use crate::consumers::{
-    hashes_of, AnyConsumer, EventIds, EventVerdict, Hashes, LaneCounts, LaneKey, Resolution,
-    SlabMap, VerdictKind,
+    AnyConsumer, EventIds, EventVerdict, Hashes, LaneCounts, LaneKey, Resolution, SlabMap,
+    VerdictKind,
 };
 use crate::event::{KvEvent, Tier};
 use crate::trace::{ProvenanceKind, Trace, TraceRecord};
@@ -58,7 +58,7 @@ struct Waiter {
 #[derive(Clone, Default)]
 struct Held {
     /// `(source, tier)` as a [`LaneKey`]: the models' lane-list type (one `SmallVec` type less).
-    lanes: smallvec::SmallVec<[LaneKey; 2]>,
+    lanes: crate::consumers::LaneList,
     ever: bool,
 }
 
@@ -88,10 +88,9 @@ impl Presence {
             return true;
         };
         h.ever = true;
-        if h.lanes.contains(&lane(s, t)) {
+        if !h.lanes.add(lane(s, t)) {
             return false;
         }
-        h.lanes.push(lane(s, t));
         if let Some(list) = self.by_source.get_mut(s as usize) {
             list.push(id);
         } else {
@@ -107,13 +106,7 @@ impl Presence {
         let Some(h) = id.and_then(|id| self.held.get_mut(id as usize)) else {
             return false;
         };
-        match h.lanes.iter().position(|l| *l == lane(s, t)) {
-            Some(p) => {
-                h.lanes.remove(p);
-                true
-            }
-            None => false,
-        }
+        h.lanes.remove(lane(s, t))
     }
     fn clear_source(&mut self, s: u32) {
         let Some(list) = self.by_source.get_mut(s as usize) else {
@@ -121,7 +114,7 @@ impl Presence {
         };
         for id in std::mem::take(list) {
             if let Some(h) = self.held.get_mut(id as usize) {
-                h.lanes.retain(|l| l.source != s);
+                h.lanes.drop_source(s, None);
             }
         }
     }
@@ -129,9 +122,9 @@ impl Presence {
         let Some(h) = id.and_then(|id| self.held.get(id as usize)) else {
             return Some(Scope::Global);
         };
-        if h.lanes.contains(&lane(s, t)) {
+        if h.lanes.contains(lane(s, t)) {
             None
-        } else if h.lanes.iter().any(|l| l.source == s) {
+        } else if h.lanes.has_source(s) {
             Some(Scope::Lane)
         } else if !h.lanes.is_empty() {
             Some(Scope::Source)
@@ -478,22 +471,22 @@ impl Run {
     fn start_events(&mut self) {
         let index = &self.index.idx;
         let n = index.events.len();
-        self.consumers = self
-            .config
-            .consumers
-            .iter()
-            .map(|k| {
-                AnyConsumer::for_engines(
-                    *k,
-                    &self.config.consumer_config,
-                    &index.engine_block_sizes,
-                )
-            })
-            .collect();
-        let c = self.consumers.len();
-        self.kinds = (0..c).map(|_| Vec::with_capacity(n)).collect();
-        self.lost_blocks = vec![Vec::new(); c];
-        self.tracks = (0..c).map(|_| LossTrack::default()).collect();
+        let c = self.config.consumers.len();
+        // One loop (no `collect` instance per vector).
+        self.consumers = Vec::with_capacity(c);
+        self.kinds = Vec::with_capacity(c);
+        self.lost_blocks = Vec::with_capacity(c);
+        self.tracks = Vec::with_capacity(c);
+        for k in &self.config.consumers {
+            self.consumers.push(AnyConsumer::for_engines(
+                *k,
+                &self.config.consumer_config,
+                &index.engine_block_sizes,
+            ));
+            self.kinds.push(Vec::with_capacity(n));
+            self.lost_blocks.push(Vec::new());
+            self.tracks.push(LossTrack::default());
+        }
     }
 
     /// Feed event `i` to the models and the violation index.
@@ -515,11 +508,7 @@ impl Run {
             Some(TraceRecord::Batch(b)) => b.origin,
             _ => 0,
         };
-        let source_name: &str = index
-            .sources
-            .get(loc.source as usize)
-            .map(String::as_str)
-            .unwrap_or("");
+        let source_name = source_name_of(index, loc.source);
         // Block ids (and the parent's), for the violation index and the recorder.
         self.ids.fill(&mut self.interner, ev);
         let parent_id = self.ids.parent;
@@ -555,12 +544,12 @@ impl Run {
                 }
             }
             if matches!(ev, KvEvent::BlockStored(_)) {
-                let lost: Hashes = v
-                    .blocks
-                    .iter()
-                    .filter(|b| !matches!(b.verdict, VerdictKind::Applied | VerdictKind::Replayed))
-                    .map(|b| b.hash)
-                    .collect();
+                let mut lost = Hashes::new();
+                for b in &v.blocks {
+                    if !matches!(b.verdict, VerdictKind::Applied | VerdictKind::Replayed) {
+                        lost.push(b.hash);
+                    }
+                }
                 if !lost.is_empty() {
                     let parent_root = v
                         .missing_parent
@@ -602,7 +591,7 @@ impl Run {
         let raw = &mut self.raw;
         match ev {
             KvEvent::BlockStored(e) => {
-                let hashes = hashes_of(&e.block_hashes);
+                let hashes = &self.ids.hashes;
                 let promotion = ctx
                     .provenance
                     .is_some_and(|p| p.kind == ProvenanceKind::Promotion);
@@ -644,7 +633,7 @@ impl Run {
                     ));
                 }
                 // Resolve children waiting for these hashes.
-                for h in &hashes {
+                for h in hashes {
                     if waiting.is_empty() {
                         break;
                     }
@@ -684,18 +673,21 @@ impl Run {
                             Some(TraceRecord::Batch(b)) => b.origin,
                             _ => 0,
                         };
-                        let wsource = index
-                            .sources
-                            .get(w.source as usize)
-                            .cloned()
-                            .unwrap_or_default();
+                        let wsource = source_name_of(index, w.source);
+                        // " from <source>" only across sources (one `format!`, no inner one).
+                        let (from, from_source) = if loc.source != w.source {
+                            (" from ", source_name)
+                        } else {
+                            ("", "")
+                        };
                         let msg = format!(
-                            "block {} delivered before its parent {}, which arrives at event {} ({}{}){}",
+                            "block {} delivered before its parent {}, which arrives at event {} ({}{}{}){}",
                             w.hashes.first().copied().unwrap_or_default(),
                             h,
                             i,
                             tier_label(index, loc.tier),
-                            if loc.source != w.source { format!(" from {source_name}") } else { String::new() },
+                            from,
+                            from_source,
                             if inferred { "; job inferred from batch structure" } else { "" }
                         );
                         raw.push(finding(
@@ -703,7 +695,7 @@ impl Run {
                             w.child,
                             worigin,
                             &wloc,
-                            &wsource,
+                            wsource,
                             w.hashes.to_vec(),
                             Some(*h),
                             Some(i),
@@ -716,9 +708,9 @@ impl Run {
                     }
                 }
             }
-            KvEvent::BlockRemoved(e) => {
+            KvEvent::BlockRemoved(_) => {
                 let mut unknown = Vec::new();
-                for (h, id) in e.block_hashes.iter().map(|h| h.as_u64()).zip(ids) {
+                for (&h, id) in self.ids.hashes.iter().zip(ids) {
                     if !presence.remove(Some(*id), loc.source, loc.tier) {
                         unknown.push(h);
                     }
@@ -777,18 +769,18 @@ impl Run {
 
     /// Enter the finishing stage: list the children whose parent never arrived.
     fn start_finish(&mut self) {
-        let leftovers: Vec<(u64, Waiter)> = self
-            .waiting
-            .take_all()
-            .into_iter()
-            .flat_map(|(p, ws)| ws.into_iter().map(move |w| (p, w)))
-            .collect();
+        // Plain loops (no iterator-adapter `collect` instances).
+        let mut leftovers: Vec<(u64, Waiter)> = Vec::new();
+        for (p, ws) in self.waiting.take_all() {
+            for w in ws {
+                leftovers.push((p, w));
+            }
+        }
         // Stable by child.
-        let mut keyed: Vec<(u64, u32)> = leftovers
-            .iter()
-            .enumerate()
-            .map(|(i, (_, w))| (w.child as u64, i as u32))
-            .collect();
+        let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(leftovers.len());
+        for (i, (_, w)) in leftovers.iter().enumerate() {
+            keyed.push((w.child as u64, i as u32));
+        }
         crate::sort::sort_keyed(&mut keyed);
         let leftovers = crate::sort::permute(leftovers, keyed.into_iter().map(|(_, i)| i));
         let roots: usize = self.tracks.iter().map(|t| t.roots.len()).sum();
@@ -819,17 +811,13 @@ impl Run {
                                 Some(TraceRecord::Batch(b)) => b.origin,
                                 _ => 0,
                             };
-                            let wsource = index
-                                .sources
-                                .get(w.source as usize)
-                                .cloned()
-                                .unwrap_or_default();
+                            let wsource = source_name_of(index, w.source);
                             self.raw.push(finding(
                                 Rule::UnknownParent,
                                 w.child,
                                 worigin,
                                 &wloc,
-                                &wsource,
+                                wsource,
                                 w.hashes.to_vec(),
                                 Some(p),
                                 None,
@@ -877,18 +865,14 @@ impl Run {
                     if verdict == Some(VerdictKind::Replayed) {
                         continue;
                     }
-                    let src = index
-                        .sources
-                        .get(loc.source as usize)
-                        .cloned()
-                        .unwrap_or_default();
+                    let src = source_name_of(index, loc.source);
                     self.raw.push(finding(
                         Rule::ConsumerLoss,
                         root.event,
                         origin,
                         &loc,
-                        &src,
-                        root.first_block.into_iter().collect(),
+                        src,
+                        root.first_block.map_or_else(Vec::new, |b| vec![b]),
                         root.missing_parent,
                         None,
                         false,
@@ -913,14 +897,15 @@ impl Run {
                 const _: () = assert!(Rule::ALL.len() <= 16);
                 // By (event, rule), stable: sort small keys; the findings move only once, when
                 // they are split.
-                let mut order: Vec<(u64, u32)> = self
-                    .raw
-                    .iter()
-                    .enumerate()
-                    .map(|(k, f)| (((f.event as u64) << 4) | f.rule as u64, k as u32))
-                    .collect();
+                let mut order: Vec<(u64, u32)> = Vec::with_capacity(self.raw.len());
+                for (k, f) in self.raw.iter().enumerate() {
+                    order.push((((f.event as u64) << 4) | f.rule as u64, k as u32));
+                }
                 crate::sort::sort_keyed(&mut order);
-                fin.order = order.into_iter().map(|(_, k)| k).collect();
+                fin.order = Vec::with_capacity(order.len());
+                for (_, k) in order {
+                    fin.order.push(k);
+                }
                 // Room for the split (no reallocation of large vectors later).
                 let reorders = self.raw.iter().filter(|f| f.rule.is_reorder()).count();
                 let reported = self
@@ -1007,35 +992,43 @@ impl Run {
                     return (1, false);
                 };
                 let lost = self.lost_blocks.get(c).map(Vec::as_slice).unwrap_or(&[]);
-                let verdicts: SortedPairs<VerdictKind, usize> = VerdictKind::ALL
-                    .iter()
-                    .filter_map(|k| {
-                        let n = track.counts[*k as usize];
-                        (n > 0).then_some((*k, n))
-                    })
-                    .collect();
-                let still_lost = |e: &usize| kinds.get(*e) != Some(&VerdictKind::Replayed);
-                let mut events: Vec<usize> =
-                    lost.iter().map(|(e, _)| *e).filter(still_lost).collect();
-                events.dedup();
-                let mut hashes: Vec<u64> = lost
-                    .iter()
-                    .filter(|(e, _)| still_lost(e))
-                    .map(|(_, h)| *h)
-                    .collect();
+                // Plain loops (no iterator-adapter `collect` instances). `ALL` is in key order.
+                let mut counts = Vec::new();
+                for k in VerdictKind::ALL {
+                    let n = track.counts[k as usize];
+                    if n > 0 {
+                        counts.push((k, n));
+                    }
+                }
+                let verdicts = SortedPairs::from_sorted(counts);
+                // Lost blocks of events still lost (not replayed later); the events are
+                // counted once per run of equal events (`lost` is in event order).
+                let mut hashes: Vec<u64> = Vec::new();
+                let mut events_lost = 0usize;
+                let mut last_event = None;
+                for &(e, h) in lost {
+                    if kinds.get(e) == Some(&VerdictKind::Replayed) {
+                        continue;
+                    }
+                    if last_event != Some(e) {
+                        events_lost += 1;
+                        last_event = Some(e);
+                    }
+                    hashes.push(h);
+                }
                 let blocks_lost = hashes.len();
                 crate::sort::sort_u64(&mut hashes);
                 hashes.dedup();
-                let prefixes = track
-                    .roots
-                    .iter()
-                    .filter(|r| kinds.get(r.event) != Some(&VerdictKind::Replayed))
-                    .cloned()
-                    .collect();
+                let mut prefixes = Vec::new();
+                for r in &track.roots {
+                    if kinds.get(r.event) != Some(&VerdictKind::Replayed) {
+                        prefixes.push(r.clone());
+                    }
+                }
                 fin.losses.push(LossSummary {
                     consumer: kind.as_str().into(),
                     blocks_lost,
-                    events_lost: events.len(),
+                    events_lost,
                     pending_at_end: verdicts.get(&VerdictKind::Pending).copied().unwrap_or(0),
                     verdicts,
                     unreachable_prefixes: prefixes,
@@ -1099,6 +1092,14 @@ fn finding_placeholder() -> Finding {
         verdicts: SortedPairs::new(),
         cascade: SortedPairs::new(),
     }
+}
+
+/// The name of interned source `source` ("" if unknown): borrowed, [`finding`] copies it.
+fn source_name_of(index: &EventIndex, source: u32) -> &str {
+    index
+        .sources
+        .get(source as usize)
+        .map_or("", String::as_str)
 }
 
 fn tier_label(index: &EventIndex, tier: u32) -> String {

@@ -34,11 +34,15 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution,
-    VerdictKind,
+    content_hash, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
+    EventVerdict, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
+
+mod edges;
+mod lookup;
+use edges::Edges;
+use lookup::BlockLookup;
 
 /// One block of a store as the tree sees it: `(local hash, engine hash, dense block id)`.
 type Blk = (u64, u64, u32);
@@ -126,14 +130,14 @@ pub struct Dynamo {
     worker_list: Vec<Worker>,
     /// `lookup[(worker, dp_rank)]: engine hash → node`, stored by dense block id:
     /// `(worker, node, kvscope tier id)` entries.
-    lookup: Vec<SmallVec<[(Worker, NodeId, u32); 1]>>,
+    lookup: Vec<BlockLookup>,
     /// The workers `lookup` has a map for.
     /// By worker id: whether `lookup` has a map for the worker.
     lookup_workers: Vec<bool>,
     /// Lower tiers: `edges[(tier, publisher, parent, local)] = child`. Each rank publisher's
     /// `LocalKvIndexer` has its own `LowerTierIndexer`s (`indexer/local.rs`), so edges of
     /// different `(worker, dp_rank)`s never conflict.
-    edges: Map<(StorageTier, Worker, Option<u64>, u64), u64>,
+    edges: Edges,
     /// Lower tiers: `worker_blocks[(tier, worker)][hash] = (parent, local)`, stored by dense
     /// block id.
     worker_blocks: Vec<SmallVec<[LowerBlock; 1]>>,
@@ -165,7 +169,7 @@ impl Dynamo {
             worker_list: Vec::new(),
             lookup: Vec::new(),
             lookup_workers: Vec::new(),
-            edges: Map::default(),
+            edges: Edges::default(),
             worker_blocks: Vec::new(),
             lanes: LaneBook::default(),
             own: Interner::default(),
@@ -179,9 +183,12 @@ impl Dynamo {
         let Some(id) = self.own.get(hash) else {
             return false;
         };
+        let Some(wid) = self.workers.get(&worker_key((source, dp_rank))) else {
+            return false;
+        };
         self.lookup
             .get(id as usize)
-            .is_some_and(|l| l.iter().any(|e| e.0 == (source, dp_rank)))
+            .is_some_and(|l| l.get(*wid).is_some())
     }
 
     /// The model's stand-in `LocalBlockHash` of one block's tokens (salted with `lora_name`).
@@ -271,17 +278,7 @@ impl Dynamo {
     fn lookup_insert(&mut self, w: Worker, bid: u32, node: NodeId, lane: LaneKey) -> bool {
         let wid = self.worker_id(w);
         *slot(&mut self.lookup_workers, wid) = true;
-        let l = slot(&mut self.lookup, bid);
-        let prev = match l.iter_mut().find(|e| e.0 == w) {
-            Some(e) => Some((
-                std::mem::replace(&mut e.1, node),
-                std::mem::replace(&mut e.2, lane.tier),
-            )),
-            None => {
-                l.push((w, node, lane.tier));
-                None
-            }
-        };
+        let prev = slot(&mut self.lookup, bid).set(wid, node, lane.tier);
         match prev {
             None => self.lane_delta(lane, 1),
             Some((_, t)) if t != lane.tier => {
@@ -300,18 +297,19 @@ impl Dynamo {
     }
 
     fn lookup_get(&self, w: Worker, bid: u32) -> Option<NodeId> {
+        let wid = *self.workers.get(&worker_key(w))?;
         self.lookup
             .get(bid as usize)
-            .and_then(|l| l.iter().find(|e| e.0 == w))
-            .map(|e| e.1)
+            .and_then(|l| l.get(wid))
+            .map(|e| e.0)
     }
 
     fn lookup_remove(&mut self, w: Worker, bid: u32) -> Option<NodeId> {
-        let removed = self.lookup.get_mut(bid as usize).and_then(|l| {
-            let p = l.iter().position(|e| e.0 == w)?;
-            let e = l.remove(p);
-            Some((e.1, e.2))
-        });
+        let wid = *self.workers.get(&worker_key(w))?;
+        let removed = self
+            .lookup
+            .get_mut(bid as usize)
+            .and_then(|l| l.remove(wid));
         if let Some((_, t)) = removed {
             self.lane_delta(
                 LaneKey {
@@ -327,11 +325,7 @@ impl Dynamo {
     fn new_node(&mut self, blocks: &[Blk], parent: Option<NodeId>) -> NodeId {
         let id = self.nodes.len() as NodeId;
         let edge: Vec<Blk> = blocks.to_vec();
-        let edge_index = blocks
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.1, i as u32))
-            .collect();
+        let edge_index = edge_index(blocks);
         self.nodes.push(Node {
             cutoff: edge.len(),
             edge,
@@ -371,11 +365,7 @@ impl Dynamo {
         let suffix_id = self.nodes.len() as NodeId;
         let first_local = suffix_edge.first().map(|b| b.0).unwrap_or_default();
         let suffix = Node {
-            edge_index: suffix_edge
-                .iter()
-                .enumerate()
-                .map(|(i, b)| (b.1, i as u32))
-                .collect(),
+            edge_index: edge_index(&suffix_edge),
             cutoff: suffix_cut,
             children: std::mem::take(&mut node.children),
             parent: Some(id),
@@ -705,49 +695,38 @@ impl Dynamo {
     /// match). MISMATCHES.md class F.
     fn device_clear(&mut self, w: Worker) {
         let has_lookup = |wid: u32| self.lookup_workers.get(wid as usize) == Some(&true);
-        let workers: SmallVec<[u32; 4]> = if self.clear_all_ranks {
-            (0..self.worker_list.len() as u32)
-                .filter(|wid| {
-                    has_lookup(*wid)
-                        && self
-                            .worker_list
-                            .get(*wid as usize)
-                            .is_some_and(|k| k.0 == w.0)
-                })
-                .collect()
-        } else {
-            self.workers
-                .get(&worker_key(w))
-                .copied()
-                .into_iter()
-                .collect()
-        };
-        let had: Vec<Worker> = workers
-            .iter()
-            .filter(|wid| has_lookup(**wid))
-            .filter_map(|wid| self.worker_list.get(*wid as usize).copied())
-            .collect();
+        // Plain loops into vectors (no iterator-adapter `collect` instances).
+        let mut workers: Vec<u32> = Vec::new();
+        if self.clear_all_ranks {
+            for (wid, k) in self.worker_list.iter().enumerate() {
+                if has_lookup(wid as u32) && k.0 == w.0 {
+                    workers.push(wid as u32);
+                }
+            }
+        } else if let Some(wid) = self.workers.get(&worker_key(w)) {
+            workers.push(*wid);
+        }
+        let mut had: Vec<u32> = Vec::new();
+        for &wid in &workers {
+            if has_lookup(wid) && self.worker_list.get(wid as usize).is_some() {
+                had.push(wid);
+            }
+        }
         // The nodes the removed lookup entries point to, per worker (each worker's tree is
         // its own, so a node belongs to exactly one worker).
         // `(worker key, node)`: sorted through the crate's shared pair sort.
         let mut visited: Vec<(u64, NodeId)> = Vec::new();
         if !had.is_empty() {
             // `lookup.remove(wk)` for each: drop their entries from every block.
+            let worker_list = &self.worker_list;
+            let lanes = &mut self.lanes;
             for l in &mut self.lookup {
-                l.retain(|e| {
-                    if had.contains(&e.0) {
-                        self.lanes.bump(
-                            LaneKey {
-                                source: e.0 .0,
-                                tier: e.2,
-                            },
-                            LaneCounts::indexed_by(-1),
-                        );
-                        visited.push((worker_key(e.0), e.1));
-                        false
-                    } else {
-                        true
-                    }
+                l.remove_workers(&had, |wid, node, tier| {
+                    let Some(&wk) = worker_list.get(wid as usize) else {
+                        return;
+                    };
+                    lanes.bump(LaneKey { source: wk.0, tier }, LaneCounts::indexed_by(-1));
+                    visited.push((worker_key(wk), node));
                 });
             }
         }
@@ -793,7 +772,7 @@ impl Dynamo {
             }
             let ekey = (tier, w, parent, b.0);
             match self.edges.get(&ekey) {
-                Some(child) if *child != b.1 => break,
+                Some(child) if child != b.1 => break,
                 Some(_) => {}
                 None => {
                     self.edges.insert(ekey, b.1);
@@ -889,31 +868,53 @@ impl Dynamo {
         }
     }
 
+    /// The checks a store or removal passes before the tree sees it (batch decode, ownership,
+    /// locality, medium): its `StorageTier`, or the reason it is ignored. One copy for both
+    /// event kinds.
+    fn admit(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ownership: Option<&str>,
+        locality: Option<&str>,
+        medium: Option<&str>,
+    ) -> Result<StorageTier, &'static str> {
+        if self.batch_undecodable(ctx.batch) {
+            return Err("batch_decode_error");
+        }
+        if let Some(reason) = ownership_filter(ownership) {
+            return Err(reason);
+        }
+        if matches!(locality, Some(l) if l != "LOCAL") {
+            return Err("non_local_locality");
+        }
+        StorageTier::from_medium(medium).ok_or("unknown_medium")
+    }
+
     fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored, ids: &EventIds) -> EventVerdict {
         let lane = LaneKey {
             source: ctx.source,
             tier: ctx.tier,
         };
         let w: Worker = (ctx.source, ctx.dp_rank);
-        let hashes: Hashes = hashes_of(&e.block_hashes);
-        let ignore = |reason: &'static str| {
-            EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason(reason)
-        };
-        if self.batch_undecodable(ctx.batch) {
-            return ignore("batch_decode_error");
-        }
-        if let Some(reason) = ownership_filter(e.ownership.as_deref()) {
-            return ignore(reason);
-        }
-        if matches!(e.locality.as_deref(), Some(l) if l != "LOCAL") {
-            return ignore("non_local_locality");
-        }
-        let Some(tier) = StorageTier::from_medium(e.medium.as_deref()) else {
-            return ignore("unknown_medium");
+        let hashes: &[u64] = &ids.hashes;
+        let tier = match self.admit(
+            ctx,
+            e.ownership.as_deref(),
+            e.locality.as_deref(),
+            e.medium.as_deref(),
+        ) {
+            Ok(tier) => tier,
+            Err(reason) => return EventVerdict::because(VerdictKind::Ignored, hashes, reason),
         };
         let parent = e.parent_block_hash.as_ref().map(|p| p.as_u64());
-        if has_duplicate(parent, &hashes) {
-            return ignore("duplicate_or_self_referencing_hash").with_status("ok");
+        if has_duplicate(parent, hashes) {
+            let mut v = EventVerdict::because(
+                VerdictKind::Ignored,
+                hashes,
+                "duplicate_or_self_referencing_hash",
+            );
+            v.status = Some("ok".into());
+            return v;
         }
         // create_stored_blocks
         let kv_block_size = self.block_sizes.for_source(ctx.source);
@@ -959,7 +960,7 @@ impl Dynamo {
         tier: StorageTier,
         (parent, parent_id): (Option<u64>, Option<u32>),
         blocks: &[Blk],
-        hashes: Hashes,
+        hashes: &[u64],
         lane: LaneKey,
         trunc_reason: Option<&'static str>,
     ) -> EventVerdict {
@@ -968,15 +969,15 @@ impl Dynamo {
             if let Err(status) = self.device_store(w, parent_ids, blocks, lane) {
                 self.lanes
                     .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
-                let v = if status == "parent_block_not_found" {
-                    let mut v = EventVerdict::of(VerdictKind::DroppedOrphan, &hashes);
+                let mut v = if status == "parent_block_not_found" {
+                    let mut v = EventVerdict::of(VerdictKind::DroppedOrphan, hashes);
                     v.missing_parent = parent;
                     v
                 } else {
-                    EventVerdict::of(VerdictKind::Ignored, &hashes)
-                        .with_reason("self_referencing_store")
+                    EventVerdict::because(VerdictKind::Ignored, hashes, "self_referencing_store")
                 };
-                return v.with_status(status);
+                v.status = Some(status.into());
+                return v;
             }
             self.finish_store(lane, hashes, blocks.len(), trunc_reason)
         } else {
@@ -993,7 +994,7 @@ impl Dynamo {
     fn finish_store(
         &mut self,
         lane: LaneKey,
-        hashes: Hashes,
+        hashes: &[u64],
         kept: usize,
         reason: Option<&'static str>,
     ) -> EventVerdict {
@@ -1001,25 +1002,22 @@ impl Dynamo {
         if lost > 0 {
             self.lanes.bump(lane, LaneCounts::dropped_by(lost as i64));
         }
-        let blocks: Blocks = hashes
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                if i < kept {
-                    BlockVerdict {
-                        hash: *h,
-                        verdict: VerdictKind::Applied,
-                        reason: None,
-                    }
-                } else {
-                    BlockVerdict {
-                        hash: *h,
-                        verdict: VerdictKind::Truncated,
-                        reason: reason.map(Into::into),
-                    }
+        let mut blocks = Blocks::with_capacity(hashes.len());
+        for (i, &hash) in hashes.iter().enumerate() {
+            blocks.push(if i < kept {
+                BlockVerdict {
+                    hash,
+                    verdict: VerdictKind::Applied,
+                    reason: None,
                 }
-            })
-            .collect();
+            } else {
+                BlockVerdict {
+                    hash,
+                    verdict: VerdictKind::Truncated,
+                    reason: reason.map(Into::into),
+                }
+            });
+        }
         let verdict = if lost == 0 {
             VerdictKind::Applied
         } else {
@@ -1044,50 +1042,32 @@ impl Dynamo {
             tier: ctx.tier,
         };
         let w: Worker = (ctx.source, ctx.dp_rank);
-        let hashes: Hashes = hashes_of(&e.block_hashes);
-        if self.batch_undecodable(ctx.batch) {
-            return EventVerdict::of(VerdictKind::Ignored, &hashes)
-                .with_reason("batch_decode_error");
-        }
-        if let Some(reason) = ownership_filter(e.ownership.as_deref()) {
-            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason(reason);
-        }
-        if matches!(e.locality.as_deref(), Some(l) if l != "LOCAL") {
-            return EventVerdict::of(VerdictKind::Ignored, &hashes)
-                .with_reason("non_local_locality");
-        }
-        let Some(tier) = StorageTier::from_medium(e.medium.as_deref()) else {
-            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason("unknown_medium");
+        let hashes: &[u64] = &ids.hashes;
+        let tier = match self.admit(
+            ctx,
+            e.ownership.as_deref(),
+            e.locality.as_deref(),
+            e.medium.as_deref(),
+        ) {
+            Ok(tier) => tier,
+            Err(reason) => return EventVerdict::because(VerdictKind::Ignored, hashes, reason),
         };
         let (blocks, device) = if tier == StorageTier::Device {
-            (self.device_remove(w, &hashes, &ids.blocks, lane), true)
+            (self.device_remove(w, hashes, &ids.blocks, lane), true)
         } else {
-            (
-                self.lower_remove(tier, w, &hashes, &ids.blocks, lane),
-                false,
-            )
+            (self.lower_remove(tier, w, hashes, &ids.blocks, lane), false)
         };
-        let any_removed = blocks.iter().any(|b| b.verdict == VerdictKind::Removed);
         let any_unknown = blocks
             .iter()
             .any(|b| b.verdict == VerdictKind::RemoveUnknown);
-        let verdict = match (any_removed, any_unknown) {
-            (_, false) | (true, true) if any_removed => VerdictKind::Removed,
-            (false, true) => VerdictKind::RemoveUnknown,
-            _ => VerdictKind::Ignored,
-        };
-        let status = if device && any_unknown {
-            "block_not_found"
+        // The blocks are all `removed` or `remove_unknown`.
+        let mut v = EventVerdict::removal(blocks);
+        v.status = Some(if device && any_unknown {
+            "block_not_found".into()
         } else {
-            "ok"
-        };
-        EventVerdict {
-            verdict,
-            missing_parent: None,
-            reason: None,
-            status: Some(status.into()),
-            blocks,
-        }
+            "ok".into()
+        });
+        v
     }
 }
 
@@ -1105,16 +1085,28 @@ impl Dynamo {
             KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
             KvEvent::AllBlocksCleared => {
                 if self.batch_undecodable(ctx.batch) {
-                    return EventVerdict::of(VerdictKind::Ignored, &[])
-                        .with_reason("batch_decode_error");
+                    return EventVerdict::because(VerdictKind::Ignored, &[], "batch_decode_error");
                 }
                 let w: Worker = (ctx.source, ctx.dp_rank);
                 self.lower_clear(w);
                 self.device_clear(w);
-                EventVerdict::of(VerdictKind::Cleared, &[]).with_status("ok")
+                let mut v = EventVerdict::of(VerdictKind::Cleared, &[]);
+                v.status = Some("ok".into());
+                v
             }
         }
     }
+}
+
+/// A node's `edge_index` for `edge`: engine hash → position (a loop, not a `collect` into
+/// the map: one copy of the map's insertion code).
+fn edge_index(edge: &[Blk]) -> Map<u64, u32> {
+    let mut m = Map::default();
+    m.reserve(edge.len());
+    for (i, b) in edge.iter().enumerate() {
+        m.insert(b.1, i as u32);
+    }
+    m
 }
 
 /// The `workers` key of a publisher.

@@ -9,8 +9,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
-    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Resolution, SlabMap, VerdictKind,
+    slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner,
+    LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Resolution, SlabMap, VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -28,7 +28,7 @@ pub struct Ideal {
     pending_limit: usize,
     /// Per dense block id: the lanes holding it (a block is known while any lane holds it;
     /// two inline: a block usually sits in a GPU and a CPU lane).
-    present: Vec<SmallVec<[LaneKey; 2]>>,
+    present: Vec<LaneList>,
     /// Orphans by the id of their missing parent, in arrival order.
     pending: SlabMap<Vec<PendingEvent>>,
     pending_events: usize,
@@ -60,23 +60,20 @@ impl Ideal {
     }
 
     fn hold(&mut self, id: u32, lane: LaneKey) {
-        let lanes = slot(&mut self.present, id);
-        if !lanes.contains(&lane) {
-            lanes.push(lane);
+        if slot(&mut self.present, id).add(lane) {
             self.lanes.bump(lane, LaneCounts::indexed_by(1));
         }
     }
 
     fn release(&mut self, id: u32, lane: LaneKey) -> bool {
-        let Some(lanes) = self.present.get_mut(id as usize) else {
-            return false;
-        };
-        let Some(p) = lanes.iter().position(|l| *l == lane) else {
-            return false;
-        };
-        lanes.remove(p);
-        self.lanes.bump(lane, LaneCounts::indexed_by(-1));
-        true
+        let removed = self
+            .present
+            .get_mut(id as usize)
+            .is_some_and(|l| l.remove(lane));
+        if removed {
+            self.lanes.bump(lane, LaneCounts::indexed_by(-1));
+        }
+        removed
     }
 
     fn apply_blocks(&mut self, lane: LaneKey, ids: &[u32], resolved: &mut Vec<Resolution>) {
@@ -124,37 +121,43 @@ impl Ideal {
         };
         match ev {
             KvEvent::BlockStored(e) => {
-                let hashes: Hashes = hashes_of(&e.block_hashes);
+                let hashes: &[u64] = &ids.hashes;
                 let parent = e.parent_block_hash.as_ref().map(|p| p.as_u64());
                 match (parent, ids.parent) {
                     (Some(p), Some(pid)) if !self.known(pid) => {
                         if self.pending_events >= self.pending_limit {
                             self.lanes
                                 .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
-                            return EventVerdict::of(VerdictKind::DroppedOrphan, &hashes)
-                                .with_missing_parent(p)
-                                .with_reason("pending_buffer_full");
+                            let mut v = EventVerdict::because(
+                                VerdictKind::DroppedOrphan,
+                                hashes,
+                                "pending_buffer_full",
+                            );
+                            v.missing_parent = Some(p);
+                            return v;
                         }
                         self.pending.entry(pid as u64).push(PendingEvent {
                             event: ctx.index,
                             lane,
-                            hashes: hashes.clone(),
+                            hashes: ids.hashes.clone(),
                             ids: ids.blocks.clone(),
                         });
                         self.pending_events += 1;
                         self.lanes
                             .bump(lane, LaneCounts::pending_by(hashes.len() as i64));
-                        EventVerdict::of(VerdictKind::Pending, &hashes).with_missing_parent(p)
+                        let mut v = EventVerdict::of(VerdictKind::Pending, hashes);
+                        v.missing_parent = Some(p);
+                        v
                     }
                     _ => {
                         self.apply_blocks(lane, &ids.blocks, resolved);
-                        EventVerdict::of(VerdictKind::Applied, &hashes)
+                        EventVerdict::of(VerdictKind::Applied, hashes)
                     }
                 }
             }
             KvEvent::BlockRemoved(e) => {
                 let mut blocks = Blocks::with_capacity(e.block_hashes.len());
-                for (i, h) in e.block_hashes.iter().map(|h| h.as_u64()).enumerate() {
+                for (i, &h) in ids.hashes.iter().enumerate() {
                     let verdict = if self.release(ids.block(i), lane) {
                         VerdictKind::Removed
                     } else {
@@ -166,31 +169,11 @@ impl Ideal {
                         reason: None,
                     });
                 }
-                let verdict = if blocks.iter().any(|b| b.verdict == VerdictKind::Removed) {
-                    VerdictKind::Removed
-                } else if blocks.is_empty() {
-                    VerdictKind::Ignored
-                } else {
-                    VerdictKind::RemoveUnknown
-                };
-                EventVerdict {
-                    verdict,
-                    missing_parent: None,
-                    reason: None,
-                    status: None,
-                    blocks,
-                }
+                EventVerdict::removal(blocks)
             }
             KvEvent::AllBlocksCleared => {
                 for lanes in &mut self.present {
-                    lanes.retain(|l| {
-                        if l.source == ctx.source {
-                            self.lanes.bump(*l, LaneCounts::indexed_by(-1));
-                            false
-                        } else {
-                            true
-                        }
-                    });
+                    lanes.drop_source(ctx.source, Some(&mut self.lanes));
                 }
                 EventVerdict::of(VerdictKind::Cleared, &[])
             }

@@ -24,9 +24,9 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, hashes_of, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, SlabMap,
-    VerdictKind,
+    content_hash, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
+    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Map,
+    Resolution, SlabMap, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -46,16 +46,23 @@ const SUPPORTED_KINDS: [&str; 3] = ["full_attention", "mla_attention", "sink_ful
 
 /// Request keys of one engine hash (almost always one: inline, no allocation).
 type ReqKeys = Hashes;
-/// Pods holding one request key (usually one or two: inline).
-type Pods = smallvec::SmallVec<[PodEntry; 2]>;
+/// Pod entries with a counter (usually one or two: inline): a block's dedup refcounts, and a
+/// request key's pods (counter unused, 0). One `SmallVec` type for both (wasm size).
+type Counted = SmallVec<[(PodEntry, u32); 2]>;
+
+/// Pods holding one request key (the counters are unused).
+type Pods = Counted;
+
+/// Drop pod `pod`'s entries (only `entry`, when given): one `retain` instance for eviction
+/// and clearing, of pods and refcounts alike.
+fn drop_pods(list: &mut Counted, pod: u32, entry: Option<PodEntry>) {
+    list.retain(|p| p.0.pod != pod || entry.is_some_and(|e| p.0 != e));
+}
 
 /// The `groups` key of a pod's group.
 fn group_key(pod: u32, group: u32) -> u64 {
     (pod as u64) << 32 | group as u64
 }
-
-/// A dedup refcount's key: `(pod, tier, group)`.
-type RefKey = (u32, u32, i64);
 
 /// What llm-d holds for one engine hash.
 #[derive(Clone, Debug, Default)]
@@ -63,9 +70,9 @@ struct Slot {
     /// `engine_to_req[hash]` (empty: no mapping).
     req: ReqKeys,
     /// The dedup refcounts `refs[pod][(tier, group, hash)]`, as `((pod, tier, group), n)`.
-    refs: SmallVec<[(RefKey, u32); 2]>,
+    refs: Counted,
     /// Lanes counting the block as indexed.
-    held: SmallVec<[LaneKey; 2]>,
+    held: LaneList,
 }
 
 /// The llm-d model.
@@ -132,25 +139,23 @@ impl Llmd {
 
     fn add_entry(&mut self, rk: u64, entry: PodEntry) {
         let pods = self.req_to_pods.entry(rk);
-        if !pods.contains(&entry) {
-            pods.push(entry);
+        if !pods.iter().any(|p| p.0 == entry) {
+            pods.push((entry, 0));
         }
     }
 
     fn hold(&mut self, id: u32, lane: LaneKey) {
-        let held = &mut slot(&mut self.blocks, id).held;
-        if !held.contains(&lane) {
-            held.push(lane);
+        if slot(&mut self.blocks, id).held.add(lane) {
             self.lanes.bump(lane, LaneCounts::indexed_by(1));
         }
     }
 
     fn release(&mut self, id: u32, lane: LaneKey) {
-        let Some(held) = self.blocks.get_mut(id as usize).map(|s| &mut s.held) else {
-            return;
-        };
-        if let Some(p) = held.iter().position(|l| *l == lane) {
-            held.remove(p);
+        if self
+            .blocks
+            .get_mut(id as usize)
+            .is_some_and(|s| s.held.remove(lane))
+        {
             self.lanes.bump(lane, LaneCounts::indexed_by(-1));
         }
     }
@@ -164,7 +169,7 @@ impl Llmd {
             source: ctx.source,
             tier: ctx.tier,
         };
-        let hashes: Hashes = hashes_of(&e.block_hashes);
+        let hashes: &[u64] = &ids.hashes;
         let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
             let supported = e
@@ -175,8 +180,11 @@ impl Llmd {
                 .insert(group_key(ctx.source, g), supported as u32);
             if !supported {
                 self.dropped(lane, hashes.len());
-                return EventVerdict::of(VerdictKind::Ignored, &hashes)
-                    .with_reason("unsupported_cache_kind");
+                return EventVerdict::because(
+                    VerdictKind::Ignored,
+                    hashes,
+                    "unsupported_cache_kind",
+                );
             }
             let bs = e.block_size as usize;
             if !e.token_ids.is_empty()
@@ -185,8 +193,7 @@ impl Llmd {
                     || e.token_ids.len() / bs != hashes.len())
             {
                 self.dropped(lane, hashes.len());
-                return EventVerdict::of(VerdictKind::Ignored, &hashes)
-                    .with_reason("non_dense_block_span");
+                return EventVerdict::because(VerdictKind::Ignored, hashes, "non_dense_block_span");
             }
         }
         // The orphan rule: parent 0 / nil is the root; otherwise the parent must be mapped.
@@ -197,9 +204,13 @@ impl Llmd {
                 Some(rk) => rk,
                 None => {
                     self.dropped(lane, hashes.len());
-                    return EventVerdict::of(VerdictKind::DroppedOrphan, &hashes)
-                        .with_missing_parent(p)
-                        .with_reason("Failed to get request key for parent block");
+                    let mut v = EventVerdict::because(
+                        VerdictKind::DroppedOrphan,
+                        hashes,
+                        "Failed to get request key for parent block",
+                    );
+                    v.missing_parent = Some(p);
+                    return v;
                 }
             },
         };
@@ -265,7 +276,7 @@ impl Llmd {
                 };
             }
             self.dropped(lane, hashes.len());
-            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason("sub_canonical");
+            return EventVerdict::because(VerdictKind::Ignored, hashes, "sub_canonical");
         }
         // Pair E[i·|E|/n] → R[i·|R|/n], n = max(|E|, |R|).
         let (ne, nr) = (hashes.len(), rks.len());
@@ -287,7 +298,7 @@ impl Llmd {
                 keys.push(*rk);
             }
         }
-        EventVerdict::of(VerdictKind::Applied, &hashes)
+        EventVerdict::of(VerdictKind::Applied, hashes)
     }
 
     /// Map block `id` to `keys` (when any), count it in `lane` and track the store.
@@ -300,11 +311,10 @@ impl Llmd {
     }
 
     fn track_store(&mut self, entry: PodEntry, id: u32) {
-        let key = (entry.pod, entry.tier, entry.group);
         let refs = &mut slot(&mut self.blocks, id).refs;
-        match refs.iter_mut().find(|r| r.0 == key) {
+        match refs.iter_mut().find(|r| r.0 == entry) {
             Some(r) => r.1 += 1,
-            None => refs.push((key, 1)),
+            None => refs.push((entry, 1)),
         }
     }
 
@@ -313,12 +323,15 @@ impl Llmd {
             source: ctx.source,
             tier: ctx.tier,
         };
-        let hashes: Hashes = hashes_of(&e.block_hashes);
+        let hashes: &[u64] = &ids.hashes;
         let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
             if self.groups.get(&group_key(ctx.source, g)) != Some(&1) {
-                return EventVerdict::of(VerdictKind::Ignored, &hashes)
-                    .with_reason("removals_skipped_unknown_group");
+                return EventVerdict::because(
+                    VerdictKind::Ignored,
+                    hashes,
+                    "removals_skipped_unknown_group",
+                );
             }
         }
         let entry = PodEntry {
@@ -327,8 +340,8 @@ impl Llmd {
             group,
         };
         let mut blocks = Blocks::with_capacity(hashes.len());
-        let key = (entry.pod, entry.tier, entry.group);
-        for (i, h) in hashes.into_iter().enumerate() {
+        let key = entry;
+        for (i, &h) in hashes.iter().enumerate() {
             let id = ids.block(i);
             if let Some(refs) = self.blocks.get_mut(id as usize).map(|s| &mut s.refs) {
                 if let Some(p) = refs.iter().position(|r| r.0 == key) {
@@ -349,25 +362,7 @@ impl Llmd {
             }
             blocks.push(self.evict(h, id, entry, lane));
         }
-        let verdict = if blocks.iter().any(|b| b.verdict == VerdictKind::Removed) {
-            VerdictKind::Removed
-        } else if blocks
-            .iter()
-            .any(|b| b.verdict == VerdictKind::RemoveUnknown)
-        {
-            VerdictKind::RemoveUnknown
-        } else if blocks.is_empty() {
-            VerdictKind::Ignored
-        } else {
-            blocks[0].verdict
-        };
-        EventVerdict {
-            verdict,
-            missing_parent: None,
-            reason: None,
-            status: None,
-            blocks,
-        }
+        EventVerdict::removal(blocks)
     }
 
     /// `Index.Evict(engine_key, [entry])`.
@@ -387,7 +382,7 @@ impl Llmd {
         let mut all_gone = true;
         for rk in keys.iter() {
             if let Some(pods) = self.req_to_pods.get_mut(*rk) {
-                pods.retain(|p| *p != entry);
+                drop_pods(pods, entry.pod, Some(entry));
                 if pods.is_empty() {
                     self.req_to_pods.remove(*rk);
                 } else {
@@ -415,22 +410,15 @@ impl Llmd {
         let keys: Vec<u64> = self.req_to_pods.keys().collect();
         for rk in keys {
             if let Some(pods) = self.req_to_pods.get_mut(rk) {
-                pods.retain(|p| p.pod != pod);
+                drop_pods(pods, pod, None);
                 if pods.is_empty() {
                     self.req_to_pods.remove(rk);
                 }
             }
         }
         for s in &mut self.blocks {
-            s.held.retain(|l| {
-                if l.source == pod {
-                    self.lanes.bump(*l, LaneCounts::indexed_by(-1));
-                    false
-                } else {
-                    true
-                }
-            });
-            s.refs.retain(|r| r.0 .0 != pod);
+            s.held.drop_source(pod, Some(&mut self.lanes));
+            drop_pods(&mut s.refs, pod, None);
         }
         EventVerdict::of(VerdictKind::Cleared, &[])
     }

@@ -179,19 +179,25 @@ impl Interner {
     }
 }
 
-/// The dense ids of one event's blocks (in block order) and of its parent.
+/// The dense ids of one event's blocks (in block order) and of its parent, with the blocks'
+/// u64-normalised hashes (normalised once per event for every model and the violation index).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct EventIds {
     pub(crate) blocks: smallvec::SmallVec<[u32; 4]>,
     pub(crate) parent: Option<u32>,
+    /// The blocks' hashes, normalised to u64 (same order as `blocks`).
+    pub(crate) hashes: Hashes,
 }
 
 impl EventIds {
     /// Intern the blocks and parent of `ev`.
     pub(crate) fn fill(&mut self, interner: &mut Interner, ev: &KvEvent) {
         self.blocks.clear();
+        self.hashes.clear();
         for h in ev.block_hashes() {
-            self.blocks.push(interner.intern(h.as_u64()));
+            let h = h.as_u64();
+            self.hashes.push(h);
+            self.blocks.push(interner.intern(h));
         }
         self.parent = match ev {
             KvEvent::BlockStored(e) => e
@@ -218,9 +224,78 @@ pub(crate) fn slot<T: Default>(v: &mut Vec<T>, id: u32) -> &mut T {
     &mut v[i]
 }
 
-/// The u64-normalised hashes of `hashes`.
-pub(crate) fn hashes_of(hashes: &[crate::hash::BlockHash]) -> Hashes {
-    hashes.iter().map(|h| h.as_u64()).collect()
+/// The lanes holding one block, in insertion order (inline up to 2: a block usually sits in a
+/// GPU and a CPU lane). Kept as packed `source << 32 | tier` in the crate's [`Hashes`] vector
+/// type: one `SmallVec` type less (wasm size). Used by llm-d, the ideal model and the
+/// violation index.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LaneList(Hashes);
+
+impl LaneList {
+    fn pack(lane: LaneKey) -> u64 {
+        (lane.source as u64) << 32 | lane.tier as u64
+    }
+
+    fn unpack(k: u64) -> LaneKey {
+        LaneKey {
+            source: (k >> 32) as u32,
+            tier: k as u32,
+        }
+    }
+
+    /// Add `lane`; false if it was already there.
+    pub(crate) fn add(&mut self, lane: LaneKey) -> bool {
+        let k = Self::pack(lane);
+        if self.0.contains(&k) {
+            return false;
+        }
+        self.0.push(k);
+        true
+    }
+
+    /// Remove `lane`; false if it was not there.
+    pub(crate) fn remove(&mut self, lane: LaneKey) -> bool {
+        let k = Self::pack(lane);
+        match self.0.iter().position(|x| *x == k) {
+            Some(p) => {
+                self.0.remove(p);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `lane` is there.
+    pub(crate) fn contains(&self, lane: LaneKey) -> bool {
+        self.0.contains(&Self::pack(lane))
+    }
+
+    /// Whether a lane of source `source` is there.
+    pub(crate) fn has_source(&self, source: u32) -> bool {
+        self.0.iter().any(|k| (k >> 32) as u32 == source)
+    }
+
+    /// Whether no lane is there.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Remove source `source`'s lanes, in list order, counting each in `book` (when given) as
+    /// one indexed block less (`AllBlocksCleared`; one loop instead of a `retain` per caller).
+    pub(crate) fn drop_source(&mut self, source: u32, mut book: Option<&mut LaneBook>) {
+        let mut i = 0;
+        while let Some(k) = self.0.get(i).copied() {
+            let l = Self::unpack(k);
+            if l.source == source {
+                self.0.remove(i);
+                if let Some(b) = book.as_deref_mut() {
+                    b.bump(l, LaneCounts::indexed_by(-1));
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
 }
 
 impl EventVerdict {
@@ -241,6 +316,35 @@ impl EventVerdict {
                 reason: None,
             });
         }
+        EventVerdict {
+            verdict,
+            missing_parent: None,
+            reason: None,
+            status: None,
+            blocks,
+        }
+    }
+
+    /// [`EventVerdict::of`] with a static reason: what the models return for skips and drops
+    /// (one call instead of a builder chain moving the verdict at every site: wasm size).
+    pub(crate) fn because(verdict: VerdictKind, hashes: &[u64], reason: &'static str) -> Self {
+        let mut v = Self::of(verdict, hashes);
+        v.reason = Some(Cow::Borrowed(reason));
+        v
+    }
+
+    /// The verdict on a removal with these per-block outcomes: `removed` if any block was
+    /// removed, else `remove_unknown` if any was unknown, else `ignored` for no blocks, else the
+    /// first block's outcome. Shared by the models (one copy of this code).
+    pub(crate) fn removal(blocks: Blocks) -> Self {
+        let any = |k: VerdictKind| blocks.iter().any(|b| b.verdict == k);
+        let verdict = if any(VerdictKind::Removed) {
+            VerdictKind::Removed
+        } else if any(VerdictKind::RemoveUnknown) {
+            VerdictKind::RemoveUnknown
+        } else {
+            blocks.first().map_or(VerdictKind::Ignored, |b| b.verdict)
+        };
         EventVerdict {
             verdict,
             missing_parent: None,

@@ -13,8 +13,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    hashes_of, slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes,
-    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner,
+    LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -22,8 +22,20 @@ type Worker = (u32, u32);
 /// Node ids count up from 1 (0 is the root, which has no node).
 type NodeId = u32;
 const ROOT: NodeId = 0;
-/// A node's owners (almost always one or two: inline, no allocation per node).
-type Owners = SmallVec<[(Worker, u32); 2]>;
+/// A node's owners `(worker, tier)`, packed as `worker id << 32 | kvscope tier id` (see
+/// [`owner`]; almost always one or two: inline, no allocation per node). The crate's `Hashes`
+/// vector type: no `SmallVec` type of its own (wasm size).
+type Owners = Hashes;
+
+/// An owner entry: dense worker id `wid` (see `Sglang::worker_id`), kvscope tier id `tier`.
+fn owner(wid: u32, tier: u32) -> u64 {
+    (wid as u64) << 32 | tier as u64
+}
+
+/// The dense worker id of an owner entry.
+fn owner_worker(o: u64) -> u32 {
+    (o >> 32) as u32
+}
 /// The nodes of one hash (almost always one: inline).
 type HashNodes = SmallVec<[NodeId; 4]>;
 /// Up to this many nodes per hash, a node's child with a given hash is found by scanning the
@@ -40,7 +52,8 @@ struct SNode {
     /// Dense block id of its hash.
     hid: u32,
     parent: NodeId,
-    /// `(worker, kvscope tier id)` owners (the real node keeps a tier bitset per worker).
+    /// `(worker, kvscope tier id)` owners, packed (the real node keeps a tier bitset per
+    /// worker).
     owners: Owners,
     children: u32,
     /// Attached to the root although its chain had a parent (or under such a chain).
@@ -58,6 +71,8 @@ pub struct Sglang {
     children: Map<u64, NodeId>,
     /// By dense block id: the nodes with that hash (`by_hash`).
     by_hash: Vec<HashNodes>,
+    /// `(source << 32 | dp_rank)` → dense worker id (for the packed owner entries).
+    workers: Map<u64, u32>,
     pub(super) lanes: LaneBook,
     /// Block ids when the model is used on its own ([`Consumer::apply`]).
     own: Interner,
@@ -111,10 +126,13 @@ impl Sglang {
         list.push(id);
         match list.len() {
             n if n == SCAN + 1 => {
-                let all = list.clone();
-                for n in all {
-                    if let Some(p) = self.node(n).map(|x| x.parent) {
-                        self.children.insert(child_key(p, hid), n);
+                // By position (no copy of the list).
+                for k in 0..n {
+                    let Some(&node) = self.by_hash.get(hid as usize).and_then(|l| l.get(k)) else {
+                        break;
+                    };
+                    if let Some(p) = self.node(node).map(|x| x.parent) {
+                        self.children.insert(child_key(p, hid), node);
                     }
                 }
             }
@@ -125,14 +143,23 @@ impl Sglang {
         }
     }
 
-    fn resolve_parent(&self, w: Worker, parent: u32) -> Option<NodeId> {
+    /// The dense id of worker `w` (assigned if new; ids only name owners).
+    fn worker_id(&mut self, w: Worker) -> u32 {
+        let next = self.workers.len() as u32;
+        *self
+            .workers
+            .entry((w.0 as u64) << 32 | w.1 as u64)
+            .or_insert(next)
+    }
+
+    fn resolve_parent(&self, wid: u32, parent: u32) -> Option<NodeId> {
         let nodes = self.by_hash.get(parent as usize)?;
         match nodes.len() {
             0 => None,
             1 => nodes.first().copied(),
             _ => nodes.iter().copied().find(|n| {
                 self.node(*n)
-                    .is_some_and(|x| x.owners.iter().any(|o| o.0 == w))
+                    .is_some_and(|x| x.owners.iter().any(|o| owner_worker(*o) == wid))
             }),
         }
     }
@@ -142,16 +169,16 @@ impl Sglang {
             source: ctx.source,
             tier: ctx.tier,
         };
-        let w: Worker = (ctx.source, ctx.dp_rank);
-        let hashes: Hashes = hashes_of(&e.block_hashes);
+        let wid = self.worker_id((ctx.source, ctx.dp_rank));
+        let hashes: &[u64] = &ids.hashes;
         if !known_medium(e.medium.as_deref()) {
             self.lanes
                 .bump(lane, LaneCounts::dropped_by(hashes.len() as i64));
-            return EventVerdict::of(VerdictKind::Ignored, &hashes).with_reason("unknown_medium");
+            return EventVerdict::because(VerdictKind::Ignored, hashes, "unknown_medium");
         }
         let parent_hash = e.parent_block_hash.as_ref().map(|p| p.as_u64());
         let (start, misrooted, missing) = match (parent_hash, ids.parent) {
-            (Some(p), Some(pid)) => match self.resolve_parent(w, pid) {
+            (Some(p), Some(pid)) => match self.resolve_parent(wid, pid) {
                 Some(n) => (n, self.node(n).is_some_and(|x| x.unreachable), None),
                 None => (ROOT, true, Some(p)),
             },
@@ -183,8 +210,8 @@ impl Sglang {
                 }
             };
             if let Some(n) = self.node_mut(id) {
-                if !n.owners.contains(&(w, ctx.tier)) {
-                    n.owners.push((w, ctx.tier));
+                if !n.owners.contains(&owner(wid, ctx.tier)) {
+                    n.owners.push(owner(wid, ctx.tier));
                     let unreachable = n.unreachable;
                     self.lanes.bump(
                         lane,
@@ -199,7 +226,7 @@ impl Sglang {
             cur = id;
         }
         if misrooted {
-            let mut v = EventVerdict::of(VerdictKind::Misrooted, &hashes);
+            let mut v = EventVerdict::of(VerdictKind::Misrooted, hashes);
             v.missing_parent = missing;
             v.reason = Some(if missing.is_some() {
                 "parent_hash not in tree; attaching new chain to root".into()
@@ -208,12 +235,14 @@ impl Sglang {
             });
             v
         } else {
-            EventVerdict::of(VerdictKind::Applied, &hashes)
+            EventVerdict::of(VerdictKind::Applied, hashes)
         }
     }
 
-    /// Drop the owners `keep` rejects from a node; prune empty childless nodes upward.
-    fn drop_owner(&mut self, id: NodeId, keep: impl Fn(&(Worker, u32)) -> bool) -> bool {
+    /// Drop worker `w`'s owner entries (only tier `tier`'s, when given) from a node; prune
+    /// empty childless nodes upward. Not generic over a filter: one copy of this code.
+    fn drop_owner(&mut self, id: NodeId, w: Worker, wid: u32, tier: Option<u32>) -> bool {
+        let keep = |o: &u64| owner_worker(*o) != wid || tier.is_some_and(|t| *o as u32 != t);
         let Some(n) = self.node_mut(id) else {
             return false;
         };
@@ -233,8 +262,8 @@ impl Sglang {
         for o in gone {
             self.lanes.bump(
                 LaneKey {
-                    source: o.0 .0,
-                    tier: o.1,
+                    source: w.0,
+                    tier: o as u32,
                 },
                 LaneCounts {
                     indexed: -1,
@@ -272,16 +301,18 @@ impl Sglang {
 
     fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved, ids: &EventIds) -> EventVerdict {
         let w: Worker = (ctx.source, ctx.dp_rank);
+        let wid = self.worker_id(w);
         let tier = ctx.tier;
         let mut blocks = Blocks::with_capacity(e.block_hashes.len());
-        for (i, h) in e.block_hashes.iter().map(|h| h.as_u64()).enumerate() {
+        for (i, &h) in ids.hashes.iter().enumerate() {
             let target = self.by_hash.get(ids.block(i) as usize).and_then(|v| {
-                v.iter()
-                    .copied()
-                    .find(|n| self.node(*n).is_some_and(|x| x.owners.contains(&(w, tier))))
+                v.iter().copied().find(|n| {
+                    self.node(*n)
+                        .is_some_and(|x| x.owners.contains(&owner(wid, tier)))
+                })
             });
             let verdict = match target {
-                Some(id) if self.drop_owner(id, |o| *o != (w, tier)) => VerdictKind::Removed,
+                Some(id) if self.drop_owner(id, w, wid, Some(tier)) => VerdictKind::Removed,
                 _ => VerdictKind::RemoveUnknown,
             };
             blocks.push(BlockVerdict {
@@ -290,36 +321,22 @@ impl Sglang {
                 reason: None,
             });
         }
-        let verdict = if blocks.iter().any(|b| b.verdict == VerdictKind::Removed) {
-            VerdictKind::Removed
-        } else if blocks.is_empty() {
-            VerdictKind::Ignored
-        } else {
-            VerdictKind::RemoveUnknown
-        };
-        EventVerdict {
-            verdict,
-            missing_parent: None,
-            reason: None,
-            status: None,
-            blocks,
-        }
+        EventVerdict::removal(blocks)
     }
 
     fn cleared(&mut self, ctx: &EventCtx<'_>) -> EventVerdict {
         let w: Worker = (ctx.source, ctx.dp_rank);
-        let ids: Vec<NodeId> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| {
-                n.as_ref()
-                    .is_some_and(|n| n.owners.iter().any(|o| o.0 == w))
-            })
-            .map(|(id, _)| id as NodeId)
-            .collect();
+        let wid = self.worker_id(w);
+        let mut ids: Vec<NodeId> = Vec::new();
+        for (id, n) in self.nodes.iter().enumerate() {
+            if n.as_ref()
+                .is_some_and(|n| n.owners.iter().any(|o| owner_worker(*o) == wid))
+            {
+                ids.push(id as NodeId);
+            }
+        }
         for id in ids {
-            self.drop_owner(id, |o| o.0 != w);
+            self.drop_owner(id, w, wid, None);
         }
         EventVerdict::of(VerdictKind::Cleared, &[])
     }

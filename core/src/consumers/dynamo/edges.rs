@@ -1,0 +1,103 @@
+//! Dynamo's lower-tier edges (`LowerTierIndexer`: `(parent, local hash) → child` per
+//! `StorageTier` and rank publisher), kept over the models' one hash-map type.
+
+use std::hash::BuildHasher;
+
+use super::{StorageTier, Worker};
+use crate::consumers::HashChain;
+
+/// An edge's key: `(tier, publisher, parent engine hash, local hash)`.
+pub(super) type EdgeKey = (StorageTier, Worker, Option<u64>, u64);
+
+/// The edges `key → child engine hash`: entries in a vector, found through a [`HashChain`] by
+/// the key's Fx hash (exact: the chain compares keys), instead of a hash table of their own
+/// key type (wasm size). A removed edge keeps its entry (child `None`), reused if the same key
+/// is stored again.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Edges {
+    chain: HashChain,
+    entries: Vec<(EdgeKey, Option<u64>)>,
+    live: usize,
+}
+
+fn key_hash(key: &EdgeKey) -> u64 {
+    rustc_hash::FxBuildHasher.hash_one(key)
+}
+
+impl Edges {
+    /// The entry of `key`, live or not.
+    fn find(&self, key: &EdgeKey) -> Option<usize> {
+        let entries = &self.entries;
+        self.chain
+            .find(key_hash(key), |id| {
+                entries.get(id as usize).is_some_and(|e| e.0 == *key)
+            })
+            .map(|id| id as usize)
+    }
+
+    /// The child of `key`.
+    pub(super) fn get(&self, key: &EdgeKey) -> Option<u64> {
+        self.find(key)
+            .and_then(|i| self.entries.get(i))
+            .and_then(|e| e.1)
+    }
+
+    /// Set the child of `key`.
+    pub(super) fn insert(&mut self, key: EdgeKey, child: u64) {
+        match self.find(&key) {
+            Some(i) => {
+                if let Some(e) = self.entries.get_mut(i) {
+                    if e.1.replace(child).is_none() {
+                        self.live += 1;
+                    }
+                }
+            }
+            None => {
+                let id = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
+                self.chain.push(key_hash(&key), id);
+                self.entries.push((key, Some(child)));
+                self.live += 1;
+            }
+        }
+    }
+
+    /// Remove the edge of `key`, if any.
+    pub(super) fn remove(&mut self, key: &EdgeKey) {
+        if let Some(e) = self.find(key).and_then(|i| self.entries.get_mut(i)) {
+            if e.1.take().is_some() {
+                self.live -= 1;
+            }
+        }
+    }
+
+    /// Number of edges.
+    pub(super) fn len(&self) -> usize {
+        self.live
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_get_remove_reinsert() {
+        let mut e = Edges::default();
+        let k1: EdgeKey = (StorageTier::HostPinned, (0, 0), None, 7);
+        let k2: EdgeKey = (StorageTier::HostPinned, (0, 0), Some(1), 7);
+        let k3: EdgeKey = (StorageTier::Disk, (0, 0), None, 7);
+        e.insert(k1, 10);
+        e.insert(k2, 20);
+        assert_eq!(
+            (e.get(&k1), e.get(&k2), e.get(&k3), e.len()),
+            (Some(10), Some(20), None, 2)
+        );
+        e.insert(k1, 11);
+        assert_eq!((e.get(&k1), e.len()), (Some(11), 2));
+        e.remove(&k1);
+        e.remove(&k3);
+        assert_eq!((e.get(&k1), e.get(&k2), e.len()), (None, Some(20), 1));
+        e.insert(k1, 12);
+        assert_eq!((e.get(&k1), e.len()), (Some(12), 2));
+    }
+}
