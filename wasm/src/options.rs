@@ -209,6 +209,12 @@ pub mod read {
         keys: &[&str; N],
     ) -> Result<[Option<JsValue>; N], String> {
         let mut out: [Option<JsValue>; N] = std::array::from_fn(|_| None);
+        fields_into(v, keys, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`fields`] into `out` (parallel to `keys`): one copy for every `N`.
+    fn fields_into(v: &JsValue, keys: &[&str], out: &mut [Option<JsValue>]) -> Result<(), String> {
         for (key, value) in entries(v)? {
             if value.is_undefined() {
                 continue;
@@ -216,25 +222,27 @@ pub mod read {
             let Some(i) = keys.iter().position(|k| *k == key) else {
                 return Err(unknown_field(&key, keys));
             };
-            if !value.is_null() {
-                out[i] = Some(value);
+            match out.get_mut(i) {
+                Some(slot) if !value.is_null() => *slot = Some(value),
+                _ => {}
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Own enumerable string-keyed properties of object `v`, in `Object.keys` order.
     fn entries(v: &JsValue) -> Result<Vec<(String, JsValue)>, String> {
         let obj: &js_sys::Object = v.unchecked_ref();
-        js_sys::Object::keys(obj)
-            .iter()
-            .map(|k| {
-                let name = k.as_string().unwrap_or_default();
-                js_sys::Reflect::get(obj, &k)
-                    .map(|value| (name.clone(), value))
-                    .map_err(|_| format!("cannot read field `{name}`"))
-            })
-            .collect()
+        let keys = js_sys::Object::keys(obj);
+        let mut out = Vec::with_capacity(keys.length() as usize);
+        for k in keys.iter() {
+            let name = k.as_string().unwrap_or_default();
+            match js_sys::Reflect::get(obj, &k) {
+                Ok(value) => out.push((name, value)),
+                Err(_) => return Err(format!("cannot read field `{name}`")),
+            }
+        }
+        Ok(out)
     }
 
     /// serde's message for an unknown key (`expected `a``, `expected `a` or `b``,
@@ -265,7 +273,11 @@ pub mod read {
         if !js_sys::Array::is_array(v) {
             return Err(invalid_type(v, "a sequence"));
         }
-        js_sys::Array::from(v).iter().map(|e| string(&e)).collect()
+        let mut out = Vec::new();
+        for e in js_sys::Array::from(v).iter() {
+            out.push(string(&e)?);
+        }
+        Ok(out)
     }
 
     /// An object whose values are strings, keys in order.
@@ -316,12 +328,15 @@ pub mod read {
 /// Parse a consumer name (`llmd`/`llm-d`, `dynamo`, `sglang`, `ideal`).
 pub fn parse_consumer(name: &str) -> Result<ConsumerKind, String> {
     ConsumerKind::parse(name).ok_or_else(|| {
-        let known: Vec<&str> = ConsumerKind::ALL.iter().map(|c| c.as_str()).collect();
-        format!(
-            "unknown consumer {} (known: {})",
-            Quoted(name),
-            known.join(", ")
-        )
+        let mut m = format!("unknown consumer {} (known: ", Quoted(name));
+        for (i, c) in ConsumerKind::ALL.iter().enumerate() {
+            if i > 0 {
+                m.push_str(", ");
+            }
+            m.push_str(c.as_str());
+        }
+        m.push(')');
+        m
     })
 }
 
@@ -345,10 +360,10 @@ impl AnalyzeOptions {
             config.consumers = kinds;
         }
         if let Some(rules) = &self.rules {
-            let chosen = rules
-                .iter()
-                .map(|r| parse_rule(r))
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut chosen = Vec::with_capacity(rules.len());
+            for r in rules {
+                chosen.push(parse_rule(r)?);
+            }
             let mut levels = RuleLevels::default();
             for r in Rule::ALL {
                 if !chosen.contains(&r) {

@@ -173,7 +173,7 @@ impl Trace {
         for b in self.inner.batches() {
             match &b.raw {
                 Some(raw) => out.extend_from_slice(raw),
-                None => out.extend(wire::msgpack::encode_batch(&b.to_wire(), encoding)),
+                None => wire::msgpack::encode_trace_batch_into(&mut out, b, encoding),
             }
         }
         out

@@ -30,7 +30,8 @@
 //! positionally (13 / 5 fields) only when one of them is set — a kvscope extension that keeps
 //! the data instead of dropping it.
 
-use rmp::encode as enc;
+use std::fmt;
+
 use rmp::Marker;
 
 use crate::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent, KvEventBatch, TokenId};
@@ -82,10 +83,9 @@ pub fn decode_stream_with_progress(
     let mut records = Vec::new();
     let mut seq = 0u64;
     while r.pos < bytes.len() {
-        let batch = r.batch().map_err(|mut e| {
-            e.message = format!("batch {}: {}", seq + 1, e.message);
-            *e
-        })?;
+        let batch = r
+            .batch()
+            .map_err(|e| *ctx(e, format_args!("batch {}", seq + 1)))?;
         records.push(TraceRecord::Batch(TraceBatch {
             source: source.to_owned(),
             dp_rank: batch.data_parallel_rank,
@@ -109,10 +109,8 @@ pub fn split_stream(bytes: &[u8]) -> Result<Vec<std::ops::Range<usize>>, WireErr
     let mut out = Vec::new();
     while r.pos < bytes.len() {
         let start = r.pos;
-        r.batch().map_err(|mut e| {
-            e.message = format!("batch {}: {}", out.len() + 1, e.message);
-            *e
-        })?;
+        r.batch()
+            .map_err(|e| *ctx(e, format_args!("batch {}", out.len() + 1)))?;
         out.push(start..r.pos);
     }
     Ok(out)
@@ -127,55 +125,128 @@ pub fn encode_batch(batch: &KvEventBatch, encoding: EventEncoding) -> Vec<u8> {
 
 /// Append one encoded batch to `out` (see [`encode_batch`]).
 pub fn encode_batch_into(out: &mut Vec<u8>, batch: &KvEventBatch, encoding: EventEncoding) {
+    encode_parts(
+        out,
+        batch.ts,
+        &batch.events,
+        batch.data_parallel_rank,
+        encoding,
+    );
+}
+
+/// Append a trace batch's wire batch to `out`, as [`encode_batch_into`] of
+/// [`TraceBatch::to_wire`] writes it, without copying the events.
+pub fn encode_trace_batch_into(out: &mut Vec<u8>, batch: &TraceBatch, encoding: EventEncoding) {
+    encode_parts(out, batch.ts, &batch.events, batch.dp_rank, encoding);
+}
+
+/// The batch array `[ts, events, data_parallel_rank]`.
+fn encode_parts(
+    out: &mut Vec<u8>,
+    ts: f64,
+    events: &[KvEvent],
+    rank: Option<u32>,
+    encoding: EventEncoding,
+) {
     array_len(out, 3);
     // msgspec writes every Python float as float64.
-    let _ = enc::write_f64(out, batch.ts);
-    array_len(out, batch.events.len());
-    for ev in &batch.events {
+    float(out, ts);
+    array_len(out, events.len());
+    for ev in events {
         match encoding {
             EventEncoding::Map => encode_event_map(out, ev),
             EventEncoding::Array => encode_event_array(out, ev),
         }
     }
-    match batch.data_parallel_rank {
-        Some(r) => uint(out, u64::from(r)),
-        None => nil(out),
-    }
+    opt_uint(out, rank.map(u64::from));
 }
 
 // ---------------------------------------------------------------------------------------------
-// Encoding helpers. `Vec<u8>` writes are infallible (`Error = Infallible`), so results are
-// discarded.
+// Encoding helpers: msgpack's smallest encodings written straight into the `Vec<u8>` (not
+// through `rmp::encode`, whose generic writers and `Result`s cost about 1.8 KB of wasm).
+
+/// `n` with the smallest header: `fix | n` when `n < fix_end`, else the first of `sized`
+/// (markers of the 1-, 2-, 4- and 8-byte forms, 0 where a form does not exist) whose width
+/// holds `n`, followed by `n` big-endian in that width.
+fn head(out: &mut Vec<u8>, n: u64, fix: u8, fix_end: u64, sized: [u8; 4]) {
+    if n < fix_end {
+        out.push(fix | n as u8);
+        return;
+    }
+    for (i, marker) in sized.into_iter().enumerate() {
+        let width = 1usize << i;
+        if marker != 0 && (width == 8 || n >> (8 * width) == 0) {
+            out.push(marker);
+            out.extend_from_slice(&n.to_be_bytes()[8 - width..]);
+            return;
+        }
+    }
+}
 
 fn nil(out: &mut Vec<u8>) {
-    let _ = enc::write_nil(out);
+    out.push(0xc0);
 }
 
+fn boolean(out: &mut Vec<u8>, b: bool) {
+    out.push(if b { 0xc3 } else { 0xc2 });
+}
+
+/// positive fixint, uint8/16/32/64.
 fn uint(out: &mut Vec<u8>, v: u64) {
-    let _ = enc::write_uint(out, v);
+    head(out, v, 0x00, 0x80, [0xcc, 0xcd, 0xce, 0xcf]);
 }
 
+/// A non-negative value as [`uint`]; a negative one as negative fixint or int8/16/32/64.
 fn sint(out: &mut Vec<u8>, v: i64) {
-    let _ = enc::write_sint(out, v);
+    if v >= 0 {
+        return uint(out, v as u64);
+    }
+    if v >= -32 {
+        out.push(v as u8);
+        return;
+    }
+    for (i, marker) in [0xd0, 0xd1, 0xd2, 0xd3].into_iter().enumerate() {
+        let width = 1usize << i;
+        if width == 8 || v >= -(1i64 << (8 * width - 1)) {
+            out.push(marker);
+            out.extend_from_slice(&v.to_be_bytes()[8 - width..]);
+            return;
+        }
+    }
+}
+
+fn float(out: &mut Vec<u8>, v: f64) {
+    out.push(0xcb);
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+/// Lengths over u32::MAX cannot be represented in msgpack; such data cannot come from a
+/// decoded payload. Truncation is never silent: they are written as the longest prefix.
+fn capped(n: usize) -> usize {
+    n.min(u32::MAX as usize)
 }
 
 fn string(out: &mut Vec<u8>, s: &str) {
-    // Lengths over u32::MAX cannot be represented in msgpack; such strings cannot come from a
-    // decoded payload. Truncation is never silent: they are written as the longest prefix.
-    let len = s.len().min(u32::MAX as usize);
-    let _ = enc::write_str_len(out, len as u32);
+    let len = capped(s.len());
+    head(out, len as u64, 0xa0, 32, [0xd9, 0xda, 0xdb, 0]);
     out.extend_from_slice(s.as_bytes().get(..len).unwrap_or_default());
 }
 
+fn bin(out: &mut Vec<u8>, b: &[u8]) {
+    let len = capped(b.len());
+    head(out, len as u64, 0, 0, [0xc4, 0xc5, 0xc6, 0]);
+    out.extend_from_slice(b.get(..len).unwrap_or_default());
+}
+
 fn array_len(out: &mut Vec<u8>, n: usize) {
-    let _ = enc::write_array_len(out, n.min(u32::MAX as usize) as u32);
+    head(out, capped(n) as u64, 0x90, 16, [0, 0xdc, 0xdd, 0]);
 }
 
 fn map_len(out: &mut Vec<u8>, n: usize) {
-    let _ = enc::write_map_len(out, n.min(u32::MAX as usize) as u32);
+    head(out, capped(n) as u64, 0x80, 16, [0, 0xde, 0xdf, 0]);
 }
 
-fn opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+fn opt_str(out: &mut Vec<u8>, s: &Option<String>) {
     match s {
         Some(s) => string(out, s),
         None => nil(out),
@@ -192,9 +263,7 @@ fn opt_uint(out: &mut Vec<u8>, v: Option<u64>) {
 fn hash(out: &mut Vec<u8>, h: &BlockHash) {
     match h {
         BlockHash::Int(v) => uint(out, *v),
-        BlockHash::Bytes(b) => {
-            let _ = enc::write_bin(out, b);
-        }
+        BlockHash::Bytes(b) => bin(out, b),
     }
 }
 
@@ -222,18 +291,12 @@ fn tokens(out: &mut Vec<u8>, ts: &[TokenId]) {
 fn extra_value(out: &mut Vec<u8>, v: &ExtraValue) {
     match v {
         ExtraValue::Nil => nil(out),
-        ExtraValue::Bool(b) => {
-            let _ = enc::write_bool(out, *b);
-        }
+        ExtraValue::Bool(b) => boolean(out, *b),
         ExtraValue::UInt(u) => uint(out, *u),
         ExtraValue::Int(i) => sint(out, *i),
-        ExtraValue::Float(f) => {
-            let _ = enc::write_f64(out, *f);
-        }
+        ExtraValue::Float(f) => float(out, *f),
         ExtraValue::Str(s) => string(out, s),
-        ExtraValue::Bytes(b) => {
-            let _ = enc::write_bin(out, b);
-        }
+        ExtraValue::Bytes(b) => bin(out, b),
         ExtraValue::Array(items) => {
             array_len(out, items.len());
             for i in items {
@@ -292,9 +355,9 @@ fn encode_event_map(out: &mut Vec<u8>, ev: &KvEvent) {
                 None => nil(out),
             }
             string(out, "medium");
-            opt_str(out, e.medium.as_deref());
+            opt_str(out, &e.medium);
             string(out, "lora_name");
-            opt_str(out, e.lora_name.as_deref());
+            opt_str(out, &e.lora_name);
             if let Some(k) = &e.extra_keys {
                 string(out, "extra_keys");
                 extra_keys(out, Some(k));
@@ -331,7 +394,7 @@ fn encode_event_map(out: &mut Vec<u8>, ev: &KvEvent) {
             string(out, "block_hashes");
             hashes(out, &e.block_hashes);
             string(out, "medium");
-            opt_str(out, e.medium.as_deref());
+            opt_str(out, &e.medium);
             if let Some(g) = e.group_idx {
                 string(out, "group_idx");
                 uint(out, u64::from(g));
@@ -367,15 +430,15 @@ fn encode_event_array(out: &mut Vec<u8>, ev: &KvEvent) {
                 Some(v) => sint(out, v),
                 None => nil(out),
             }
-            opt_str(out, e.medium.as_deref());
-            opt_str(out, e.lora_name.as_deref());
+            opt_str(out, &e.medium);
+            opt_str(out, &e.lora_name);
             extra_keys(out, e.extra_keys.as_deref());
             opt_uint(out, e.group_idx.map(u64::from));
-            opt_str(out, e.kv_cache_spec_kind.as_deref());
+            opt_str(out, &e.kv_cache_spec_kind);
             opt_uint(out, e.kv_cache_spec_sliding_window);
             if extended {
-                opt_str(out, e.locality.as_deref());
-                opt_str(out, e.ownership.as_deref());
+                opt_str(out, &e.locality);
+                opt_str(out, &e.ownership);
             }
         }
         KvEvent::BlockRemoved(e) => {
@@ -383,11 +446,11 @@ fn encode_event_array(out: &mut Vec<u8>, ev: &KvEvent) {
             array_len(out, if extended { 6 } else { 4 });
             string(out, "BlockRemoved");
             hashes(out, &e.block_hashes);
-            opt_str(out, e.medium.as_deref());
+            opt_str(out, &e.medium);
             opt_uint(out, e.group_idx.map(u64::from));
             if extended {
-                opt_str(out, e.locality.as_deref());
-                opt_str(out, e.ownership.as_deref());
+                opt_str(out, &e.locality);
+                opt_str(out, &e.ownership);
             }
         }
         KvEvent::AllBlocksCleared => {
@@ -411,12 +474,14 @@ fn err(offset: usize, message: impl Into<String>) -> Box<WireError> {
     })
 }
 
-/// Prefix an error's message with context.
-fn ctx<T>(r: Res<T>, f: impl FnOnce() -> String) -> Res<T> {
-    r.map_err(|mut e| {
-        e.message = format!("{}: {}", f(), e.message);
-        e
-    })
+/// Prefix an error's message with context: `{prefix}: {message}`. Out of line and cold, so
+/// that a call site costs building `prefix`'s arguments and a call (formatting inlined at every
+/// site was about 1.5 KB of wasm).
+#[cold]
+#[inline(never)]
+fn ctx(mut e: Box<WireError>, prefix: fmt::Arguments<'_>) -> Box<WireError> {
+    e.message = format!("{prefix}: {}", e.message);
+    e
 }
 
 /// What a marker denotes, for error messages.
@@ -630,7 +695,7 @@ impl<'a> Reader<'a> {
         let (n, _) = self.array_len("array")?;
         let mut v = Vec::with_capacity(n.min(self.remaining()));
         for i in 0..n {
-            v.push(ctx(self.hash(), || format!("item {i}"))?);
+            v.push(self.hash().map_err(|e| ctx(e, format_args!("item {i}")))?);
         }
         Ok(v)
     }
@@ -658,7 +723,10 @@ impl<'a> Reader<'a> {
                 }
                 _ => {}
             }
-            v.push(ctx(self.u32_val("token id (u32)"), || format!("item {i}"))?);
+            v.push(
+                self.u32_val("token id (u32)")
+                    .map_err(|e| ctx(e, format_args!("item {i}")))?,
+            );
         }
         Ok(v)
     }
@@ -735,7 +803,10 @@ impl<'a> Reader<'a> {
             let item = if self.is_nil() {
                 None
             } else {
-                Some(ctx(self.extra_value(1), || format!("item {i}"))?)
+                Some(
+                    self.extra_value(1)
+                        .map_err(|e| ctx(e, format_args!("item {i}")))?,
+                )
             };
             v.push(item);
         }
@@ -802,27 +873,33 @@ impl<'a> Reader<'a> {
     }
 
     fn batch(&mut self) -> Res<KvEventBatch> {
-        let (n, at) = ctx(
-            self.array_len("array [ts, events, data_parallel_rank]"),
-            || "batch".into(),
-        )?;
+        let (n, at) = self
+            .array_len("array [ts, events, data_parallel_rank]")
+            .map_err(|e| ctx(e, format_args!("batch")))?;
         if n < 2 {
             return Err(err(
                 at,
                 format!("batch: expected [ts, events, data_parallel_rank], found an array of {n}"),
             ));
         }
-        let ts = ctx(self.float(), || "batch: field ts".into())?;
-        let (count, _) = ctx(self.array_len("array"), || "batch: field events".into())?;
+        let ts = self
+            .float()
+            .map_err(|e| ctx(e, format_args!("batch: field ts")))?;
+        let (count, _) = self
+            .array_len("array")
+            .map_err(|e| ctx(e, format_args!("batch: field events")))?;
         let mut events = Vec::with_capacity(count.min(self.remaining()));
         for i in 0..count {
-            events.push(ctx(self.event(), || format!("event {i}"))?);
+            events.push(
+                self.event()
+                    .map_err(|e| ctx(e, format_args!("event {i}")))?,
+            );
         }
         let mut data_parallel_rank = None;
         if n >= 3 {
-            data_parallel_rank = ctx(self.opt(|r| r.u32_val("int")), || {
-                "batch: field data_parallel_rank".into()
-            })?;
+            data_parallel_rank = self
+                .opt(|r| r.u32_val("int"))
+                .map_err(|e| ctx(e, format_args!("batch: field data_parallel_rank")))?;
         }
         for _ in 3..n {
             self.skip(0)?;
@@ -864,18 +941,22 @@ impl<'a> Reader<'a> {
         let mut f = Fields::default();
         let mut tag: Option<&'a [u8]> = None;
         for _ in 0..n {
-            let key = ctx(self.str_bytes(), || "key".into())?;
+            let key = self.str_bytes().map_err(|e| ctx(e, format_args!("key")))?;
             if key == b"type" {
-                tag = Some(ctx(self.str_bytes(), || "field type".into())?);
+                tag = Some(
+                    self.str_bytes()
+                        .map_err(|e| ctx(e, format_args!("field type")))?,
+                );
                 continue;
             }
             match field_index(key) {
-                Some(idx) => ctx(f.read(self, idx), || {
-                    format!("field {}", FIELD_NAMES.get(idx).copied().unwrap_or("?"))
+                Some(idx) => f.read(self, idx).map_err(|e| {
+                    let name = FIELD_NAMES.get(idx).copied().unwrap_or("?");
+                    ctx(e, format_args!("field {name}"))
                 })?,
-                None => ctx(self.skip(0), || {
-                    format!("field {}", String::from_utf8_lossy(key))
-                })?,
+                None => self
+                    .skip(0)
+                    .map_err(|e| ctx(e, format_args!("field {}", String::from_utf8_lossy(key))))?,
             }
         }
         let tag = tag.ok_or_else(|| err(at, "event map has no \"type\" key"))?;
@@ -886,7 +967,7 @@ impl<'a> Reader<'a> {
         if n == 0 {
             return Err(err(at, "empty event array (expected [tag, fields...])"));
         }
-        let tag = ctx(self.str_bytes(), || "tag".into())?;
+        let tag = self.str_bytes().map_err(|e| ctx(e, format_args!("tag")))?;
         let order: &[usize] = match tag {
             b"BlockStored" => &STORED_ORDER,
             b"BlockRemoved" => &REMOVED_ORDER,
@@ -896,9 +977,9 @@ impl<'a> Reader<'a> {
         for i in 0..n - 1 {
             match order.get(i) {
                 Some(&idx) => {
-                    let name = FIELD_NAMES.get(idx).copied().unwrap_or("?");
-                    ctx(f.read(self, idx), || {
-                        format!("field {name} (position {})", i + 1)
+                    f.read(self, idx).map_err(|e| {
+                        let name = FIELD_NAMES.get(idx).copied().unwrap_or("?");
+                        ctx(e, format_args!("field {name} (position {})", i + 1))
                     })?;
                 }
                 None => self.skip(0)?,
@@ -1007,28 +1088,40 @@ impl Fields {
         let name = || String::from_utf8_lossy(tag);
         let missing = |field: &str| err(at, format!("{}: missing required {what} {field}", name()));
         match tag {
-            b"BlockStored" => Ok(KvEvent::BlockStored(BlockStored {
-                block_hashes: self.block_hashes.ok_or_else(|| missing("block_hashes"))?,
-                parent_block_hash: self.parent_block_hash,
-                token_ids: self.token_ids.ok_or_else(|| missing("token_ids"))?,
-                block_size: self.block_size.ok_or_else(|| missing("block_size"))?,
-                lora_id: self.lora_id,
-                medium: self.medium,
-                lora_name: self.lora_name,
-                extra_keys: self.extra_keys,
-                group_idx: self.group_idx,
-                kv_cache_spec_kind: self.kv_cache_spec_kind,
-                kv_cache_spec_sliding_window: self.kv_cache_spec_sliding_window,
-                locality: self.locality,
-                ownership: self.ownership,
-            })),
-            b"BlockRemoved" => Ok(KvEvent::BlockRemoved(BlockRemoved {
-                block_hashes: self.block_hashes.ok_or_else(|| missing("block_hashes"))?,
-                medium: self.medium,
-                group_idx: self.group_idx,
-                locality: self.locality,
-                ownership: self.ownership,
-            })),
+            // One match on the required fields (not a `?` per field, each of which dropped the
+            // fields moved before it on its error path).
+            b"BlockStored" => match (self.block_hashes, self.token_ids, self.block_size) {
+                (Some(block_hashes), Some(token_ids), Some(block_size)) => {
+                    Ok(KvEvent::BlockStored(BlockStored {
+                        block_hashes,
+                        parent_block_hash: self.parent_block_hash,
+                        token_ids,
+                        block_size,
+                        lora_id: self.lora_id,
+                        medium: self.medium,
+                        lora_name: self.lora_name,
+                        extra_keys: self.extra_keys,
+                        group_idx: self.group_idx,
+                        kv_cache_spec_kind: self.kv_cache_spec_kind,
+                        kv_cache_spec_sliding_window: self.kv_cache_spec_sliding_window,
+                        locality: self.locality,
+                        ownership: self.ownership,
+                    }))
+                }
+                (None, _, _) => Err(missing("block_hashes")),
+                (_, None, _) => Err(missing("token_ids")),
+                (_, _, None) => Err(missing("block_size")),
+            },
+            b"BlockRemoved" => match self.block_hashes {
+                Some(block_hashes) => Ok(KvEvent::BlockRemoved(BlockRemoved {
+                    block_hashes,
+                    medium: self.medium,
+                    group_idx: self.group_idx,
+                    locality: self.locality,
+                    ownership: self.ownership,
+                })),
+                None => Err(missing("block_hashes")),
+            },
             b"AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
             _ => Err(err(
                 at,
@@ -1098,6 +1191,26 @@ mod tests {
         // The clear is the last event, then rank 0.
         assert!(hexs(&bytes).ends_with("81a474797065b0416c6c426c6f636b73436c656172656400"));
         assert_eq!(decode_batch(&bytes).unwrap(), worked_example());
+    }
+
+    #[test]
+    fn trace_batches_encode_like_their_wire_batches() {
+        let wire = worked_example();
+        let batch = TraceBatch {
+            source: "s".into(),
+            dp_rank: wire.data_parallel_rank,
+            seq: 0,
+            ts: wire.ts,
+            events: wire.events.clone(),
+            provenance: None,
+            raw: None,
+            origin: 1,
+        };
+        for encoding in [EventEncoding::Map, EventEncoding::Array] {
+            let mut out = vec![0xc0];
+            encode_trace_batch_into(&mut out, &batch, encoding);
+            assert_eq!(out[1..], encode_batch(&batch.to_wire(), encoding)[..]);
+        }
     }
 
     #[test]
@@ -1267,6 +1380,52 @@ mod tests {
         );
         let ranges = split_stream(&stream[..2 * one.len()]).unwrap();
         assert_eq!(ranges, vec![0..one.len(), one.len()..2 * one.len()]);
+    }
+
+    /// The hand-written headers against `rmp::encode` (what this codec used before) at every
+    /// width boundary.
+    #[test]
+    fn headers_match_rmp_at_every_boundary() {
+        let mut edges = vec![0u64, u64::MAX, i64::MAX as u64];
+        for bits in [4u32, 5, 7, 8, 15, 16, 31, 32, 63] {
+            let b = 1u64 << bits;
+            edges.extend([b - 1, b, b + 1]);
+        }
+        for &n in &edges {
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            uint(&mut ours, n);
+            let _ = rmp::encode::write_uint(&mut theirs, n);
+            for v in [n as i64, (n as i64).wrapping_neg(), !(n as i64)] {
+                sint(&mut ours, v);
+                let _ = rmp::encode::write_sint(&mut theirs, v);
+            }
+            if let Ok(len) = u32::try_from(n) {
+                array_len(&mut ours, len as usize);
+                let _ = rmp::encode::write_array_len(&mut theirs, len);
+                map_len(&mut ours, len as usize);
+                let _ = rmp::encode::write_map_len(&mut theirs, len);
+            }
+            assert_eq!(hexs(&ours), hexs(&theirs), "{n}");
+        }
+        for len in [0usize, 1, 31, 32, 255, 256, 65535, 65536] {
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            let s = "x".repeat(len);
+            string(&mut ours, &s);
+            let _ = rmp::encode::write_str(&mut theirs, &s);
+            bin(&mut ours, s.as_bytes());
+            let _ = rmp::encode::write_bin(&mut theirs, s.as_bytes());
+            for f in [0.0, -1.5, f64::INFINITY] {
+                float(&mut ours, f);
+                let _ = rmp::encode::write_f64(&mut theirs, f);
+            }
+            for b in [true, false] {
+                boolean(&mut ours, b);
+                let _ = rmp::encode::write_bool(&mut theirs, b);
+            }
+            nil(&mut ours);
+            let _ = rmp::encode::write_nil(&mut theirs);
+            assert_eq!(ours, theirs, "{len}");
+        }
     }
 
     #[test]
