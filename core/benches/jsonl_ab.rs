@@ -25,12 +25,11 @@ use kvscope_core::hash::BlockHash;
 use kvscope_core::trace::{Trace, TraceBatch, TraceHeader, TraceRecord};
 use kvscope_core::wire::{jsonl, jsonl_legacy};
 
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+// Not every bench uses every shared helper (`build_trace` is analysis.rs's).
+#[allow(dead_code)]
+mod common;
+
+use common::{batched, splitmix};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -140,23 +139,7 @@ fn envelope_trace(n: usize) -> Trace {
             })
         })
         .collect();
-    let records = events
-        .chunks(16)
-        .enumerate()
-        .map(|(i, chunk)| {
-            TraceRecord::Batch(TraceBatch {
-                source: "pod-0".into(),
-                dp_rank: Some(0),
-                seq: i as u64,
-                ts: 1_700_000_000.0 + i as f64,
-                events: chunk.to_vec(),
-                provenance: None,
-                raw: None,
-                origin: 0,
-            })
-        })
-        .collect();
-    Trace { records }
+    batched(&events, "pod-0")
 }
 
 fn time(read: impl Fn() -> usize) -> Duration {

@@ -1,5 +1,5 @@
-//! The benchmark trace shape (DECISIONS.md), shared by `benches/analysis.rs` and
-//! `examples/seek_probe.rs`.
+//! The benchmark trace shape (DECISIONS.md), shared by `benches/analysis.rs`,
+//! `benches/jsonl_ab.rs` and `examples/seek_probe.rs`.
 
 use kvscope_core::consumers::testkit::stored;
 use kvscope_core::event::KvEvent;
@@ -34,12 +34,18 @@ pub fn build_trace(n: usize) -> Trace {
         block += 8;
     }
     events.truncate(n);
+    batched(&events, "pod")
+}
+
+/// `events` as a trace of one source's batches of 16 (`seq` from 0, `ts` 1_700_000_000 + seq,
+/// dp_rank 0, origin = 1-based line).
+pub fn batched(events: &[KvEvent], source: &str) -> Trace {
     let records = events
         .chunks(16)
         .enumerate()
         .map(|(i, chunk)| {
             TraceRecord::Batch(TraceBatch {
-                source: "pod".into(),
+                source: source.into(),
                 dp_rank: Some(0),
                 seq: i as u64,
                 ts: 1_700_000_000.0 + i as f64,
