@@ -316,6 +316,11 @@ impl EventVerdict {
                 reason: None,
             });
         }
+        Self::of_blocks(verdict, blocks)
+    }
+
+    /// A verdict with these per-block outcomes and nothing else set.
+    fn of_blocks(verdict: VerdictKind, blocks: Blocks) -> Self {
         EventVerdict {
             verdict,
             missing_parent: None,
@@ -345,13 +350,7 @@ impl EventVerdict {
         } else {
             blocks.first().map_or(VerdictKind::Ignored, |b| b.verdict)
         };
-        EventVerdict {
-            verdict,
-            missing_parent: None,
-            reason: None,
-            status: None,
-            blocks,
-        }
+        Self::of_blocks(verdict, blocks)
     }
 
     /// Set the reason (builder style).
