@@ -41,7 +41,26 @@ extern "C" {
     /// messages, so that the wasm carries no float formatting code).
     #[wasm_bindgen(js_name = String)]
     pub fn js_string(value: &JsValue) -> String;
+    /// JavaScript's `parseFloat` (see [`parse_float`]).
+    #[wasm_bindgen(js_name = parseFloat)]
+    fn js_parse_float(text: &str) -> f64;
 }
+
+/// The package's [`kvscope_core::wire::FloatParser`] for JSON Lines: the JavaScript engine's
+/// own `parseFloat`, so that the wasm carries no float parser (6.2 KB gzip; `wasm/README.md`,
+/// "Size"). The reader only hands it JSON number text, which `parseFloat` reads whole.
+/// ECMAScript rounds such text to the nearest double when it has at most 20 significant digits
+/// (every shortest round-trip form has at most 17), and V8, SpiderMonkey and JavaScriptCore
+/// round longer text correctly too; `tests/web.rs` checks it against Rust's `str::parse` on
+/// hard cases and random text in Node and Chrome.
+#[cfg(target_arch = "wasm32")]
+pub fn parse_float(text: &str) -> Option<f64> {
+    Some(js_parse_float(text)).filter(|f| !f.is_nan())
+}
+
+/// Off wasm (the crate's native tests) there is no JavaScript engine: the core's own parser.
+#[cfg(not(target_arch = "wasm32"))]
+pub use kvscope_core::wire::parse_float;
 
 /// Slots of the key cache (a power of two above the ~70 distinct keys).
 const KEY_SLOTS: usize = 256;

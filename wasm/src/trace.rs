@@ -161,9 +161,11 @@ impl Trace {
         Arc::clone(&self.inner)
     }
 
-    /// Read JSON Lines or msgpack, detected from the first non-blank byte.
+    /// Read JSON Lines or msgpack, detected from the first non-blank byte (floats in JSON Lines
+    /// through [`crate::js::parse_float`]).
     pub fn parse(bytes: &[u8], source: &str) -> Result<Self, WireError> {
-        wire::read_trace(bytes, source).map(Trace::from_core)
+        wire::read_trace_with(bytes, source, crate::js::parse_float, &mut |_| {})
+            .map(Trace::from_core)
     }
 
     /// The trace as concatenated msgpack `KVEventBatch` payloads. A batch captured raw is
@@ -244,7 +246,7 @@ impl Trace {
     /// Parse JSON Lines text. Throws an `Error` naming the line of the first problem.
     #[wasm_bindgen(js_name = fromJsonl)]
     pub fn from_jsonl(text: &str) -> Result<Trace, JsValue> {
-        wire::jsonl::read_trace(text.as_bytes())
+        wire::jsonl::read_trace_with(text.as_bytes(), crate::js::parse_float, &mut |_| {})
             .map(Trace::from_core)
             .map_err(|e| wire_error(&e))
     }

@@ -16,11 +16,10 @@
 //! `i64`/`u64` range are floats, an infinite float is an error), 127 nested arrays and objects
 //! at most (serde_json's recursion limit) — except inside [`Parser::skip`], which like
 //! serde_json's `IgnoredAny` checks syntax only (any depth, lone surrogates, any exponent).
-//! Floats are converted by `lexical-parse-float` built `compact` on the number's text: correctly
-//! rounded like core's `dec2flt` (and serde_json's `float_roundtrip` parser), which the tests
-//! below check against, but without `dec2flt`'s tables: 8.3 KB gzip less in the lean wasm.
-//! (Before that, `serde_json::from_str::<f64>` here had been the only thing keeping serde_json's
-//! deserializer in the wasm.)
+//! Floats are converted from the number's text by a [`FloatParser`]: by default
+//! [`super::parse_float`] (`lexical-parse-float`, correctly rounded like core's `dec2flt` and
+//! serde_json's `float_roundtrip` parser, which the tests below check against); the npm package
+//! passes the JavaScript engine's own (see `wasm/README.md`, "Size").
 //!
 //! Error columns are 1-based byte columns: at the offending byte for syntax errors, just after
 //! the offending value for type errors. (serde_json sometimes reported errors inside events a
@@ -29,6 +28,8 @@
 use std::borrow::Cow;
 
 use serde_json::{Map, Number, Value};
+
+use super::FloatParser;
 
 /// An error inside one JSON text: a 1-based byte column and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,26 +83,34 @@ pub(crate) struct Parser<'a> {
     pos: usize,
     /// Containers that may still be opened (serde_json's `remaining_depth`).
     depth: u8,
+    /// Converts float text to `f64`.
+    floats: FloatParser,
 }
 
 impl<'a> Parser<'a> {
-    /// A parser at the start of `text`.
-    pub fn new(text: &'a str) -> Self {
+    /// A parser at the start of `text`, converting floats with `floats`.
+    pub fn new(text: &'a str, floats: FloatParser) -> Self {
         Parser {
             text,
             bytes: text.as_bytes(),
             pos: 0,
             depth: DEPTH,
+            floats,
         }
     }
 
     /// A parser at byte `pos` of `text`, inside `open` arrays and objects.
-    pub fn at(text: &'a str, pos: usize, open: u8) -> Self {
+    pub fn at(text: &'a str, pos: usize, open: u8, floats: FloatParser) -> Self {
         Parser {
             pos,
             depth: DEPTH.saturating_sub(open),
-            ..Parser::new(text)
+            ..Parser::new(text, floats)
         }
+    }
+
+    /// The float parser this parser was made with.
+    pub fn floats(&self) -> FloatParser {
+        self.floats
     }
 
     /// The position of the next non-whitespace byte (skipping to it).
@@ -447,15 +456,12 @@ impl<'a> Parser<'a> {
     /// The float whose text is `start..pos`.
     #[inline(never)]
     fn float(&self, start: usize) -> JsonResult<f64> {
-        // The text is a JSON number (checked by `scan_number`), which lexical's default
-        // format accepts; it rounds correctly, as serde_json's `float_roundtrip` does.
-        let text = self.bytes.get(start..self.pos).unwrap_or_default();
-        let f: f64 = lexical_parse_float::FromLexical::from_lexical(text)
-            .map_err(|_| self.error("number out of range"))?;
-        if !f.is_finite() {
-            return Err(self.error("number out of range"));
+        // The text is a JSON number (checked by `scan_number`), so ASCII.
+        let text = self.text.get(start..self.pos).unwrap_or_default();
+        match (self.floats)(text) {
+            Some(f) if f.is_finite() => Ok(f),
+            _ => Err(self.error("number out of range")),
         }
-        Ok(f)
     }
 
     /// A number; anything else is an error naming `expected`.
@@ -840,7 +846,7 @@ mod float_tests {
     /// What the reader makes of `text` as one JSON number: the float's bits, or `None` for an
     /// error; integers are not floats and are left out by the strategies below.
     fn read(text: &str) -> Option<u64> {
-        match Parser::new(text).number("a number") {
+        match Parser::new(text, crate::wire::parse_float).number("a number") {
             Ok(Num::F64(f)) => Some(f.to_bits()),
             Ok(other) => panic!("{text} read as {other:?}"),
             Err(_) => None,

@@ -32,7 +32,7 @@ use crate::trace::{
 
 use super::json::{quoted, JsonResult, Num, Parser};
 use super::json_write::{Json, JsonOut};
-use super::{Location, WireError};
+use super::{FloatParser, Location, WireError};
 
 /// Parse a JSON Lines trace. Line numbers in errors (and in [`TraceBatch::origin`]) are 1-based.
 pub fn read_trace(bytes: &[u8]) -> Result<Trace, WireError> {
@@ -44,7 +44,17 @@ pub fn read_trace_with_progress(
     bytes: &[u8],
     progress: &mut dyn FnMut(usize),
 ) -> Result<Trace, WireError> {
-    let mut reader = Reader::new(bytes);
+    read_trace_with(bytes, super::parse_float, progress)
+}
+
+/// [`read_trace_with_progress`], converting floats with `floats` instead of
+/// [`super::parse_float`].
+pub fn read_trace_with(
+    bytes: &[u8],
+    floats: FloatParser,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Trace, WireError> {
+    let mut reader = Reader::with_floats(bytes, floats);
     while !reader.step(0)? {
         progress(reader.position());
     }
@@ -79,11 +89,17 @@ pub struct Reader<'a> {
     events: usize,
     records: Vec<TraceRecord>,
     scratch: Scratch,
+    floats: FloatParser,
 }
 
 impl<'a> Reader<'a> {
     /// A reader over the whole input (a leading UTF-8 BOM is skipped).
     pub fn new(input: &'a [u8]) -> Self {
+        Self::with_floats(input, super::parse_float)
+    }
+
+    /// [`Reader::new`], converting floats with `floats` instead of [`super::parse_float`].
+    pub fn with_floats(input: &'a [u8], floats: FloatParser) -> Self {
         let bytes = input.strip_prefix(b"\xef\xbb\xbf").unwrap_or(input);
         // The decoded trace takes 1.2-1.6x the bytes of its JSON Lines text (benchmark traces,
         // spaced and compact); unused room stays with the allocator.
@@ -97,6 +113,7 @@ impl<'a> Reader<'a> {
             events: 0,
             records: Vec::new(),
             scratch: Scratch::default(),
+            floats,
         }
     }
 
@@ -149,7 +166,7 @@ impl<'a> Reader<'a> {
         self.done = true;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if !line.iter().all(u8::is_ascii_whitespace) {
-            let record = read_line_with(line, self.line_no, &mut self.scratch)?;
+            let record = read_line_with(line, self.line_no, &mut self.scratch, self.floats)?;
             if let TraceRecord::Batch(b) = &record {
                 self.events += b.events.len();
             }
@@ -162,7 +179,7 @@ impl<'a> Reader<'a> {
 
 /// Parse one non-blank line (`line_no` is used for errors and [`TraceBatch::origin`]).
 pub fn read_line(line: &[u8], line_no: u64) -> Result<TraceRecord, WireError> {
-    read_line_with(line, line_no, &mut Scratch::default())
+    read_line_with(line, line_no, &mut Scratch::default(), super::parse_float)
 }
 
 /// [`read_line`] with reusable buffers: one pass of [`Parser`] over the line, typed fields
@@ -171,6 +188,7 @@ fn read_line_with(
     line: &[u8],
     line_no: u64,
     scratch: &mut Scratch,
+    floats: FloatParser,
 ) -> Result<TraceRecord, WireError> {
     let line = std::str::from_utf8(line).map_err(|e| WireError {
         location: Location::Line {
@@ -179,7 +197,7 @@ fn read_line_with(
         },
         message: "invalid UTF-8".into(),
     })?;
-    let mut p = Parser::new(line);
+    let mut p = Parser::new(line, floats);
     let parsed = parse_line(&mut p, scratch)
         .and_then(|l| p.end().map(|()| l))
         .map_err(|e| WireError {
@@ -620,6 +638,8 @@ enum Slot {
 struct LineParts<'a> {
     events: Option<Vec<KvEvent>>,
     rest: Vec<(Cow<'a, str>, Slot)>,
+    /// The line's float parser, to read a [`Slot::Provenance`] again as a [`Value`].
+    floats: FloatParser,
 }
 
 /// The top-level object of a line.
@@ -628,6 +648,7 @@ fn parse_line<'a>(p: &mut Parser<'a>, scratch: &mut Scratch) -> JsonResult<LineP
     let mut line = LineParts {
         events: None,
         rest: Vec::with_capacity(8),
+        floats: p.floats(),
     };
     let mut first = true;
     while let Some(key) = p.next_key(first)? {
@@ -1126,7 +1147,7 @@ impl LineParts<'_> {
         // events, `ts` and `dp_rank` come from decoding the payload.
         let raw_only = self.events.is_none() && self.has("raw") && !self.has("kind");
         if self.events.is_none() && !raw_only {
-            return Ok(other_record(self.rest, text));
+            return Ok(other_record(self.rest, text, self.floats));
         }
         // The last value of each key.
         let (mut source, mut dp_rank, mut seq, mut ts, mut raw, mut provenance) =
@@ -1237,13 +1258,15 @@ impl LineParts<'_> {
 }
 
 /// A line without `events`: a header, a gap marker, or any other object kept as its [`Value`].
-fn other_record(rest: Vec<(Cow<'_, str>, Slot)>, text: &str) -> TraceRecord {
+fn other_record(rest: Vec<(Cow<'_, str>, Slot)>, text: &str, floats: FloatParser) -> TraceRecord {
     let mut m = Map::new();
     for (k, slot) in rest {
         let v = match slot {
             Slot::Value(v) => v,
             // Parsed once already (same checks, one level down), so this cannot fail.
-            Slot::Provenance { at, .. } => Parser::at(text, at, 1).value().unwrap_or_default(),
+            Slot::Provenance { at, .. } => {
+                Parser::at(text, at, 1, floats).value().unwrap_or_default()
+            }
         };
         m.insert(k.into_owned(), v);
     }

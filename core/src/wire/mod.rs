@@ -107,6 +107,20 @@ pub(crate) fn reserve_heap(bytes: usize) {
     let _ = bytes;
 }
 
+/// Converts the text of a JSON number that has a fraction or an exponent (ASCII, already
+/// checked against JSON's grammar, e.g. `-1.5e-7`) into the nearest `f64`, ties to even; `None`
+/// or an infinite result makes the JSON Lines reader report "number out of range".
+///
+/// [`parse_float`] is the default. The npm package passes the JavaScript engine's `parseFloat`
+/// instead, which keeps a float parser out of its wasm (`wasm/README.md`, "Size").
+pub type FloatParser = fn(&str) -> Option<f64>;
+
+/// The default [`FloatParser`]: `lexical-parse-float` built `compact`, correctly rounded like
+/// core's `str::parse` (checked against it in `json.rs`'s tests) without its ~10 KB of tables.
+pub fn parse_float(text: &str) -> Option<f64> {
+    lexical_parse_float::FromLexical::from_lexical(text.as_bytes()).ok()
+}
+
 /// Read a trace in either format. `source` names the publisher of a bare msgpack stream (the
 /// input file's stem, per DECISIONS.md); JSONL lines carry their own.
 pub fn read_trace(bytes: &[u8], source: &str) -> Result<Trace, WireError> {
@@ -119,8 +133,19 @@ pub fn read_trace_with_progress(
     source: &str,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Trace, WireError> {
+    read_trace_with(bytes, source, parse_float, progress)
+}
+
+/// [`read_trace_with_progress`], converting JSON Lines floats with `floats` instead of
+/// [`parse_float`].
+pub fn read_trace_with(
+    bytes: &[u8],
+    source: &str,
+    floats: FloatParser,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Trace, WireError> {
     match detect_format(bytes) {
-        InputFormat::Jsonl => jsonl::read_trace_with_progress(bytes, progress),
+        InputFormat::Jsonl => jsonl::read_trace_with(bytes, floats, progress),
         InputFormat::MsgpackStream => msgpack::decode_stream_with_progress(bytes, source, progress),
     }
 }

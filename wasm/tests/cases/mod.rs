@@ -2,6 +2,7 @@
 //! exported functions the way JavaScript does and inspect the returned JS values.
 
 mod analysis;
+mod floats;
 mod load;
 #[cfg(feature = "sim")]
 mod scenario;

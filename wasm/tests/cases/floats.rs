@@ -1,0 +1,108 @@
+//! JSON Lines floats go through the JavaScript engine's `parseFloat` (`js::parse_float`): it
+//! must round exactly as Rust's `str::parse` (correctly rounded, ties to even) does.
+
+use kvscope_wasm::js::parse_float;
+use kvscope_wasm::{load_trace, Trace};
+use rand::{Rng, SeedableRng};
+use wasm_bindgen::JsValue;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+use super::support::*;
+
+/// Rust's answer for JSON number text: the nearest double, `None` when it overflows.
+fn rust(text: &str) -> Option<u64> {
+    let f: f64 = text.parse().expect("JSON number text is Rust float text");
+    f.is_finite().then_some(f.to_bits())
+}
+
+/// The package's answer, as the reader takes it (an infinity is "out of range").
+fn js(text: &str) -> Option<u64> {
+    parse_float(text)
+        .filter(|f| f.is_finite())
+        .map(f64::to_bits)
+}
+
+#[wasm_bindgen_test]
+fn hard_cases_round_like_rust() {
+    for text in [
+        "0.0",
+        "-0.0",
+        "1e-400",
+        "1e400",
+        "-1.7976931348623157e308",
+        "1.7976931348623158e308",
+        "1.7976931348623159e308",
+        "4.9406564584124654e-324",
+        "2.4703282292062327e-324",
+        "2.4703282292062328e-324",
+        "2.2250738585072011e-308",
+        "2.2250738585072012e-308",
+        "9007199254740993.0",
+        "9007199254740992.999999999999999999999999999",
+        "1700000000.25",
+        "1733123456.1234567",
+        "0.1",
+        "1E+2",
+        "-5e-1",
+        // Halfway cases with long expansions (more than 20 significant digits).
+        "0.500000000000000166533453693773481063544750213623046875",
+        "1.00000000000000011102230246251565404236316680908203125",
+        "1.00000000000000011102230246251565404236316680908203124",
+        "1.00000000000000011102230246251565404236316680908203126",
+    ] {
+        assert_eq!(js(text), rust(text), "{text}");
+    }
+}
+
+#[wasm_bindgen_test]
+fn random_doubles_and_decimal_text_round_like_rust() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x6b76_7363);
+    for _ in 0..5_000 {
+        // Any finite double, written shortest, in exponent form and with 40 digits.
+        let f = f64::from_bits(rng.gen::<u64>());
+        if f.is_finite() {
+            for text in [format!("{f:?}"), format!("{f:e}"), format!("{f:.40e}")] {
+                let text = if text.contains(['.', 'e']) {
+                    text
+                } else {
+                    format!("{text}.0")
+                };
+                assert_eq!(js(&text), Some(f.to_bits()), "{text}");
+            }
+        }
+        // Random decimal text: long mantissas, any exponent.
+        let digits = |rng: &mut rand_chacha::ChaCha8Rng, n: usize| -> String {
+            (0..n)
+                .map(|_| char::from(b'0' + rng.gen_range(0..10u8)))
+                .collect()
+        };
+        let int_len = rng.gen_range(0..=30);
+        let int = match digits(&mut rng, int_len).trim_start_matches('0') {
+            "" => "0".to_owned(),
+            s => s.to_owned(),
+        };
+        let frac_len = rng.gen_range(1..=40);
+        let mut text = format!("{int}.{}", digits(&mut rng, frac_len));
+        if rng.gen_bool(0.5) {
+            text.push_str(&format!("e{}", rng.gen_range(-450..450)));
+        }
+        assert_eq!(js(&text), rust(&text), "{text}");
+    }
+}
+
+#[wasm_bindgen_test]
+fn jsonl_floats_load_exactly_and_overflow_names_the_line() {
+    let line =
+        |ts: &str| format!("{{\"source\": \"a\", \"seq\": 0, \"ts\": {ts}, \"events\": []}}");
+    let t = Trace::from_jsonl(&line("1733123456.1234567")).unwrap();
+    assert_eq!(
+        number(&path(&t.batches().unwrap(), "0.ts")).to_bits(),
+        1733123456.1234567f64.to_bits()
+    );
+    let text = format!("{}\n{}\n", line("0.5"), line("1e400"));
+    let (_, msg) = thrown(load_trace(&JsValue::from_str(&text), None));
+    assert!(
+        msg.starts_with("line 2") && msg.contains("number out of range"),
+        "{msg}"
+    );
+}
