@@ -298,6 +298,22 @@ impl LaneList {
     }
 }
 
+/// Append one block's outcome to `out`, with an optional static reason: what the models'
+/// per-block loops call (one out-of-line copy of the push instead of one per site: wasm size).
+#[inline(never)]
+pub(crate) fn push_block(
+    out: &mut Blocks,
+    hash: u64,
+    verdict: VerdictKind,
+    reason: Option<&'static str>,
+) {
+    out.push(BlockVerdict {
+        hash,
+        verdict,
+        reason: reason.map(Cow::Borrowed),
+    });
+}
+
 impl EventVerdict {
     /// A verdict with the same outcome for every block.
     pub fn uniform(verdict: VerdictKind, hashes: impl IntoIterator<Item = u64>) -> Self {
@@ -310,11 +326,7 @@ impl EventVerdict {
     pub(crate) fn of(verdict: VerdictKind, hashes: &[u64]) -> Self {
         let mut blocks = Blocks::with_capacity(hashes.len());
         for &hash in hashes {
-            blocks.push(BlockVerdict {
-                hash,
-                verdict,
-                reason: None,
-            });
+            push_block(&mut blocks, hash, verdict, None);
         }
         Self::of_blocks(verdict, blocks)
     }
