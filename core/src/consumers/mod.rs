@@ -560,10 +560,22 @@ impl HashChain {
     }
 }
 
-/// The Fx hash of a string (for [`HashChain`]).
+/// A 64-bit hash of a string (for [`HashChain`], which compares the strings themselves, so
+/// only the spread matters): Fx-style, one multiply per 8-byte little-endian word and one for
+/// the length. A small loop instead of rustc-hash's string hashing, which is about 750 bytes of
+/// wasm; the strings hashed (source names, job keys, statuses and reasons) are short.
 pub(crate) fn str_hash(s: &str) -> u64 {
-    use std::hash::BuildHasher;
-    rustc_hash::FxBuildHasher.hash_one(s)
+    /// rustc-hash 2's multiplier.
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+    let mut h = (s.len() as u64).wrapping_mul(K);
+    for word in s.as_bytes().chunks(8) {
+        let mut w = 0u64;
+        for (i, b) in word.iter().enumerate() {
+            w |= (*b as u64) << (8 * i);
+        }
+        h = (h.rotate_left(26) ^ w).wrapping_mul(K);
+    }
+    h
 }
 
 /// A map from `u64` keys to values kept in a vector: [`Map<u64, u32>`] (key → slot) plus a
