@@ -842,11 +842,13 @@ impl BlockSizes {
             .copied()
             .find(|s| *s > 0)
             .unwrap_or(Self::FALLBACK);
+        // A loop into a vector, then one copy into the `Arc` (no `Arc` `FromIterator` code).
+        let mut per_source = Vec::with_capacity(engine.len());
+        for s in engine {
+            per_source.push(s.filter(|v| *v > 0).unwrap_or(fallback));
+        }
         BlockSizes {
-            per_source: engine
-                .iter()
-                .map(|s| s.filter(|v| *v > 0).unwrap_or(fallback))
-                .collect(),
+            per_source: per_source.into(),
             fallback,
         }
     }

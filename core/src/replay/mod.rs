@@ -905,12 +905,13 @@ impl ReplayBuilder {
         // (event, k) for k over violations then other findings, sorted: both lists are sorted
         // by event, so a merge (violations first on ties) does it.
         let reorders = analysis.violations.len();
-        let others: Vec<usize> = analysis
-            .findings
-            .iter()
-            .filter(|f| !f.rule.is_reorder())
-            .map(|f| f.event)
-            .collect();
+        // Plain loops into vectors here (no iterator-adapter `collect` instances: wasm size).
+        let mut others: Vec<usize> = Vec::new();
+        for f in &analysis.findings {
+            if !f.rule.is_reorder() {
+                others.push(f.event);
+            }
+        }
         let mut finding_events: Vec<(usize, usize)> = Vec::with_capacity(reorders + others.len());
         let mut a = analysis
             .violations
@@ -937,15 +938,17 @@ impl ReplayBuilder {
         // Within-job violations by job, sorted by event: (job, event) pairs sorted, then
         // offsets per job.
         // As `(job, event)` key/index pairs, so the crate's one sort serves (code size).
-        let mut pairs: Vec<(u64, u32)> = analysis
-            .violations
-            .iter()
-            .filter(|f| f.rule == Rule::ChildBeforeParentInJob)
-            .filter_map(|f| {
-                let job = analysis.index.events.get(f.event)?.job;
-                (job != u32::MAX).then_some((u64::from(job), f.event as u32))
-            })
-            .collect();
+        let mut pairs: Vec<(u64, u32)> = Vec::new();
+        for f in &analysis.violations {
+            if f.rule != Rule::ChildBeforeParentInJob {
+                continue;
+            }
+            if let Some(job) = analysis.index.events.get(f.event).map(|l| l.job) {
+                if job != u32::MAX {
+                    pairs.push((u64::from(job), f.event as u32));
+                }
+            }
+        }
         crate::sort::sort_keyed(&mut pairs);
         let jobs = analysis.index.jobs.len();
         let mut job_violation_at = Vec::with_capacity(jobs + 1);
@@ -956,7 +959,10 @@ impl ReplayBuilder {
             }
             job_violation_at.push(k as u32);
         }
-        let job_violations = pairs.into_iter().map(|p| p.1).collect();
+        let mut job_violations = Vec::with_capacity(pairs.len());
+        for p in pairs {
+            job_violations.push(p.1);
+        }
         // Batch display data into the rows (batches' events are consecutive, in record order).
         let mut rows = rec.rows.iter_mut();
         for b in trace.batches() {
@@ -990,28 +996,24 @@ impl ReplayBuilder {
             }
         }
         drop(open);
-        let job_rows = analysis
-            .index
-            .jobs
-            .iter()
-            .map(|j| {
-                let loc = analysis.index.events.get(j.first_event);
-                JobRow {
-                    job_id: j.job_id.unwrap_or(0),
-                    first_event: j.first_event as u32,
-                    last_event: j.last_event as u32,
-                    events: j.events as u32,
-                    source: loc.map_or(0, |l| l.source),
-                    tier: loc.map_or(0, |l| l.tier),
-                    flags: if j.job_id.is_some() {
-                        JobRow::JOB_ID
-                    } else {
-                        0
-                    } | if j.inferred { JobRow::INFERRED } else { 0 },
-                    kind: j.kind,
-                }
-            })
-            .collect();
+        let mut job_rows = Vec::with_capacity(analysis.index.jobs.len());
+        for j in &analysis.index.jobs {
+            let loc = analysis.index.events.get(j.first_event);
+            job_rows.push(JobRow {
+                job_id: j.job_id.unwrap_or(0),
+                first_event: j.first_event as u32,
+                last_event: j.last_event as u32,
+                events: j.events as u32,
+                source: loc.map_or(0, |l| l.source),
+                tier: loc.map_or(0, |l| l.tier),
+                flags: if j.job_id.is_some() {
+                    JobRow::JOB_ID
+                } else {
+                    0
+                } | if j.inferred { JobRow::INFERRED } else { 0 },
+                kind: j.kind,
+            });
+        }
         let max_job_span = analysis
             .index
             .jobs
@@ -1431,14 +1433,13 @@ impl Replay {
             });
         }
         let from = self.finding_events.partition_point(|(e, _)| *e < i);
-        let findings = self
-            .finding_events
-            .get(from..)
-            .unwrap_or(&[])
-            .iter()
-            .take_while(|(e, _)| *e == i)
-            .filter_map(|(_, k)| self.finding(*k).cloned())
-            .collect();
+        let mut findings = Vec::new();
+        for &(e, k) in self.finding_events.get(from..).unwrap_or(&[]) {
+            if e != i {
+                break;
+            }
+            findings.extend(self.finding(k).cloned());
+        }
         Some(Step {
             event,
             verdicts,
@@ -1503,41 +1504,44 @@ impl Replay {
         } else {
             0..0
         };
-        let mut active: Vec<u32> = scan
-            .rev()
-            .map_while(|j| {
-                let r = self.job_rows.get(j as usize)?;
-                (r.first_event as usize >= lo).then_some((j, r))
-            })
-            .filter(|(_, r)| r.last_event as usize >= c)
-            .map(|(j, _)| j)
-            .collect();
+        let mut active: Vec<u32> = Vec::new();
+        for j in scan.rev() {
+            let Some(r) = self.job_rows.get(j as usize) else {
+                break;
+            };
+            if (r.first_event as usize) < lo {
+                break;
+            }
+            if r.last_event as usize >= c {
+                active.push(j);
+            }
+        }
         active.reverse();
         if let Some(j) = current_job.filter(|j| (*j as usize) < self.job_rows.len()) {
             if !active.contains(&j) {
                 active.push(j);
             }
         }
-        let active_jobs = active
-            .into_iter()
-            .take(256)
-            .filter_map(|j| {
-                Some(JobProgress {
-                    job: self.job(j)?,
-                    // The current event's job: its position in the job says it (no list
-                    // lookup).
-                    delivered: match current.filter(|r| r.job == j).and_then(Row::ordinal) {
-                        Some(o) => o + 1,
-                        None => self
-                            .rec
-                            .job_events
-                            .get(j as usize)
-                            .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
-                    },
-                    violations: self.job_violations_before(j, c),
-                })
-            })
-            .collect();
+        let mut active_jobs = Vec::new();
+        for j in active.into_iter().take(256) {
+            let Some(job) = self.job(j) else {
+                continue;
+            };
+            active_jobs.push(JobProgress {
+                job,
+                // The current event's job: its position in the job says it (no list
+                // lookup).
+                delivered: match current.filter(|r| r.job == j).and_then(Row::ordinal) {
+                    Some(o) => o + 1,
+                    None => self
+                        .rec
+                        .job_events
+                        .get(j as usize)
+                        .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
+                },
+                violations: self.job_violations_before(j, c),
+            });
+        }
         Snapshot {
             cursor: c,
             total: self.len(),
