@@ -84,8 +84,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analysis, AnalysisConfig, Finding, Job, Recorder, Rule, Run, Stage};
 use crate::consumers::{
-    slot, str_hash, BlockVerdict, Blocks, ConsumerKind, EventVerdict, HashChain, LaneCounts,
-    LaneKey, Resolution, VerdictKind,
+    push_block, slot, str_hash, BlockVerdict, Blocks, ConsumerKind, EventVerdict, HashChain,
+    LaneCounts, LaneKey, Resolution, VerdictKind,
 };
 use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
@@ -1305,7 +1305,11 @@ impl Replay {
             vec![row.hash]
         } else if row.flags & Row::MORE_HASHES != 0 {
             let (_, ev) = index.event(&self.trace, i)?;
-            ev.block_hashes().iter().map(|h| h.as_u64()).collect()
+            let mut v = Vec::with_capacity(ev.block_hashes().len());
+            for h in ev.block_hashes() {
+                v.push(h.as_u64());
+            }
+            v
         } else {
             Vec::new()
         };
@@ -1337,17 +1341,20 @@ impl Replay {
         let cv = self.rec.verdicts.get(c)?.get(i)?;
         let key = verdict_key(c, i);
         let blocks_at = self.rec.blocks.binary_search_by_key(&key, |e| e.0).ok();
-        let blocks: Blocks = match blocks_at.and_then(|k| self.rec.blocks.get(k)) {
-            Some((_, b)) => b.iter().cloned().collect(),
-            None => hashes
-                .iter()
-                .map(|h| BlockVerdict {
-                    hash: *h,
-                    verdict: cv.kind,
-                    reason: None,
-                })
-                .collect(),
-        };
+        let stored = blocks_at.and_then(|k| self.rec.blocks.get(k));
+        let mut blocks = Blocks::with_capacity(stored.map_or(hashes.len(), |(_, b)| b.len()));
+        match stored {
+            Some((_, b)) => {
+                for bv in b.iter() {
+                    blocks.push(bv.clone());
+                }
+            }
+            None => {
+                for &h in hashes {
+                    push_block(&mut blocks, h, cv.kind, None);
+                }
+            }
+        }
         Some(EventVerdict {
             verdict: cv.kind,
             missing_parent: self
@@ -1398,32 +1405,29 @@ impl Replay {
         for (c, kind) in self.analysis.config.consumers.iter().enumerate() {
             let verdict = self.verdict(c, i, &event.hashes)?;
             let final_kind = self.analysis.verdict_kind(*kind, i);
-            let resolved = self
-                .rec
-                .resolutions
-                .get(start..)
-                .unwrap_or(&[])
-                .iter()
-                .take_while(|r| r.0 as usize == i)
-                .filter(|r| r.1 as usize == c)
-                .map(|r| r.2.clone())
-                .collect();
+            let mut resolved = Vec::new();
+            for r in self.rec.resolutions.get(start..).unwrap_or(&[]) {
+                if r.0 as usize != i {
+                    break;
+                }
+                if r.1 as usize == c {
+                    resolved.push(r.2.clone());
+                }
+            }
             let a = self.rec.changes_begin(i);
-            let lanes = self
-                .changes_of(i)
-                .iter()
-                .enumerate()
-                .filter(|(_, ch)| ch.consumer as usize == c)
-                .map(|(k, ch)| {
-                    let (source, tier) = self.lane_names(ch.lane);
-                    LaneChange {
-                        source,
-                        tier,
-                        before: unpack(self.before_change(a + k as u32)),
-                        after: unpack(ch.counts),
-                    }
-                })
-                .collect();
+            let mut lanes = Vec::new();
+            for (k, ch) in self.changes_of(i).iter().enumerate() {
+                if ch.consumer as usize != c {
+                    continue;
+                }
+                let (source, tier) = self.lane_names(ch.lane);
+                lanes.push(LaneChange {
+                    source,
+                    tier,
+                    before: unpack(self.before_change(a + k as u32)),
+                    after: unpack(ch.counts),
+                });
+            }
             verdicts.push(ConsumerStep {
                 consumer: *kind,
                 final_verdict: final_kind.filter(|k| *k != verdict.verdict),
