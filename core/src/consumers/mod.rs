@@ -325,8 +325,13 @@ impl EventVerdict {
     /// instead of one per iterator type).
     pub(crate) fn of(verdict: VerdictKind, hashes: &[u64]) -> Self {
         let mut blocks = Blocks::with_capacity(hashes.len());
+        // Inline pushes here: this is every event's path (push_block is for the rarer ones).
         for &hash in hashes {
-            push_block(&mut blocks, hash, verdict, None);
+            blocks.push(BlockVerdict {
+                hash,
+                verdict,
+                reason: None,
+            });
         }
         Self::of_blocks(verdict, blocks)
     }
