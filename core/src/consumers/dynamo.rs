@@ -379,7 +379,11 @@ impl Dynamo {
         }
         node.children.insert(first_local, suffix_id);
         node.internal = true;
-        let covered: Vec<Blk> = suffix.edge.iter().take(suffix_cut).copied().collect();
+        let covered: Vec<Blk> = suffix
+            .edge
+            .get(..suffix_cut)
+            .unwrap_or(&suffix.edge)
+            .to_vec();
         if let Some(slot) = self.nodes.get_mut(id as usize) {
             *slot = node;
         }
@@ -647,16 +651,18 @@ impl Dynamo {
                 }
             }
             // remove_worker_at_pos
-            let stale: Vec<(u64, u32)> = if min_pos >= node.cutoff {
-                vec![min_hash]
+            let mut stale: Vec<(u64, u32)> = Vec::new();
+            if min_pos >= node.cutoff {
+                stale.push(min_hash);
             } else {
-                node.edge
-                    .iter()
-                    .skip(min_pos)
-                    .take(node.cutoff - min_pos)
-                    .map(|b| (b.1, b.2))
-                    .collect()
-            };
+                for b in node
+                    .edge
+                    .get(min_pos..node.cutoff.min(node.edge.len()))
+                    .unwrap_or(&[])
+                {
+                    stale.push((b.1, b.2));
+                }
+            }
             if min_pos < node.cutoff {
                 if let Some(n) = self.nodes.get_mut(id as usize) {
                     n.cutoff = min_pos;

@@ -655,15 +655,13 @@ impl<V: Default> SlabMap<V> {
     /// Remove every entry, returning them (unspecified order).
     pub(crate) fn take_all(&mut self) -> Vec<(u64, V)> {
         let mut slots = std::mem::take(&mut self.slots);
-        let out = self
-            .index
-            .drain()
-            .filter_map(|(k, i)| {
-                slots
-                    .get_mut(i as usize)
-                    .map(|s| (k, std::mem::take(&mut s.1)))
-            })
-            .collect();
+        // A loop, not a `filter_map` + `collect` instance per value type.
+        let mut out = Vec::with_capacity(self.index.len());
+        for (k, i) in self.index.drain() {
+            if let Some(s) = slots.get_mut(i as usize) {
+                out.push((k, std::mem::take(&mut s.1)));
+            }
+        }
         self.free.clear();
         out
     }
