@@ -291,7 +291,7 @@ impl Trace {
 
     /// All batches, in delivery order.
     #[wasm_bindgen(unchecked_return_type = "Batch[]")]
-    pub fn batches(&self) -> Result<JsValue, JsValue> {
+    pub fn batches(&self) -> JsValue {
         let all: Vec<Batch> = self
             .inner
             .batches()
@@ -299,7 +299,7 @@ impl Trace {
             .enumerate()
             .map(|(i, (b, &start))| Batch::new(b, i, start))
             .collect();
-        Ok(all.to_js())
+        all.to_js()
     }
 
     /// The event at global index `index` (events numbered across batches, from 0) with its
@@ -317,8 +317,8 @@ impl Trace {
 
     /// The trace's sequence-gap markers.
     #[wasm_bindgen(unchecked_return_type = "Gap[]")]
-    pub fn gaps(&self) -> Result<JsValue, JsValue> {
-        Ok(self.inner.gaps().map(Gap::from).collect::<Vec<_>>().to_js())
+    pub fn gaps(&self) -> JsValue {
+        self.inner.gaps().map(Gap::from).collect::<Vec<_>>().to_js()
     }
 
     /// The header's scenario description, if the trace has a header naming one.
