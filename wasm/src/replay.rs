@@ -16,7 +16,7 @@ use crate::options::{
     parse_options, AnalyzeOptions, AnalyzeOptionsArg, ViolationFilterArg, ViolationFilterOptions,
 };
 use crate::report::{hash_str, hash_strs, num, Analysis, Finding, Job};
-use crate::trace::{range_error, Trace};
+use crate::trace::{out_of_range, range_error, Trace};
 
 /// A delivered event, as the replay shows it (hashes u64-normalised, as routers key them).
 #[derive(Debug, Tsify)]
@@ -786,12 +786,10 @@ impl ReplaySession {
     #[wasm_bindgen(js_name = stepAt, unchecked_return_type = "Step")]
     pub fn step_at(&self, index: f64) -> Result<JsValue, JsValue> {
         let i = index_arg(index, "event index")?;
-        let step = self.inner.step_at(i).ok_or_else(|| {
-            range_error(&format!(
-                "event {i} out of range (trace has {} events)",
-                self.inner.len()
-            ))
-        })?;
+        let step = self
+            .inner
+            .step_at(i)
+            .ok_or_else(|| out_of_range("event", i, self.inner.len()))?;
         Ok(Step::from(step).to_js())
     }
 
@@ -799,12 +797,10 @@ impl ReplaySession {
     #[wasm_bindgen(unchecked_return_type = "EventInfo")]
     pub fn event(&self, index: f64) -> Result<JsValue, JsValue> {
         let i = index_arg(index, "event index")?;
-        let info = self.inner.event_info(i).ok_or_else(|| {
-            range_error(&format!(
-                "event {i} out of range (trace has {} events)",
-                self.inner.len()
-            ))
-        })?;
+        let info = self
+            .inner
+            .event_info(i)
+            .ok_or_else(|| out_of_range("event", i, self.inner.len()))?;
         Ok(EventInfo::from(info).to_js())
     }
 

@@ -280,12 +280,9 @@ impl Trace {
     /// The `index`-th batch (0-based). Throws a `RangeError` past the end.
     #[wasm_bindgen(unchecked_return_type = "Batch")]
     pub fn batch(&self, index: usize) -> Result<JsValue, JsValue> {
-        let (batch, start) = self.batch_at(index).ok_or_else(|| {
-            range_error(&format!(
-                "batch {index} out of range (trace has {} batches)",
-                self.batch_count()
-            ))
-        })?;
+        let (batch, start) = self
+            .batch_at(index)
+            .ok_or_else(|| out_of_range("batch", index, self.batch_count()))?;
         Ok(Batch::new(batch, index, start).to_js())
     }
 
@@ -306,12 +303,9 @@ impl Trace {
     /// batch's source, seq and ts. Throws a `RangeError` past the end.
     #[wasm_bindgen(unchecked_return_type = "EventRef")]
     pub fn event(&self, index: usize) -> Result<JsValue, JsValue> {
-        let ev = self.event_ref(index).ok_or_else(|| {
-            range_error(&format!(
-                "event {index} out of range (trace has {} events)",
-                self.event_count()
-            ))
-        })?;
+        let ev = self
+            .event_ref(index)
+            .ok_or_else(|| out_of_range("event", index, self.event_count()))?;
         Ok(ev.to_js())
     }
 
@@ -354,6 +348,16 @@ impl Trace {
         let encoding = parse_encoding(name.as_deref()).map_err(|m| js_error(&m))?;
         Ok(self.msgpack_bytes(encoding))
     }
+}
+
+/// The `RangeError` for `{noun} {index} out of range (trace has {len} {noun}s)` (one copy of
+/// the formatting for every indexed getter).
+#[inline(never)]
+pub(crate) fn out_of_range(noun: &str, index: usize, len: usize) -> JsValue {
+    range_error(&format!(
+        "{noun} {index} out of range (trace has {len} {noun}{})",
+        if noun.ends_with('h') { "es" } else { "s" }
+    ))
 }
 
 /// A JS `RangeError`.
