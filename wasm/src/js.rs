@@ -250,6 +250,32 @@ impl Obj {
     }
 }
 
+/// A JS array built by pushes (no intermediate Rust `Vec` of the items).
+pub struct Arr(JsArray);
+
+impl Default for Arr {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Arr {
+    /// An empty array.
+    pub fn new() -> Self {
+        Arr(JsArray::new())
+    }
+
+    /// Append `value`.
+    pub fn push(&self, value: &JsValue) {
+        self.0.push_value(value);
+    }
+
+    /// The finished array.
+    pub fn done(self) -> JsValue {
+        self.0.into()
+    }
+}
+
 /// An array of strings.
 pub fn str_array<S: AsRef<str>>(items: &[S]) -> JsValue {
     let a = JsArray::new();
