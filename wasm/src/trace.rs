@@ -9,7 +9,7 @@ use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
 use crate::dto::{saturating_u32, Batch, Event, Provenance};
-use crate::js::{js_error, wire_error, Obj, ToJs};
+use crate::js::{js_error, wire_error, Arr, Obj, ToJs};
 use crate::options::EncodingArg;
 
 /// Source name given to a bare msgpack stream when the caller names none.
@@ -289,14 +289,11 @@ impl Trace {
     /// All batches, in delivery order.
     #[wasm_bindgen(unchecked_return_type = "Batch[]")]
     pub fn batches(&self) -> JsValue {
-        let all: Vec<Batch> = self
-            .inner
-            .batches()
-            .zip(&self.starts)
-            .enumerate()
-            .map(|(i, (b, &start))| Batch::new(b, i, start))
-            .collect();
-        all.to_js()
+        let a = Arr::new();
+        for (i, (b, &start)) in self.inner.batches().zip(&self.starts).enumerate() {
+            a.push(&Batch::new(b, i, start).to_js());
+        }
+        a.done()
     }
 
     /// The event at global index `index` (events numbered across batches, from 0) with its
@@ -312,7 +309,11 @@ impl Trace {
     /// The trace's sequence-gap markers.
     #[wasm_bindgen(unchecked_return_type = "Gap[]")]
     pub fn gaps(&self) -> JsValue {
-        self.inner.gaps().map(Gap::from).collect::<Vec<_>>().to_js()
+        let a = Arr::new();
+        for g in self.inner.gaps() {
+            a.push(&Gap::from(g).to_js());
+        }
+        a.done()
     }
 
     /// The header's scenario description, if the trace has a header naming one.
