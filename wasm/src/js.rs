@@ -319,16 +319,17 @@ pub fn js_error(message: &str) -> JsValue {
 /// `line 3, column 7: ...`, `byte offset 42: ...`); the error also carries it as properties
 /// `line` / `column` (JSON Lines) or `byteOffset` (msgpack), all numbers.
 pub fn wire_error(err: &WireError) -> JsValue {
-    let e = js_sys::Error::new(&err.to_string());
-    let set = |key: &'static str, value: u64| with_key(key, |k| set_f64(&e, k, value as f64));
+    let e = Obj(js_sys::Error::new(&err.to_string()).into());
     match err.location {
         Location::Line { line, column } => {
-            set("line", line);
+            e.num("line", line as f64);
             if let Some(c) = column {
-                set("column", c);
+                e.num("column", c as f64);
             }
         }
-        Location::Byte(offset) => set("byteOffset", offset),
+        Location::Byte(offset) => {
+            e.num("byteOffset", offset as f64);
+        }
     }
-    e.into()
+    e.done()
 }
