@@ -55,7 +55,7 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Most distinct runtime keys [`with_name`] caches (consumer, rule and verdict names: 25).
+/// Most distinct runtime keys [`set_named`] caches (consumer, rule and verdict names: 25).
 const NAME_SLOTS: usize = 32;
 
 thread_local! {
@@ -64,16 +64,18 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Call `f` with the runtime name `key` as a JS string, cached for the first
-/// [`NAME_SLOTS`] distinct names (a linear search: the keys are short and few).
-fn with_name(key: &str, f: impl FnOnce(&JsValue)) {
+/// `target[key] = value` with the runtime name `key` as a JS string, cached for the first
+/// [`NAME_SLOTS`] distinct names (a linear search: the keys are short and few). Not generic:
+/// one copy for every [`Pairs`] type.
+#[inline(never)]
+fn set_named(target: &js_sys::Object, key: &str, value: &JsValue) {
     NAMES.with(|cell| {
         let mut names = cell.borrow_mut();
         if let Some((_, k)) = names.iter().find(|(n, _)| n == key) {
-            return f(k);
+            return set_value(target, k, value);
         }
         let k = JsValue::from_str(key);
-        f(&k);
+        set_value(target, &k, value);
         if names.len() < NAME_SLOTS {
             names.push((key.to_owned(), k));
         }
@@ -304,7 +306,7 @@ impl<K: AsRef<str>, V: ToJs> ToJs for Pairs<K, V> {
     fn to_js(&self) -> JsValue {
         let o = Obj::new();
         for (k, v) in &self.0 {
-            with_name(k.as_ref(), |k| set_value(&o.0, k, &v.to_js()));
+            set_named(&o.0, k.as_ref(), &v.to_js());
         }
         o.done()
     }
