@@ -202,14 +202,13 @@ fn sint(out: &mut Vec<u8>, v: i64) {
         out.push(v as u8);
         return;
     }
-    for (i, marker) in [0xd0, 0xd1, 0xd2, 0xd3].into_iter().enumerate() {
-        let width = 1usize << i;
-        if width == 8 || v >= -(1i64 << (8 * width - 1)) {
-            out.push(marker);
-            out.extend_from_slice(&v.to_be_bytes()[8 - width..]);
-            return;
-        }
+    // int8/16/32/64 (markers 0xd0..=0xd3): the narrowest width holding `v`.
+    let mut i = 0;
+    while i < 3 && v < -(1i64 << (8 * (1 << i) - 1)) {
+        i += 1;
     }
+    out.push(0xd0 + i as u8);
+    out.extend_from_slice(&v.to_be_bytes()[8 - (1 << i)..]);
 }
 
 fn float(out: &mut Vec<u8>, v: f64) {
