@@ -13,7 +13,7 @@ use kvscope_core::BlockHash;
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
-use crate::js::{str_array, Obj, ToJs};
+use crate::js::{str_array, Arr, Obj, ToJs};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_EXTRA: &'static str = r#"
@@ -77,11 +77,11 @@ pub struct ExtraKeysDto(pub Vec<Option<ExtraValue>>);
 
 impl ToJs for ExtraKeysDto {
     fn to_js(&self) -> JsValue {
-        self.0
-            .iter()
-            .map(|e| ExtraJs(e.as_ref()))
-            .collect::<Vec<_>>()
-            .to_js()
+        let a = Arr::new();
+        for e in &self.0 {
+            a.push(&ExtraJs(e.as_ref()).to_js());
+        }
+        a.done()
     }
 }
 
@@ -106,21 +106,23 @@ impl ToJs for ExtraJs<'_> {
                 o.str("bytes", &hex::encode(b));
                 o.done()
             }
-            ExtraValue::Array(items) => items
-                .iter()
-                .map(|i| ExtraJs(Some(i)))
-                .collect::<Vec<_>>()
-                .to_js(),
+            ExtraValue::Array(items) => {
+                let a = Arr::new();
+                for i in items {
+                    a.push(&ExtraJs(Some(i)).to_js());
+                }
+                a.done()
+            }
             ExtraValue::Map(pairs) => {
-                let a = js_sys::Array::new();
+                let a = Arr::new();
                 for (k, v) in pairs {
-                    a.push(&js_sys::Array::of2(
-                        &ExtraJs(Some(k)).to_js(),
-                        &ExtraJs(Some(v)).to_js(),
-                    ));
+                    let pair = Arr::new();
+                    pair.push(&ExtraJs(Some(k)).to_js());
+                    pair.push(&ExtraJs(Some(v)).to_js());
+                    a.push(&pair.done());
                 }
                 let o = Obj::new();
-                o.val("map", &a);
+                o.val("map", &a.done());
                 o.done()
             }
         }

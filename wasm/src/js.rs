@@ -74,7 +74,7 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Most distinct runtime keys [`with_name`] caches (consumer, rule and verdict names: 25).
+/// Most distinct runtime keys [`set_named`] caches (consumer, rule and verdict names: 25).
 const NAME_SLOTS: usize = 32;
 
 thread_local! {
@@ -83,16 +83,18 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Call `f` with the runtime name `key` as a JS string, cached for the first
-/// [`NAME_SLOTS`] distinct names (a linear search: the keys are short and few).
-fn with_name(key: &str, f: impl FnOnce(&JsValue)) {
+/// `target[key] = value` with the runtime name `key` as a JS string, cached for the first
+/// [`NAME_SLOTS`] distinct names (a linear search: the keys are short and few). Not generic:
+/// one copy for every [`Pairs`] type.
+#[inline(never)]
+fn set_named(target: &js_sys::Object, key: &str, value: &JsValue) {
     NAMES.with(|cell| {
         let mut names = cell.borrow_mut();
         if let Some((_, k)) = names.iter().find(|(n, _)| n == key) {
-            return f(k);
+            return set_value(target, k, value);
         }
         let k = JsValue::from_str(key);
-        f(&k);
+        set_value(target, &k, value);
         if names.len() < NAME_SLOTS {
             names.push((key.to_owned(), k));
         }
@@ -269,6 +271,32 @@ impl Obj {
     }
 }
 
+/// A JS array built by pushes (no intermediate Rust `Vec` of the items).
+pub struct Arr(JsArray);
+
+impl Default for Arr {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Arr {
+    /// An empty array.
+    pub fn new() -> Self {
+        Arr(JsArray::new())
+    }
+
+    /// Append `value`.
+    pub fn push(&self, value: &JsValue) {
+        self.0.push_value(value);
+    }
+
+    /// The finished array.
+    pub fn done(self) -> JsValue {
+        self.0.into()
+    }
+}
+
 /// An array of strings.
 pub fn str_array<S: AsRef<str>>(items: &[S]) -> JsValue {
     let a = JsArray::new();
@@ -297,7 +325,7 @@ impl<K: AsRef<str>, V: ToJs> ToJs for Pairs<K, V> {
     fn to_js(&self) -> JsValue {
         let o = Obj::new();
         for (k, v) in &self.0 {
-            with_name(k.as_ref(), |k| set_value(&o.0, k, &v.to_js()));
+            set_named(&o.0, k.as_ref(), &v.to_js());
         }
         o.done()
     }
@@ -312,16 +340,17 @@ pub fn js_error(message: &str) -> JsValue {
 /// `line 3, column 7: ...`, `byte offset 42: ...`); the error also carries it as properties
 /// `line` / `column` (JSON Lines) or `byteOffset` (msgpack), all numbers.
 pub fn wire_error(err: &WireError) -> JsValue {
-    let e = js_sys::Error::new(&err.to_string());
-    let set = |key: &'static str, value: u64| with_key(key, |k| set_f64(&e, k, value as f64));
+    let e = Obj(js_sys::Error::new(&err.to_string()).into());
     match err.location {
         Location::Line { line, column } => {
-            set("line", line);
+            e.num("line", line as f64);
             if let Some(c) = column {
-                set("column", c);
+                e.num("column", c as f64);
             }
         }
-        Location::Byte(offset) => set("byteOffset", offset),
+        Location::Byte(offset) => {
+            e.num("byteOffset", offset as f64);
+        }
     }
-    e.into()
+    e.done()
 }

@@ -16,7 +16,7 @@ use crate::options::{
     parse_options, AnalyzeOptions, AnalyzeOptionsArg, ViolationFilterArg, ViolationFilterOptions,
 };
 use crate::report::{hash_str, hash_strs, num, Analysis, Finding, Job};
-use crate::trace::{range_error, Trace};
+use crate::trace::{out_of_range, range_error, Trace};
 
 /// A delivered event, as the replay shows it (hashes u64-normalised, as routers key them).
 #[derive(Debug, Tsify)]
@@ -666,11 +666,8 @@ impl ReplaySession {
         &self.inner
     }
 
-    fn step_js(step: Option<kr::Step>) -> Result<JsValue, JsValue> {
-        match step {
-            Some(s) => Ok(Step::from(s).to_js()),
-            None => Ok(JsValue::NULL),
-        }
+    fn step_js(step: Option<kr::Step>) -> JsValue {
+        step.map_or(JsValue::NULL, |s| Step::from(s).to_js())
     }
 
     fn filter(filter: Option<ViolationFilterArg>) -> Result<kr::ViolationFilter, JsValue> {
@@ -723,14 +720,14 @@ impl ReplaySession {
     /// Apply the event at the cursor and advance; returns that event's diff, or `null` at the
     /// end.
     #[wasm_bindgen(js_name = stepForward, unchecked_return_type = "Step | null")]
-    pub fn step_forward(&mut self) -> Result<JsValue, JsValue> {
+    pub fn step_forward(&mut self) -> JsValue {
         Self::step_js(self.inner.step_forward())
     }
 
     /// Revert the event at the cursor and move back; returns the diff that event had made
     /// (which this step undid), or `null` at cursor 0.
     #[wasm_bindgen(js_name = stepBack, unchecked_return_type = "Step | null")]
-    pub fn step_back(&mut self) -> Result<JsValue, JsValue> {
+    pub fn step_back(&mut self) -> JsValue {
         Self::step_js(self.inner.step_back())
     }
 
@@ -771,17 +768,17 @@ impl ReplaySession {
 
     /// The state at the cursor: per consumer and lane counters, active jobs, totals.
     #[wasm_bindgen(unchecked_return_type = "Snapshot")]
-    pub fn state(&self) -> Result<JsValue, JsValue> {
-        Ok(Snapshot::from(self.inner.snapshot()).to_js())
+    pub fn state(&self) -> JsValue {
+        Snapshot::from(self.inner.snapshot()).to_js()
     }
 
     /// The diff of the last step: what applying the event at the cursor (`cursor - 1`)
     /// changed, or `null` at cursor 0.
     #[wasm_bindgen(js_name = lastStep, unchecked_return_type = "Step | null")]
-    pub fn last_step(&self) -> Result<JsValue, JsValue> {
+    pub fn last_step(&self) -> JsValue {
         match self.inner.cursor().checked_sub(1) {
             Some(e) => Self::step_js(self.inner.step_at(e)),
-            None => Ok(JsValue::NULL),
+            None => JsValue::NULL,
         }
     }
 
@@ -789,12 +786,10 @@ impl ReplaySession {
     #[wasm_bindgen(js_name = stepAt, unchecked_return_type = "Step")]
     pub fn step_at(&self, index: f64) -> Result<JsValue, JsValue> {
         let i = index_arg(index, "event index")?;
-        let step = self.inner.step_at(i).ok_or_else(|| {
-            range_error(&format!(
-                "event {i} out of range (trace has {} events)",
-                self.inner.len()
-            ))
-        })?;
+        let step = self
+            .inner
+            .step_at(i)
+            .ok_or_else(|| out_of_range("event", i, self.inner.len()))?;
         Ok(Step::from(step).to_js())
     }
 
@@ -802,12 +797,10 @@ impl ReplaySession {
     #[wasm_bindgen(unchecked_return_type = "EventInfo")]
     pub fn event(&self, index: f64) -> Result<JsValue, JsValue> {
         let i = index_arg(index, "event index")?;
-        let info = self.inner.event_info(i).ok_or_else(|| {
-            range_error(&format!(
-                "event {i} out of range (trace has {} events)",
-                self.inner.len()
-            ))
-        })?;
+        let info = self
+            .inner
+            .event_info(i)
+            .ok_or_else(|| out_of_range("event", i, self.inner.len()))?;
         Ok(EventInfo::from(info).to_js())
     }
 
@@ -832,8 +825,8 @@ impl ReplaySession {
 
     /// The session's analysis (same shape as `Trace.analyze()`).
     #[wasm_bindgen(unchecked_return_type = "Analysis")]
-    pub fn analysis(&self) -> Result<JsValue, JsValue> {
-        Ok(Analysis::from(self.inner.analysis()).to_js())
+    pub fn analysis(&self) -> JsValue {
+        Analysis::from(self.inner.analysis()).to_js()
     }
 
     /// Bytes of the recorded index (what seeking uses), for memory accounting.

@@ -9,7 +9,7 @@ use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
 use crate::dto::{saturating_u32, Batch, Event, Provenance};
-use crate::js::{js_error, wire_error, Obj, ToJs};
+use crate::js::{js_error, wire_error, Arr, Obj, ToJs};
 use crate::options::EncodingArg;
 
 /// Source name given to a bare msgpack stream when the caller names none.
@@ -282,45 +282,40 @@ impl Trace {
     /// The `index`-th batch (0-based). Throws a `RangeError` past the end.
     #[wasm_bindgen(unchecked_return_type = "Batch")]
     pub fn batch(&self, index: usize) -> Result<JsValue, JsValue> {
-        let (batch, start) = self.batch_at(index).ok_or_else(|| {
-            range_error(&format!(
-                "batch {index} out of range (trace has {} batches)",
-                self.batch_count()
-            ))
-        })?;
+        let (batch, start) = self
+            .batch_at(index)
+            .ok_or_else(|| out_of_range("batch", index, self.batch_count()))?;
         Ok(Batch::new(batch, index, start).to_js())
     }
 
     /// All batches, in delivery order.
     #[wasm_bindgen(unchecked_return_type = "Batch[]")]
-    pub fn batches(&self) -> Result<JsValue, JsValue> {
-        let all: Vec<Batch> = self
-            .inner
-            .batches()
-            .zip(&self.starts)
-            .enumerate()
-            .map(|(i, (b, &start))| Batch::new(b, i, start))
-            .collect();
-        Ok(all.to_js())
+    pub fn batches(&self) -> JsValue {
+        let a = Arr::new();
+        for (i, (b, &start)) in self.inner.batches().zip(&self.starts).enumerate() {
+            a.push(&Batch::new(b, i, start).to_js());
+        }
+        a.done()
     }
 
     /// The event at global index `index` (events numbered across batches, from 0) with its
     /// batch's source, seq and ts. Throws a `RangeError` past the end.
     #[wasm_bindgen(unchecked_return_type = "EventRef")]
     pub fn event(&self, index: usize) -> Result<JsValue, JsValue> {
-        let ev = self.event_ref(index).ok_or_else(|| {
-            range_error(&format!(
-                "event {index} out of range (trace has {} events)",
-                self.event_count()
-            ))
-        })?;
+        let ev = self
+            .event_ref(index)
+            .ok_or_else(|| out_of_range("event", index, self.event_count()))?;
         Ok(ev.to_js())
     }
 
     /// The trace's sequence-gap markers.
     #[wasm_bindgen(unchecked_return_type = "Gap[]")]
-    pub fn gaps(&self) -> Result<JsValue, JsValue> {
-        Ok(self.inner.gaps().map(Gap::from).collect::<Vec<_>>().to_js())
+    pub fn gaps(&self) -> JsValue {
+        let a = Arr::new();
+        for g in self.inner.gaps() {
+            a.push(&Gap::from(g).to_js());
+        }
+        a.done()
     }
 
     /// The header's scenario description, if the trace has a header naming one.
@@ -356,6 +351,16 @@ impl Trace {
         let encoding = parse_encoding(name.as_deref()).map_err(|m| js_error(&m))?;
         Ok(self.msgpack_bytes(encoding))
     }
+}
+
+/// The `RangeError` for `{noun} {index} out of range (trace has {len} {noun}s)` (one copy of
+/// the formatting for every indexed getter).
+#[inline(never)]
+pub(crate) fn out_of_range(noun: &str, index: usize, len: usize) -> JsValue {
+    range_error(&format!(
+        "{noun} {index} out of range (trace has {len} {noun}{})",
+        if noun.ends_with('h') { "es" } else { "s" }
+    ))
 }
 
 /// A JS `RangeError`.

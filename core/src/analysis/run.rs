@@ -390,34 +390,32 @@ impl Run {
         if b.seq == prev.wrapping_add(1) {
             return;
         }
-        self.raw.push(Finding {
-            rule: Rule::SeqGap,
-            level: Level::Warn,
-            event: gi,
-            line: b.origin,
-            index: 0,
-            source: b.source.clone(),
-            hashes: vec![],
-            parent: None,
-            related_event: None,
-            inferred: false,
-            message: if b.seq > prev {
-                format!(
-                    "dp_rank {}: expected seq {}, got {} ({} batch(es) missing)",
-                    key.1,
-                    prev + 1,
-                    b.seq,
-                    b.seq - prev - 1
-                )
-            } else {
-                format!(
-                    "dp_rank {}: seq went back from {} to {} (publisher restart or duplicate)",
-                    key.1, prev, b.seq
-                )
-            },
-            verdicts: SortedPairs::new(),
-            cascade: SortedPairs::new(),
-        });
+        let message = if b.seq > prev {
+            format!(
+                "dp_rank {}: expected seq {}, got {} ({} batch(es) missing)",
+                key.1,
+                prev + 1,
+                b.seq,
+                b.seq - prev - 1
+            )
+        } else {
+            format!(
+                "dp_rank {}: seq went back from {} to {} (publisher restart or duplicate)",
+                key.1, prev, b.seq
+            )
+        };
+        self.raw.push(finding(
+            Rule::SeqGap,
+            gi,
+            b.origin,
+            0,
+            &b.source,
+            vec![],
+            None,
+            None,
+            false,
+            message,
+        ));
     }
 
     /// Findings for gap records (after every sequence finding, as before slicing).
@@ -435,24 +433,27 @@ impl Run {
                         Some(TraceRecord::Batch(b)) => Some(b.origin),
                         _ => None,
                     });
-            self.raw.push(Finding {
-                rule: if g.recovered {
+            // `{:?}` of the rank spelled out (no `Debug` code for it in the wasm).
+            let (some, rank, close): (&str, &dyn std::fmt::Display, &str) = match &g.dp_rank {
+                Some(r) => ("Some(", r, ")"),
+                None => ("None", &"", ""),
+            };
+            self.raw.push(finding(
+                if g.recovered {
                     Rule::SeqGapRecovered
                 } else {
                     Rule::SeqGap
                 },
-                level: Level::Warn,
-                event: at,
-                line: line.unwrap_or(0),
-                index: 0,
-                source: g.source.clone(),
-                hashes: vec![],
-                parent: None,
-                related_event: None,
-                inferred: false,
-                message: format!(
-                    "gap record: dp_rank {:?} expected seq {}, received {}{}",
-                    g.dp_rank,
+                at,
+                line.unwrap_or(0),
+                0,
+                &g.source,
+                vec![],
+                None,
+                None,
+                false,
+                format!(
+                    "gap record: dp_rank {some}{rank}{close} expected seq {}, received {}{}",
                     g.expected_seq,
                     g.received_seq,
                     if g.recovered {
@@ -461,9 +462,7 @@ impl Run {
                         " (not recovered)"
                     }
                 ),
-                verdicts: SortedPairs::new(),
-                cascade: SortedPairs::new(),
-            });
+            ));
         }
     }
 
@@ -620,7 +619,7 @@ impl Run {
                         Rule::DoubleStore,
                         i,
                         origin,
-                        &loc,
+                        loc.pos as usize,
                         source_name,
                         doubles,
                         None,
@@ -694,7 +693,7 @@ impl Run {
                             rule,
                             w.child,
                             worigin,
-                            &wloc,
+                            wloc.pos as usize,
                             wsource,
                             w.hashes.to_vec(),
                             Some(*h),
@@ -720,7 +719,7 @@ impl Run {
                         Rule::RemoveUnknown,
                         i,
                         origin,
-                        &loc,
+                        loc.pos as usize,
                         source_name,
                         unknown,
                         None,
@@ -816,7 +815,7 @@ impl Run {
                                 Rule::UnknownParent,
                                 w.child,
                                 worigin,
-                                &wloc,
+                                wloc.pos as usize,
                                 wsource,
                                 w.hashes.to_vec(),
                                 Some(p),
@@ -870,7 +869,7 @@ impl Run {
                         Rule::ConsumerLoss,
                         root.event,
                         origin,
-                        &loc,
+                        loc.pos as usize,
                         src,
                         root.first_block.map_or_else(Vec::new, |b| vec![b]),
                         root.missing_parent,
@@ -1110,12 +1109,13 @@ fn tier_label(index: &EventIndex, tier: u32) -> String {
         .unwrap_or_default()
 }
 
+/// A finding at the default level (the configured level is applied when the run finishes).
 #[allow(clippy::too_many_arguments)]
 fn finding(
     rule: Rule,
     event: usize,
     line: u64,
-    loc: &EventLoc,
+    index: usize,
     source: &str,
     hashes: Vec<u64>,
     parent: Option<u64>,
@@ -1128,7 +1128,7 @@ fn finding(
         level: rule.default_level(),
         event,
         line,
-        index: loc.pos as usize,
+        index,
         source: source.to_owned(),
         hashes,
         parent,

@@ -34,8 +34,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    content_hash, push_block, slot, BlockSizes, Blocks, Consumer, EventCtx, EventIds, EventVerdict,
+    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -379,7 +379,11 @@ impl Dynamo {
         }
         node.children.insert(first_local, suffix_id);
         node.internal = true;
-        let covered: Vec<Blk> = suffix.edge.iter().take(suffix_cut).copied().collect();
+        let covered: Vec<Blk> = suffix
+            .edge
+            .get(..suffix_cut)
+            .unwrap_or(&suffix.edge)
+            .to_vec();
         if let Some(slot) = self.nodes.get_mut(id as usize) {
             *slot = node;
         }
@@ -593,17 +597,19 @@ impl Dynamo {
             i += 1;
             let Some(id) = self.lookup_remove(w, bid) else {
                 if eagerly.contains_key(&h) {
-                    out.push(BlockVerdict {
-                        hash: h,
-                        verdict: VerdictKind::Removed,
-                        reason: Some("already_dropped_with_chain".into()),
-                    });
+                    push_block(
+                        &mut out,
+                        h,
+                        VerdictKind::Removed,
+                        Some("already_dropped_with_chain"),
+                    );
                 } else {
-                    out.push(BlockVerdict {
-                        hash: h,
-                        verdict: VerdictKind::RemoveUnknown,
-                        reason: Some("block_not_found".into()),
-                    });
+                    push_block(
+                        &mut out,
+                        h,
+                        VerdictKind::RemoveUnknown,
+                        Some("block_not_found"),
+                    );
                 }
                 continue;
             };
@@ -613,18 +619,15 @@ impl Dynamo {
             };
             let Some(first_pos) = first_pos else {
                 self.lookup_insert(w, bid, id, lane);
-                out.push(BlockVerdict {
-                    hash: h,
-                    verdict: VerdictKind::RemoveUnknown,
-                    reason: Some("block_not_found".into()),
-                });
+                push_block(
+                    &mut out,
+                    h,
+                    VerdictKind::RemoveUnknown,
+                    Some("block_not_found"),
+                );
                 continue;
             };
-            out.push(BlockVerdict {
-                hash: h,
-                verdict: VerdictKind::Removed,
-                reason: None,
-            });
+            push_block(&mut out, h, VerdictKind::Removed, None);
             let Some(node) = self.nodes.get(id as usize) else {
                 continue;
             };
@@ -643,25 +646,23 @@ impl Dynamo {
                         min_pos = cpos;
                         min_hash = (cand, cand_bid);
                     }
-                    out.push(BlockVerdict {
-                        hash: cand,
-                        verdict: VerdictKind::Removed,
-                        reason: None,
-                    });
+                    push_block(&mut out, cand, VerdictKind::Removed, None);
                     i += 1;
                 }
             }
             // remove_worker_at_pos
-            let stale: Vec<(u64, u32)> = if min_pos >= node.cutoff {
-                vec![min_hash]
+            let mut stale: Vec<(u64, u32)> = Vec::new();
+            if min_pos >= node.cutoff {
+                stale.push(min_hash);
             } else {
-                node.edge
-                    .iter()
-                    .skip(min_pos)
-                    .take(node.cutoff - min_pos)
-                    .map(|b| (b.1, b.2))
-                    .collect()
-            };
+                for b in node
+                    .edge
+                    .get(min_pos..node.cutoff.min(node.edge.len()))
+                    .unwrap_or(&[])
+                {
+                    stale.push((b.1, b.2));
+                }
+            }
             if min_pos < node.cutoff {
                 if let Some(n) = self.nodes.get_mut(id as usize) {
                     n.cutoff = min_pos;
@@ -671,11 +672,12 @@ impl Dynamo {
             for (s, sid) in stale {
                 let was = self.lookup_remove(w, sid).is_some();
                 if was && !hashes.contains(&s) {
-                    out.push(BlockVerdict {
-                        hash: s,
-                        verdict: VerdictKind::Removed,
-                        reason: Some("dropped_with_chain".into()),
-                    });
+                    push_block(
+                        &mut out,
+                        s,
+                        VerdictKind::Removed,
+                        Some("dropped_with_chain"),
+                    );
                 }
                 eagerly.insert(s, 0);
             }
@@ -826,17 +828,9 @@ impl Dynamo {
                         },
                         -1,
                     );
-                    out.push(BlockVerdict {
-                        hash: h,
-                        verdict: VerdictKind::Removed,
-                        reason: None,
-                    });
+                    push_block(&mut out, h, VerdictKind::Removed, None);
                 }
-                None => out.push(BlockVerdict {
-                    hash: h,
-                    verdict: VerdictKind::RemoveUnknown,
-                    reason: Some("skipped".into()),
-                }),
+                None => push_block(&mut out, h, VerdictKind::RemoveUnknown, Some("skipped")),
             }
         }
         out
@@ -1004,19 +998,11 @@ impl Dynamo {
         }
         let mut blocks = Blocks::with_capacity(hashes.len());
         for (i, &hash) in hashes.iter().enumerate() {
-            blocks.push(if i < kept {
-                BlockVerdict {
-                    hash,
-                    verdict: VerdictKind::Applied,
-                    reason: None,
-                }
+            if i < kept {
+                push_block(&mut blocks, hash, VerdictKind::Applied, None);
             } else {
-                BlockVerdict {
-                    hash,
-                    verdict: VerdictKind::Truncated,
-                    reason: reason.map(Into::into),
-                }
-            });
+                push_block(&mut blocks, hash, VerdictKind::Truncated, reason);
+            }
         }
         let verdict = if lost == 0 {
             VerdictKind::Applied

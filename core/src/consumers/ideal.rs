@@ -9,7 +9,7 @@
 use smallvec::SmallVec;
 
 use super::{
-    slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner,
+    push_block, slot, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner,
     LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Resolution, SlabMap, VerdictKind,
 };
 use crate::event::KvEvent;
@@ -163,11 +163,7 @@ impl Ideal {
                     } else {
                         VerdictKind::RemoveUnknown
                     };
-                    blocks.push(BlockVerdict {
-                        hash: h,
-                        verdict,
-                        reason: None,
-                    });
+                    push_block(&mut blocks, h, verdict, None);
                 }
                 EventVerdict::removal(blocks)
             }

@@ -24,7 +24,7 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
+    content_hash, push_block, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
     EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Map,
     Resolution, SlabMap, VerdictKind,
 };
@@ -245,17 +245,14 @@ impl Llmd {
                         self.hold(id, lane);
                         self.track_store(entry, id);
                         any = true;
-                        blocks.push(BlockVerdict {
-                            hash: h,
-                            verdict: VerdictKind::Applied,
-                            reason: Some("tier_update".into()),
-                        });
+                        push_block(&mut blocks, h, VerdictKind::Applied, Some("tier_update"));
                     } else {
-                        blocks.push(BlockVerdict {
-                            hash: h,
-                            verdict: VerdictKind::Ignored,
-                            reason: Some("tier_update_unknown_key".into()),
-                        });
+                        push_block(
+                            &mut blocks,
+                            h,
+                            VerdictKind::Ignored,
+                            Some("tier_update_unknown_key"),
+                        );
                     }
                 }
                 let lost = blocks

@@ -298,6 +298,22 @@ impl LaneList {
     }
 }
 
+/// Append one block's outcome to `out`, with an optional static reason: what the models'
+/// per-block loops call (one out-of-line copy of the push instead of one per site: wasm size).
+#[inline(never)]
+pub(crate) fn push_block(
+    out: &mut Blocks,
+    hash: u64,
+    verdict: VerdictKind,
+    reason: Option<&'static str>,
+) {
+    out.push(BlockVerdict {
+        hash,
+        verdict,
+        reason: reason.map(Cow::Borrowed),
+    });
+}
+
 impl EventVerdict {
     /// A verdict with the same outcome for every block.
     pub fn uniform(verdict: VerdictKind, hashes: impl IntoIterator<Item = u64>) -> Self {
@@ -309,6 +325,7 @@ impl EventVerdict {
     /// instead of one per iterator type).
     pub(crate) fn of(verdict: VerdictKind, hashes: &[u64]) -> Self {
         let mut blocks = Blocks::with_capacity(hashes.len());
+        // Inline pushes here: this is every event's path (push_block is for the rarer ones).
         for &hash in hashes {
             blocks.push(BlockVerdict {
                 hash,
@@ -548,10 +565,22 @@ impl HashChain {
     }
 }
 
-/// The Fx hash of a string (for [`HashChain`]).
+/// A 64-bit hash of a string (for [`HashChain`], which compares the strings themselves, so
+/// only the spread matters): Fx-style, one multiply per 8-byte little-endian word and one for
+/// the length. A small loop instead of rustc-hash's string hashing, which is about 750 bytes of
+/// wasm; the strings hashed (source names, job keys, statuses and reasons) are short.
 pub(crate) fn str_hash(s: &str) -> u64 {
-    use std::hash::BuildHasher;
-    rustc_hash::FxBuildHasher.hash_one(s)
+    /// rustc-hash 2's multiplier.
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+    let mut h = (s.len() as u64).wrapping_mul(K);
+    for word in s.as_bytes().chunks(8) {
+        let mut w = 0u64;
+        for (i, b) in word.iter().enumerate() {
+            w |= (*b as u64) << (8 * i);
+        }
+        h = (h.rotate_left(26) ^ w).wrapping_mul(K);
+    }
+    h
 }
 
 /// A map from `u64` keys to values kept in a vector: [`Map<u64, u32>`] (key → slot) plus a
@@ -626,15 +655,13 @@ impl<V: Default> SlabMap<V> {
     /// Remove every entry, returning them (unspecified order).
     pub(crate) fn take_all(&mut self) -> Vec<(u64, V)> {
         let mut slots = std::mem::take(&mut self.slots);
-        let out = self
-            .index
-            .drain()
-            .filter_map(|(k, i)| {
-                slots
-                    .get_mut(i as usize)
-                    .map(|s| (k, std::mem::take(&mut s.1)))
-            })
-            .collect();
+        // A loop, not a `filter_map` + `collect` instance per value type.
+        let mut out = Vec::with_capacity(self.index.len());
+        for (k, i) in self.index.drain() {
+            if let Some(s) = slots.get_mut(i as usize) {
+                out.push((k, std::mem::take(&mut s.1)));
+            }
+        }
         self.free.clear();
         out
     }
@@ -818,11 +845,13 @@ impl BlockSizes {
             .copied()
             .find(|s| *s > 0)
             .unwrap_or(Self::FALLBACK);
+        // A loop into a vector, then one copy into the `Arc` (no `Arc` `FromIterator` code).
+        let mut per_source = Vec::with_capacity(engine.len());
+        for s in engine {
+            per_source.push(s.filter(|v| *v > 0).unwrap_or(fallback));
+        }
         BlockSizes {
-            per_source: engine
-                .iter()
-                .map(|s| s.filter(|v| *v > 0).unwrap_or(fallback))
-                .collect(),
+            per_source: per_source.into(),
             fallback,
         }
     }

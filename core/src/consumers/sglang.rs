@@ -13,7 +13,7 @@
 use smallvec::SmallVec;
 
 use super::{
-    slot, BlockVerdict, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner,
+    push_block, slot, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner,
     LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
@@ -315,11 +315,7 @@ impl Sglang {
                 Some(id) if self.drop_owner(id, w, wid, Some(tier)) => VerdictKind::Removed,
                 _ => VerdictKind::RemoveUnknown,
             };
-            blocks.push(BlockVerdict {
-                hash: h,
-                verdict,
-                reason: None,
-            });
+            push_block(&mut blocks, h, verdict, None);
         }
         EventVerdict::removal(blocks)
     }

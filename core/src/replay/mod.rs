@@ -84,8 +84,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Analysis, AnalysisConfig, Finding, Job, Recorder, Rule, Run, Stage};
 use crate::consumers::{
-    slot, str_hash, BlockVerdict, Blocks, ConsumerKind, EventVerdict, HashChain, LaneCounts,
-    LaneKey, Resolution, VerdictKind,
+    push_block, slot, str_hash, BlockVerdict, Blocks, ConsumerKind, EventVerdict, HashChain,
+    LaneCounts, LaneKey, Resolution, VerdictKind,
 };
 use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
@@ -905,12 +905,13 @@ impl ReplayBuilder {
         // (event, k) for k over violations then other findings, sorted: both lists are sorted
         // by event, so a merge (violations first on ties) does it.
         let reorders = analysis.violations.len();
-        let others: Vec<usize> = analysis
-            .findings
-            .iter()
-            .filter(|f| !f.rule.is_reorder())
-            .map(|f| f.event)
-            .collect();
+        // Plain loops into vectors here (no iterator-adapter `collect` instances: wasm size).
+        let mut others: Vec<usize> = Vec::new();
+        for f in &analysis.findings {
+            if !f.rule.is_reorder() {
+                others.push(f.event);
+            }
+        }
         let mut finding_events: Vec<(usize, usize)> = Vec::with_capacity(reorders + others.len());
         let mut a = analysis
             .violations
@@ -937,15 +938,17 @@ impl ReplayBuilder {
         // Within-job violations by job, sorted by event: (job, event) pairs sorted, then
         // offsets per job.
         // As `(job, event)` key/index pairs, so the crate's one sort serves (code size).
-        let mut pairs: Vec<(u64, u32)> = analysis
-            .violations
-            .iter()
-            .filter(|f| f.rule == Rule::ChildBeforeParentInJob)
-            .filter_map(|f| {
-                let job = analysis.index.events.get(f.event)?.job;
-                (job != u32::MAX).then_some((u64::from(job), f.event as u32))
-            })
-            .collect();
+        let mut pairs: Vec<(u64, u32)> = Vec::new();
+        for f in &analysis.violations {
+            if f.rule != Rule::ChildBeforeParentInJob {
+                continue;
+            }
+            if let Some(job) = analysis.index.events.get(f.event).map(|l| l.job) {
+                if job != u32::MAX {
+                    pairs.push((u64::from(job), f.event as u32));
+                }
+            }
+        }
         crate::sort::sort_keyed(&mut pairs);
         let jobs = analysis.index.jobs.len();
         let mut job_violation_at = Vec::with_capacity(jobs + 1);
@@ -956,7 +959,10 @@ impl ReplayBuilder {
             }
             job_violation_at.push(k as u32);
         }
-        let job_violations = pairs.into_iter().map(|p| p.1).collect();
+        let mut job_violations = Vec::with_capacity(pairs.len());
+        for p in pairs {
+            job_violations.push(p.1);
+        }
         // Batch display data into the rows (batches' events are consecutive, in record order).
         let mut rows = rec.rows.iter_mut();
         for b in trace.batches() {
@@ -990,28 +996,24 @@ impl ReplayBuilder {
             }
         }
         drop(open);
-        let job_rows = analysis
-            .index
-            .jobs
-            .iter()
-            .map(|j| {
-                let loc = analysis.index.events.get(j.first_event);
-                JobRow {
-                    job_id: j.job_id.unwrap_or(0),
-                    first_event: j.first_event as u32,
-                    last_event: j.last_event as u32,
-                    events: j.events as u32,
-                    source: loc.map_or(0, |l| l.source),
-                    tier: loc.map_or(0, |l| l.tier),
-                    flags: if j.job_id.is_some() {
-                        JobRow::JOB_ID
-                    } else {
-                        0
-                    } | if j.inferred { JobRow::INFERRED } else { 0 },
-                    kind: j.kind,
-                }
-            })
-            .collect();
+        let mut job_rows = Vec::with_capacity(analysis.index.jobs.len());
+        for j in &analysis.index.jobs {
+            let loc = analysis.index.events.get(j.first_event);
+            job_rows.push(JobRow {
+                job_id: j.job_id.unwrap_or(0),
+                first_event: j.first_event as u32,
+                last_event: j.last_event as u32,
+                events: j.events as u32,
+                source: loc.map_or(0, |l| l.source),
+                tier: loc.map_or(0, |l| l.tier),
+                flags: if j.job_id.is_some() {
+                    JobRow::JOB_ID
+                } else {
+                    0
+                } | if j.inferred { JobRow::INFERRED } else { 0 },
+                kind: j.kind,
+            });
+        }
         let max_job_span = analysis
             .index
             .jobs
@@ -1303,7 +1305,11 @@ impl Replay {
             vec![row.hash]
         } else if row.flags & Row::MORE_HASHES != 0 {
             let (_, ev) = index.event(&self.trace, i)?;
-            ev.block_hashes().iter().map(|h| h.as_u64()).collect()
+            let mut v = Vec::with_capacity(ev.block_hashes().len());
+            for h in ev.block_hashes() {
+                v.push(h.as_u64());
+            }
+            v
         } else {
             Vec::new()
         };
@@ -1335,17 +1341,20 @@ impl Replay {
         let cv = self.rec.verdicts.get(c)?.get(i)?;
         let key = verdict_key(c, i);
         let blocks_at = self.rec.blocks.binary_search_by_key(&key, |e| e.0).ok();
-        let blocks: Blocks = match blocks_at.and_then(|k| self.rec.blocks.get(k)) {
-            Some((_, b)) => b.iter().cloned().collect(),
-            None => hashes
-                .iter()
-                .map(|h| BlockVerdict {
-                    hash: *h,
-                    verdict: cv.kind,
-                    reason: None,
-                })
-                .collect(),
-        };
+        let stored = blocks_at.and_then(|k| self.rec.blocks.get(k));
+        let mut blocks = Blocks::with_capacity(stored.map_or(hashes.len(), |(_, b)| b.len()));
+        match stored {
+            Some((_, b)) => {
+                for bv in b.iter() {
+                    blocks.push(bv.clone());
+                }
+            }
+            None => {
+                for &h in hashes {
+                    push_block(&mut blocks, h, cv.kind, None);
+                }
+            }
+        }
         Some(EventVerdict {
             verdict: cv.kind,
             missing_parent: self
@@ -1396,32 +1405,29 @@ impl Replay {
         for (c, kind) in self.analysis.config.consumers.iter().enumerate() {
             let verdict = self.verdict(c, i, &event.hashes)?;
             let final_kind = self.analysis.verdict_kind(*kind, i);
-            let resolved = self
-                .rec
-                .resolutions
-                .get(start..)
-                .unwrap_or(&[])
-                .iter()
-                .take_while(|r| r.0 as usize == i)
-                .filter(|r| r.1 as usize == c)
-                .map(|r| r.2.clone())
-                .collect();
+            let mut resolved = Vec::new();
+            for r in self.rec.resolutions.get(start..).unwrap_or(&[]) {
+                if r.0 as usize != i {
+                    break;
+                }
+                if r.1 as usize == c {
+                    resolved.push(r.2.clone());
+                }
+            }
             let a = self.rec.changes_begin(i);
-            let lanes = self
-                .changes_of(i)
-                .iter()
-                .enumerate()
-                .filter(|(_, ch)| ch.consumer as usize == c)
-                .map(|(k, ch)| {
-                    let (source, tier) = self.lane_names(ch.lane);
-                    LaneChange {
-                        source,
-                        tier,
-                        before: unpack(self.before_change(a + k as u32)),
-                        after: unpack(ch.counts),
-                    }
-                })
-                .collect();
+            let mut lanes = Vec::new();
+            for (k, ch) in self.changes_of(i).iter().enumerate() {
+                if ch.consumer as usize != c {
+                    continue;
+                }
+                let (source, tier) = self.lane_names(ch.lane);
+                lanes.push(LaneChange {
+                    source,
+                    tier,
+                    before: unpack(self.before_change(a + k as u32)),
+                    after: unpack(ch.counts),
+                });
+            }
             verdicts.push(ConsumerStep {
                 consumer: *kind,
                 final_verdict: final_kind.filter(|k| *k != verdict.verdict),
@@ -1431,14 +1437,13 @@ impl Replay {
             });
         }
         let from = self.finding_events.partition_point(|(e, _)| *e < i);
-        let findings = self
-            .finding_events
-            .get(from..)
-            .unwrap_or(&[])
-            .iter()
-            .take_while(|(e, _)| *e == i)
-            .filter_map(|(_, k)| self.finding(*k).cloned())
-            .collect();
+        let mut findings = Vec::new();
+        for &(e, k) in self.finding_events.get(from..).unwrap_or(&[]) {
+            if e != i {
+                break;
+            }
+            findings.extend(self.finding(k).cloned());
+        }
         Some(Step {
             event,
             verdicts,
@@ -1503,41 +1508,44 @@ impl Replay {
         } else {
             0..0
         };
-        let mut active: Vec<u32> = scan
-            .rev()
-            .map_while(|j| {
-                let r = self.job_rows.get(j as usize)?;
-                (r.first_event as usize >= lo).then_some((j, r))
-            })
-            .filter(|(_, r)| r.last_event as usize >= c)
-            .map(|(j, _)| j)
-            .collect();
+        let mut active: Vec<u32> = Vec::new();
+        for j in scan.rev() {
+            let Some(r) = self.job_rows.get(j as usize) else {
+                break;
+            };
+            if (r.first_event as usize) < lo {
+                break;
+            }
+            if r.last_event as usize >= c {
+                active.push(j);
+            }
+        }
         active.reverse();
         if let Some(j) = current_job.filter(|j| (*j as usize) < self.job_rows.len()) {
             if !active.contains(&j) {
                 active.push(j);
             }
         }
-        let active_jobs = active
-            .into_iter()
-            .take(256)
-            .filter_map(|j| {
-                Some(JobProgress {
-                    job: self.job(j)?,
-                    // The current event's job: its position in the job says it (no list
-                    // lookup).
-                    delivered: match current.filter(|r| r.job == j).and_then(Row::ordinal) {
-                        Some(o) => o + 1,
-                        None => self
-                            .rec
-                            .job_events
-                            .get(j as usize)
-                            .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
-                    },
-                    violations: self.job_violations_before(j, c),
-                })
-            })
-            .collect();
+        let mut active_jobs = Vec::new();
+        for j in active.into_iter().take(256) {
+            let Some(job) = self.job(j) else {
+                continue;
+            };
+            active_jobs.push(JobProgress {
+                job,
+                // The current event's job: its position in the job says it (no list
+                // lookup).
+                delivered: match current.filter(|r| r.job == j).and_then(Row::ordinal) {
+                    Some(o) => o + 1,
+                    None => self
+                        .rec
+                        .job_events
+                        .get(j as usize)
+                        .map_or(0, |l| l.partition_point(|e| (*e as usize) < c)),
+                },
+                violations: self.job_violations_before(j, c),
+            });
+        }
         Snapshot {
             cursor: c,
             total: self.len(),

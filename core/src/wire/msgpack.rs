@@ -153,10 +153,7 @@ fn encode_parts(
     float(out, ts);
     array_len(out, events.len());
     for ev in events {
-        match encoding {
-            EventEncoding::Map => encode_event_map(out, ev),
-            EventEncoding::Array => encode_event_array(out, ev),
-        }
+        encode_event(out, ev, encoding == EventEncoding::Map);
     }
     opt_uint(out, rank.map(u64::from));
 }
@@ -205,14 +202,13 @@ fn sint(out: &mut Vec<u8>, v: i64) {
         out.push(v as u8);
         return;
     }
-    for (i, marker) in [0xd0, 0xd1, 0xd2, 0xd3].into_iter().enumerate() {
-        let width = 1usize << i;
-        if width == 8 || v >= -(1i64 << (8 * width - 1)) {
-            out.push(marker);
-            out.extend_from_slice(&v.to_be_bytes()[8 - width..]);
-            return;
-        }
+    // int8/16/32/64 (markers 0xd0..=0xd3): the narrowest width holding `v`.
+    let mut i = 0;
+    while i < 3 && v < -(1i64 << (8 * (1 << i) - 1)) {
+        i += 1;
     }
+    out.push(0xd0 + i as u8);
+    out.extend_from_slice(&v.to_be_bytes()[8 - (1 << i)..]);
 }
 
 fn float(out: &mut Vec<u8>, v: f64) {
@@ -328,9 +324,41 @@ fn extra_keys(out: &mut Vec<u8>, keys: Option<&[Option<ExtraValue>]>) {
     }
 }
 
-fn encode_event_map(out: &mut Vec<u8>, ev: &KvEvent) {
+/// An event as a map (`map`: current vLLM, keys named, optional trailing fields only when
+/// set) or a positional array (legacy vLLM: every field, `locality` / `ownership` only when
+/// either is set). One function for both forms: they share the field order.
+fn encode_event(out: &mut Vec<u8>, ev: &KvEvent, map: bool) {
+    // The key of a field both forms always write.
+    let key = |out: &mut Vec<u8>, k: &str| {
+        if map {
+            string(out, k);
+        }
+    };
+    // Whether to write an optional field (and its key, in a map): a map writes it when it
+    // is set (`set`), an array when it has the position (`positional`).
+    let field = |out: &mut Vec<u8>, k: &str, set: bool, positional: bool| {
+        if map && set {
+            string(out, k);
+        }
+        if map {
+            set
+        } else {
+            positional
+        }
+    };
+    // The head and the `type` tag.
+    let head = |out: &mut Vec<u8>, map_fields: usize, array_fields: usize, tag: &str| {
+        if map {
+            map_len(out, map_fields);
+            string(out, "type");
+        } else {
+            array_len(out, array_fields);
+        }
+        string(out, tag);
+    };
     match ev {
         KvEvent::BlockStored(e) => {
+            let extended = e.locality.is_some() || e.ownership.is_some();
             let n = 8
                 + usize::from(e.extra_keys.is_some())
                 + usize::from(e.group_idx.is_some())
@@ -338,125 +366,71 @@ fn encode_event_map(out: &mut Vec<u8>, ev: &KvEvent) {
                 + usize::from(e.kv_cache_spec_sliding_window.is_some())
                 + usize::from(e.locality.is_some())
                 + usize::from(e.ownership.is_some());
-            map_len(out, n);
-            string(out, "type");
-            string(out, "BlockStored");
-            string(out, "block_hashes");
+            head(out, n, if extended { 14 } else { 12 }, "BlockStored");
+            key(out, "block_hashes");
             hashes(out, &e.block_hashes);
-            string(out, "parent_block_hash");
+            key(out, "parent_block_hash");
             opt_hash(out, e.parent_block_hash.as_ref());
-            string(out, "token_ids");
+            key(out, "token_ids");
             tokens(out, &e.token_ids);
-            string(out, "block_size");
+            key(out, "block_size");
             uint(out, u64::from(e.block_size));
-            string(out, "lora_id");
+            key(out, "lora_id");
             match e.lora_id {
                 Some(v) => sint(out, v),
                 None => nil(out),
             }
-            string(out, "medium");
+            key(out, "medium");
             opt_str(out, &e.medium);
-            string(out, "lora_name");
+            key(out, "lora_name");
             opt_str(out, &e.lora_name);
-            if let Some(k) = &e.extra_keys {
-                string(out, "extra_keys");
-                extra_keys(out, Some(k));
+            if field(out, "extra_keys", e.extra_keys.is_some(), true) {
+                extra_keys(out, e.extra_keys.as_deref());
             }
-            if let Some(g) = e.group_idx {
-                string(out, "group_idx");
-                uint(out, u64::from(g));
+            if field(out, "group_idx", e.group_idx.is_some(), true) {
+                opt_uint(out, e.group_idx.map(u64::from));
             }
-            if let Some(k) = &e.kv_cache_spec_kind {
-                string(out, "kv_cache_spec_kind");
-                string(out, k);
+            if field(
+                out,
+                "kv_cache_spec_kind",
+                e.kv_cache_spec_kind.is_some(),
+                true,
+            ) {
+                opt_str(out, &e.kv_cache_spec_kind);
             }
-            if let Some(w) = e.kv_cache_spec_sliding_window {
-                string(out, "kv_cache_spec_sliding_window");
-                uint(out, w);
+            let window = e.kv_cache_spec_sliding_window;
+            if field(out, "kv_cache_spec_sliding_window", window.is_some(), true) {
+                opt_uint(out, window);
             }
-            if let Some(l) = &e.locality {
-                string(out, "locality");
-                string(out, l);
+            if field(out, "locality", e.locality.is_some(), extended) {
+                opt_str(out, &e.locality);
             }
-            if let Some(o) = &e.ownership {
-                string(out, "ownership");
-                string(out, o);
+            if field(out, "ownership", e.ownership.is_some(), extended) {
+                opt_str(out, &e.ownership);
             }
         }
         KvEvent::BlockRemoved(e) => {
+            let extended = e.locality.is_some() || e.ownership.is_some();
             let n = 3
                 + usize::from(e.group_idx.is_some())
                 + usize::from(e.locality.is_some())
                 + usize::from(e.ownership.is_some());
-            map_len(out, n);
-            string(out, "type");
-            string(out, "BlockRemoved");
-            string(out, "block_hashes");
+            head(out, n, if extended { 6 } else { 4 }, "BlockRemoved");
+            key(out, "block_hashes");
             hashes(out, &e.block_hashes);
-            string(out, "medium");
+            key(out, "medium");
             opt_str(out, &e.medium);
-            if let Some(g) = e.group_idx {
-                string(out, "group_idx");
-                uint(out, u64::from(g));
+            if field(out, "group_idx", e.group_idx.is_some(), true) {
+                opt_uint(out, e.group_idx.map(u64::from));
             }
-            if let Some(l) = &e.locality {
-                string(out, "locality");
-                string(out, l);
-            }
-            if let Some(o) = &e.ownership {
-                string(out, "ownership");
-                string(out, o);
-            }
-        }
-        KvEvent::AllBlocksCleared => {
-            map_len(out, 1);
-            string(out, "type");
-            string(out, "AllBlocksCleared");
-        }
-    }
-}
-
-fn encode_event_array(out: &mut Vec<u8>, ev: &KvEvent) {
-    match ev {
-        KvEvent::BlockStored(e) => {
-            let extended = e.locality.is_some() || e.ownership.is_some();
-            array_len(out, if extended { 14 } else { 12 });
-            string(out, "BlockStored");
-            hashes(out, &e.block_hashes);
-            opt_hash(out, e.parent_block_hash.as_ref());
-            tokens(out, &e.token_ids);
-            uint(out, u64::from(e.block_size));
-            match e.lora_id {
-                Some(v) => sint(out, v),
-                None => nil(out),
-            }
-            opt_str(out, &e.medium);
-            opt_str(out, &e.lora_name);
-            extra_keys(out, e.extra_keys.as_deref());
-            opt_uint(out, e.group_idx.map(u64::from));
-            opt_str(out, &e.kv_cache_spec_kind);
-            opt_uint(out, e.kv_cache_spec_sliding_window);
-            if extended {
+            if field(out, "locality", e.locality.is_some(), extended) {
                 opt_str(out, &e.locality);
+            }
+            if field(out, "ownership", e.ownership.is_some(), extended) {
                 opt_str(out, &e.ownership);
             }
         }
-        KvEvent::BlockRemoved(e) => {
-            let extended = e.locality.is_some() || e.ownership.is_some();
-            array_len(out, if extended { 6 } else { 4 });
-            string(out, "BlockRemoved");
-            hashes(out, &e.block_hashes);
-            opt_str(out, &e.medium);
-            opt_uint(out, e.group_idx.map(u64::from));
-            if extended {
-                opt_str(out, &e.locality);
-                opt_str(out, &e.ownership);
-            }
-        }
-        KvEvent::AllBlocksCleared => {
-            array_len(out, 1);
-            string(out, "AllBlocksCleared");
-        }
+        KvEvent::AllBlocksCleared => head(out, 1, 1, "AllBlocksCleared"),
     }
 }
 

@@ -81,8 +81,8 @@ fn replay_session_navigation() {
     let t = trace();
     let mut s = ReplaySession::new(&t, Some(json(r#"{"consumers": ["llmd", "ideal"]}"#))).unwrap();
     assert_eq!((s.length(), s.cursor()), (3, 0));
-    assert!(s.last_step().unwrap().is_null());
-    assert!(s.step_back().unwrap().is_null());
+    assert!(s.last_step().is_null());
+    assert!(s.step_back().is_null());
 
     // Next violation from the start: event 1, applied.
     let at = s
@@ -90,7 +90,7 @@ fn replay_session_navigation() {
         .unwrap();
     assert_eq!(number(&at), 1.0);
     assert_eq!(s.cursor(), 2);
-    let step = s.last_step().unwrap();
+    let step = s.last_step();
     assert_eq!(number(&path(&step, "event.index")), 1.0);
     assert_eq!(string(&path(&step, "verdicts.0.consumer")), "llmd");
     assert_eq!(
@@ -104,7 +104,7 @@ fn replay_session_navigation() {
     assert_eq!(string(&path(&step, "verdicts.1.final_verdict")), "replayed");
     assert_eq!(bigint(&path(&step, "event.seq")), 1);
     // State at the cursor.
-    let st = s.state().unwrap();
+    let st = s.state();
     assert_eq!(number(&get(&st, "cursor")), 2.0);
     assert_eq!(number(&path(&st, "consumers.0.total.dropped")), 1.0);
     assert_eq!(number(&path(&st, "consumers.1.total.pending")), 1.0);
@@ -116,17 +116,17 @@ fn replay_session_navigation() {
     assert_eq!(s.cursor(), 2);
 
     // Step forward applies the parent: the ideal consumer replays the orphan.
-    let step = s.step_forward().unwrap();
+    let step = s.step_forward();
     assert_eq!(number(&path(&step, "event.index")), 2.0);
     assert_eq!(number(&path(&step, "verdicts.1.resolved.0.event")), 1.0);
     assert_eq!(
         string(&path(&step, "verdicts.1.resolved.0.hashes.0")),
         "9007199254740993"
     );
-    assert!(s.step_forward().unwrap().is_null());
+    assert!(s.step_forward().is_null());
     assert_eq!(s.cursor(), 3);
     // Step back undoes event 2.
-    let back = s.step_back().unwrap();
+    let back = s.step_back();
     assert_eq!(number(&path(&back, "event.index")), 2.0);
     assert_eq!(s.cursor(), 2);
     // Previous violation from past the end finds event 1 again.
@@ -154,7 +154,7 @@ fn replay_session_navigation() {
     let e = s.event(1.0).unwrap();
     assert_eq!(string(&path(&e, "hashes.0")), "9007199254740993");
     assert!(s.event(3.0).is_err());
-    assert_eq!(number(&get(&s.analysis().unwrap(), "event_count")), 3.0);
+    assert_eq!(number(&get(&s.analysis(), "event_count")), 3.0);
 }
 
 #[wasm_bindgen_test]

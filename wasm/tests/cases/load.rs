@@ -10,7 +10,7 @@ use super::support::*;
 fn jsonl_loads_with_exact_hashes() {
     let t = load_trace(&JsValue::from_str(&readme_jsonl()), None).unwrap();
     assert_eq!((t.batch_count(), t.event_count()), (2, 3));
-    let b = t.batches().unwrap();
+    let b = t.batches();
     assert_eq!(
         string(&path(&b, "0.events.0.block_hashes.0")),
         "18446744073709551615"
@@ -39,7 +39,7 @@ fn msgpack_export_round_trips_and_loads_from_uint8array() {
         let arr = js_sys::Uint8Array::from(bytes.as_slice());
         let back = load_trace(&arr.into(), Some("pod-a".into())).unwrap();
         assert_eq!(back.event_count(), 3);
-        let b = back.batches().unwrap();
+        let b = back.batches();
         assert_eq!(
             string(&path(&b, "0.events.0.block_hashes.0")),
             "18446744073709551615"
@@ -54,7 +54,7 @@ fn msgpack_export_round_trips_and_loads_from_uint8array() {
     }
     let default_source = Trace::from_msgpack(&t.to_msgpack(None).unwrap(), None).unwrap();
     assert_eq!(
-        string(&path(&default_source.batches().unwrap(), "0.source")),
+        string(&path(&default_source.batches(), "0.source")),
         "trace"
     );
 }

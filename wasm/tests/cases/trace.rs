@@ -75,7 +75,7 @@ fn counts() {
 #[wasm_bindgen_test]
 fn hashes_above_2_pow_53_are_exact_strings_and_seqs_bigints() {
     let t = sample();
-    let batches = t.batches().unwrap();
+    let batches = t.batches();
     assert_eq!(len(&batches), 2);
     assert_eq!(
         string(&path(&batches, "0.events.0.block_hashes.0")),
