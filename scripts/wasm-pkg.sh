@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the npm package (wasm/) for Node and the web, full (with the simulator) and lean
-# (--no-default-features: no simulator), then prints each wasm's raw and gzip size.
+# (--no-default-features: no simulator), then prints each wasm's raw and gzip size and fails
+# if the lean one is over its budget.
 # Output: wasm/pkg-node, wasm/pkg-web (full), wasm/pkg-node-lean, wasm/pkg-web-lean.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,3 +24,14 @@ for d in pkg-web pkg-web-lean; do
   f=wasm/$d/kvscope_wasm_bg.wasm
   printf 'wasm-pkg: %-28s %8d bytes, %7d bytes gzip -9\n' "$f" "$(wc -c <"$f")" "$(gzip -9 -c "$f" | wc -c)"
 done
+
+# The lean package's size budget (issue #5; wasm/README.md, "Size"): a change that links
+# something big again (a float parser, serde, a Unicode table) fails here, not in a release.
+budget=120000
+lean=$(gzip -9 -c wasm/pkg-web-lean/kvscope_wasm_bg.wasm | wc -c)
+if [ "$lean" -gt "$budget" ]; then
+  echo "wasm-pkg: the lean wasm is $lean bytes gzip -9, over its $budget-byte budget" >&2
+  echo "wasm-pkg: scripts/wasm-size.sh shows where the bytes go" >&2
+  exit 1
+fi
+echo "wasm-pkg: lean wasm within its $budget-byte gzip budget ($((budget - lean)) bytes to spare)"
