@@ -47,11 +47,11 @@ extern "C" {
 }
 
 /// The package's [`kvscope_core::wire::FloatParser`] for JSON Lines: the JavaScript engine's
-/// own `parseFloat`, so that the wasm carries no float parser (6.2 KB gzip; `wasm/README.md`,
+/// own `parseFloat`, so that the wasm carries no float parser (6.5 KB gzip; `wasm/README.md`,
 /// "Size"). The reader only hands it JSON number text, which `parseFloat` reads whole.
 /// ECMAScript rounds such text to the nearest double when it has at most 20 significant digits
 /// (every shortest round-trip form has at most 17), and V8, SpiderMonkey and JavaScriptCore
-/// round longer text correctly too; `tests/web.rs` checks it against Rust's `str::parse` on
+/// round longer text correctly too; `wasm/tests/cases/floats.rs` checks it against Rust's `str::parse` on
 /// hard cases and random text in Node and Chrome.
 #[cfg(target_arch = "wasm32")]
 pub fn parse_float(text: &str) -> Option<f64> {

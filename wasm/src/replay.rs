@@ -789,7 +789,7 @@ impl ReplaySession {
         let step = self
             .inner
             .step_at(i)
-            .ok_or_else(|| out_of_range("event", i, self.inner.len()))?;
+            .ok_or_else(|| out_of_range("event", "events", i, self.inner.len()))?;
         Ok(Step::from(step).to_js())
     }
 
@@ -800,7 +800,7 @@ impl ReplaySession {
         let info = self
             .inner
             .event_info(i)
-            .ok_or_else(|| out_of_range("event", i, self.inner.len()))?;
+            .ok_or_else(|| out_of_range("event", "events", i, self.inner.len()))?;
         Ok(EventInfo::from(info).to_js())
     }
 

@@ -284,7 +284,7 @@ impl Trace {
     pub fn batch(&self, index: usize) -> Result<JsValue, JsValue> {
         let (batch, start) = self
             .batch_at(index)
-            .ok_or_else(|| out_of_range("batch", index, self.batch_count()))?;
+            .ok_or_else(|| out_of_range("batch", "batches", index, self.batch_count()))?;
         Ok(Batch::new(batch, index, start).to_js())
     }
 
@@ -304,7 +304,7 @@ impl Trace {
     pub fn event(&self, index: usize) -> Result<JsValue, JsValue> {
         let ev = self
             .event_ref(index)
-            .ok_or_else(|| out_of_range("event", index, self.event_count()))?;
+            .ok_or_else(|| out_of_range("event", "events", index, self.event_count()))?;
         Ok(ev.to_js())
     }
 
@@ -353,13 +353,12 @@ impl Trace {
     }
 }
 
-/// The `RangeError` for `{noun} {index} out of range (trace has {len} {noun}s)` (one copy of
+/// The `RangeError` for `{noun} {index} out of range (trace has {len} {nouns})` (one copy of
 /// the formatting for every indexed getter).
 #[inline(never)]
-pub(crate) fn out_of_range(noun: &str, index: usize, len: usize) -> JsValue {
+pub(crate) fn out_of_range(noun: &str, nouns: &str, index: usize, len: usize) -> JsValue {
     range_error(&format!(
-        "{noun} {index} out of range (trace has {len} {noun}{})",
-        if noun.ends_with('h') { "es" } else { "s" }
+        "{noun} {index} out of range (trace has {len} {nouns})"
     ))
 }
 
