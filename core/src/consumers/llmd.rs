@@ -1,6 +1,6 @@
 //! llm-d's KV-event indexer, as of 2026 (`llm-d/llm-d-router` `pkg/kvevents/pool.go`
 //! `processEventBatch`, `pkg/kvcache/kvblock/{in_memory.go,token_processor.go}`,
-//! `pkg/kvevents/event_dedup_filter.go`; reference `kv-event-consumers.md` §4).
+//! `pkg/kvevents/event_dedup_filter.go` at `ebab6879`; `docs/consumers.md`).
 //!
 //! State, shaped like the real one:
 //! * `engine_to_req`: the **global** engine-hash → request-keys map shared by all pods and
@@ -87,8 +87,6 @@ pub struct Llmd {
     /// `(pod << 32 | group)` → supported (1) or not (0).
     groups: Map<u64, u32>,
     pub(super) lanes: LaneBook,
-    /// Block ids when the model is used on its own ([`Consumer::apply`]).
-    own: Interner,
 }
 
 impl Llmd {
@@ -106,14 +104,13 @@ impl Llmd {
             req_to_pods: SlabMap::default(),
             groups: Map::default(),
             lanes: LaneBook::default(),
-            own: Interner::default(),
         }
     }
 
-    /// `GetRequestKey`: the last request key mapped to an engine hash (of a model driven
-    /// through [`Consumer::apply`]).
-    pub fn request_key_of(&self, engine_hash: u64) -> Option<u64> {
-        self.own.get(engine_hash).and_then(|id| self.req_of(id))
+    /// `GetRequestKey`: the last request key mapped to an engine hash, whose block ids are
+    /// `ids` (the interner the model was driven with).
+    pub fn request_key_of(&self, ids: &Interner, engine_hash: u64) -> Option<u64> {
+        ids.get(engine_hash).and_then(|id| self.req_of(id))
     }
 
     /// `GetRequestKey` by block id.
@@ -421,9 +418,12 @@ impl Llmd {
     }
 }
 
-impl Llmd {
-    /// [`Consumer::apply`] with the event's block ids given.
-    pub(crate) fn apply_ids(
+impl Consumer for Llmd {
+    fn name(&self) -> &'static str {
+        "llmd"
+    }
+
+    fn apply(
         &mut self,
         ctx: &EventCtx<'_>,
         ev: &KvEvent,
@@ -435,23 +435,6 @@ impl Llmd {
             KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
             KvEvent::AllBlocksCleared => self.cleared(ctx),
         }
-    }
-}
-
-impl Consumer for Llmd {
-    fn name(&self) -> &'static str {
-        "llmd"
-    }
-
-    fn apply(
-        &mut self,
-        ctx: &EventCtx<'_>,
-        ev: &KvEvent,
-        resolved: &mut Vec<Resolution>,
-    ) -> EventVerdict {
-        let mut ids = EventIds::default();
-        ids.fill(&mut self.own, ev);
-        self.apply_ids(ctx, ev, &ids, resolved)
     }
 
     fn reset(&mut self) {

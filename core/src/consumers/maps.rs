@@ -13,14 +13,14 @@ pub(crate) type Hashes = smallvec::SmallVec<[u64; 2]>;
 /// The analysis shares one interner between the violation index, the models and the replay
 /// tables; a model used on its own ([`Consumer::apply`]) keeps a private one.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Interner {
+pub struct Interner {
     ids: Map<u64, u32>,
     hashes: Vec<u64>,
 }
 
 impl Interner {
     /// The id of `h`, assigned if new.
-    pub(crate) fn intern(&mut self, h: u64) -> u32 {
+    pub fn intern(&mut self, h: u64) -> u32 {
         let next = u32::try_from(self.hashes.len()).unwrap_or(u32::MAX);
         let id = *self.ids.entry(h).or_insert(next);
         if id == next && self.hashes.len() < u32::MAX as usize {
@@ -30,7 +30,7 @@ impl Interner {
     }
 
     /// The id of `h`, if it was ever seen.
-    pub(crate) fn get(&self, h: u64) -> Option<u32> {
+    pub fn get(&self, h: u64) -> Option<u32> {
         self.ids.get(&h).copied()
     }
 
@@ -48,7 +48,7 @@ impl Interner {
 /// The dense ids of one event's blocks (in block order) and of its parent, with the blocks'
 /// u64-normalised hashes (normalised once per event for every model and the violation index).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct EventIds {
+pub struct EventIds {
     pub(crate) blocks: smallvec::SmallVec<[u32; 4]>,
     pub(crate) parent: Option<u32>,
     /// The blocks' hashes, normalised to u64 (same order as `blocks`).
@@ -57,7 +57,7 @@ pub(crate) struct EventIds {
 
 impl EventIds {
     /// Intern the blocks and parent of `ev`.
-    pub(crate) fn fill(&mut self, interner: &mut Interner, ev: &KvEvent) {
+    pub fn fill(&mut self, interner: &mut Interner, ev: &KvEvent) {
         self.blocks.clear();
         self.hashes.clear();
         for h in ev.block_hashes() {

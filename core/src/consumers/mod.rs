@@ -1,5 +1,5 @@
 //! Models of the routers that consume vLLM KV events, each shaped like the real code and named
-//! after it (see `docs/consumers.md` and the reference `kv-event-consumers.md` §2, §4–§6):
+//! after it (see `docs/consumers.md`, which names the upstream revision each follows):
 //!
 //! * [`llmd::Llmd`]: llm-d's indexer (`pkg/kvevents/pool.go`, 2026-01 →): global
 //!   engine-hash → request-key map, unknown parent drops the whole `BlockStored`.
@@ -29,7 +29,8 @@ mod verdict;
 pub use kind::{BlockSizes, ConsumerConfig, ConsumerKind};
 pub(crate) use lanes::{LaneBook, LaneList};
 pub use lanes::{LaneCounts, LaneKey, Lanes};
-pub(crate) use maps::{slot, str_hash, EventIds, HashChain, Hashes, Interner, Map, SlabMap};
+pub(crate) use maps::{slot, str_hash, HashChain, Hashes, Map, SlabMap};
+pub use maps::{EventIds, Interner};
 pub(crate) use verdict::push_block;
 pub use verdict::{BlockVerdict, Blocks, EventVerdict, Resolution, VerdictKind};
 
@@ -54,22 +55,66 @@ pub struct EventCtx<'a> {
     pub batch: &'a [KvEvent],
 }
 
-/// The common interface of the consumer models.
+/// The common interface of the consumer models: the one path through which the analysis, the
+/// replay engine and [`Standalone`] drive a model.
 pub trait Consumer {
     /// The model's name (`llmd`, `dynamo`, `sglang`, `ideal`).
     fn name(&self) -> &'static str;
-    /// Apply one delivered event. Later outcomes for earlier events (e.g. replayed orphans)
-    /// are pushed to `resolved`.
+    /// Apply one delivered event whose blocks (and parent) have the dense ids `ids`, filled
+    /// from the caller's [`Interner`] ([`EventIds::fill`]). Later outcomes for earlier events
+    /// (e.g. replayed orphans) are pushed to `resolved`.
     fn apply(
         &mut self,
         ctx: &EventCtx<'_>,
         ev: &KvEvent,
+        ids: &EventIds,
         resolved: &mut Vec<Resolution>,
     ) -> EventVerdict;
     /// Forget everything (router restart).
     fn reset(&mut self);
     /// Per-lane counters of the current state.
     fn lanes(&self) -> &Lanes;
+}
+
+/// A model driven on its own, with its own block ids (tests and differential checks; the
+/// analysis shares one [`Interner`] between all models instead).
+#[derive(Clone, Debug)]
+pub struct Standalone<C> {
+    model: C,
+    interner: Interner,
+    ids: EventIds,
+}
+
+impl<C: Consumer> Standalone<C> {
+    /// Drive `model`.
+    pub fn new(model: C) -> Self {
+        Standalone {
+            model,
+            interner: Interner::default(),
+            ids: EventIds::default(),
+        }
+    }
+
+    /// Apply one delivered event ([`Consumer::apply`] with this driver's block ids).
+    pub fn apply(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        ev: &KvEvent,
+        resolved: &mut Vec<Resolution>,
+    ) -> EventVerdict {
+        self.ids.fill(&mut self.interner, ev);
+        self.model.apply(ctx, ev, &self.ids, resolved)
+    }
+
+    /// The model.
+    pub fn model(&self) -> &C {
+        &self.model
+    }
+
+    /// The block ids assigned so far (what the model's id-based queries take).
+    pub fn interner(&self) -> &Interner {
+        &self.interner
+    }
 }
 
 /// One model, any kind (what the analysis and the replay engine hold).
@@ -143,23 +188,6 @@ impl AnyConsumer {
         }
     }
 
-    /// [`Consumer::apply`] with the event's block ids given (from the analysis' shared
-    /// interner).
-    pub(crate) fn apply_ids(
-        &mut self,
-        ctx: &EventCtx<'_>,
-        ev: &KvEvent,
-        ids: &EventIds,
-        resolved: &mut Vec<Resolution>,
-    ) -> EventVerdict {
-        match self {
-            AnyConsumer::Llmd(c) => c.apply_ids(ctx, ev, ids, resolved),
-            AnyConsumer::Dynamo(c) => c.apply_ids(ctx, ev, ids, resolved),
-            AnyConsumer::Sglang(c) => c.apply_ids(ctx, ev, ids, resolved),
-            AnyConsumer::Ideal(c) => c.apply_ids(ctx, ev, ids, resolved),
-        }
-    }
-
     /// Log lane changes per event (for [`AnyConsumer::take_lane_changes`]) or not.
     pub(crate) fn set_lane_log(&mut self, on: bool) {
         if self.book().logging != on {
@@ -191,9 +219,10 @@ impl Consumer for AnyConsumer {
         &mut self,
         ctx: &EventCtx<'_>,
         ev: &KvEvent,
+        ids: &EventIds,
         resolved: &mut Vec<Resolution>,
     ) -> EventVerdict {
-        self.inner_mut().apply(ctx, ev, resolved)
+        self.inner_mut().apply(ctx, ev, ids, resolved)
     }
     fn reset(&mut self) {
         self.inner_mut().reset()
@@ -221,4 +250,5 @@ pub(crate) fn content_hash(parent: u64, tokens: &[u32], salt: Option<&str>) -> u
     h.finish()
 }
 
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

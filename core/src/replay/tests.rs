@@ -4,7 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::consumers::testkit::{batch, removed, stored, trace};
-use crate::consumers::{AnyConsumer, Consumer};
+use crate::consumers::{AnyConsumer, Consumer, EventIds, Interner};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -89,11 +89,13 @@ fn from_start(r: &Replay, cursor: usize) -> (Vec<Vec<LaneSnapshot>>, Vec<EventVe
         .collect();
     let mut last = Vec::new();
     let mut resolved = Vec::new();
+    let (mut interner, mut ids) = (Interner::default(), EventIds::default());
     for i in 0..cursor {
         let (ctx, ev) = a.index.ctx(r.trace(), i).unwrap();
+        ids.fill(&mut interner, ev);
         last = consumers
             .iter_mut()
-            .map(|c| c.apply(&ctx, ev, &mut resolved))
+            .map(|c| c.apply(&ctx, ev, &ids, &mut resolved))
             .collect();
     }
     let lanes = consumers

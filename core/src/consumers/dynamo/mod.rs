@@ -1,5 +1,5 @@
-//! NVIDIA Dynamo's KV router, as published in `dynamo-kv-router` 1.6.1 (reference
-//! `kv-event-consumers.md` §5).
+//! NVIDIA Dynamo's KV router, as published in `dynamo-kv-router` 1.6.1 (crates.io;
+//! `docs/consumers.md`).
 //!
 //! * Batch decode (`src/zmq_wire/types.rs` `BlockHashValue` = `Signed(i64) | Unsigned(u64)`,
 //!   `services/indexer/listener.rs` `apply_live_batch`): one bytes hash anywhere in a batch
@@ -24,7 +24,7 @@
 //!   rank publisher): edges `(parent_hash, local_hash) → child`, no parent check (orphans are
 //!   stored), an edge conflict stops the rest of the chain, unknown removals are skipped.
 //!
-//! Modelling choice (DECISIONS.md): this is the WORKER-SIDE index, one `LocalKvIndexer` per
+//! Modelling choice (`docs/consumers.md`): this is the WORKER-SIDE index, one `LocalKvIndexer` per
 //! rank publisher (`src/indexer/local.rs`: "One LocalKvIndexer belongs to one rank
 //! publisher"): a device tree and lower-tier indexers per `(worker, dp_rank)`. A router-side
 //! index shared by all workers differs when several workers store the same tokens (a shared
@@ -113,8 +113,6 @@ pub struct Dynamo {
     /// block id.
     worker_blocks: Vec<SmallVec<[LowerBlock; 1]>>,
     pub(super) lanes: LaneBook,
-    /// Block ids when the model is used on its own ([`Consumer::apply`]).
-    own: Interner,
     /// The last batch checked for a bytes hash: `(events address, length, undecodable)`.
     /// Only the address is compared (never dereferenced).
     batch_check: Option<(usize, usize, bool)>,
@@ -143,15 +141,15 @@ impl Dynamo {
             edges: Edges::default(),
             worker_blocks: Vec::new(),
             lanes: LaneBook::default(),
-            own: Interner::default(),
             batch_check: None,
             scratch: Vec::new(),
         }
     }
 
-    /// Whether the device lookup of `(source, dp_rank)` holds `hash`.
-    pub fn device_has(&self, source: u32, dp_rank: u32, hash: u64) -> bool {
-        let Some(id) = self.own.get(hash) else {
+    /// Whether the device lookup of `(source, dp_rank)` holds `hash`, whose block ids are
+    /// `ids` (the interner the model was driven with).
+    pub fn device_has(&self, ids: &Interner, source: u32, dp_rank: u32, hash: u64) -> bool {
+        let Some(id) = ids.get(hash) else {
             return false;
         };
         let Some(wid) = self.workers.get(&worker_key((source, dp_rank))) else {
@@ -411,33 +409,6 @@ impl Dynamo {
     }
 }
 
-impl Dynamo {
-    /// [`Consumer::apply`] with the event's block ids given.
-    pub(crate) fn apply_ids(
-        &mut self,
-        ctx: &EventCtx<'_>,
-        ev: &KvEvent,
-        ids: &EventIds,
-        _: &mut Vec<Resolution>,
-    ) -> EventVerdict {
-        match ev {
-            KvEvent::BlockStored(e) => self.stored(ctx, e, ids),
-            KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
-            KvEvent::AllBlocksCleared => {
-                if self.batch_undecodable(ctx.batch) {
-                    return EventVerdict::because(VerdictKind::Ignored, &[], "batch_decode_error");
-                }
-                let w: Worker = (ctx.source, ctx.dp_rank);
-                self.lower_clear(w);
-                self.device_clear(w);
-                let mut v = EventVerdict::of(VerdictKind::Cleared, &[]);
-                v.status = Some("ok".into());
-                v
-            }
-        }
-    }
-}
-
 /// The `workers` key of a publisher.
 fn worker_key(w: Worker) -> u64 {
     (w.0 as u64) << 32 | w.1 as u64
@@ -481,11 +452,24 @@ impl Consumer for Dynamo {
         &mut self,
         ctx: &EventCtx<'_>,
         ev: &KvEvent,
-        resolved: &mut Vec<Resolution>,
+        ids: &EventIds,
+        _: &mut Vec<Resolution>,
     ) -> EventVerdict {
-        let mut ids = EventIds::default();
-        ids.fill(&mut self.own, ev);
-        self.apply_ids(ctx, ev, &ids, resolved)
+        match ev {
+            KvEvent::BlockStored(e) => self.stored(ctx, e, ids),
+            KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
+            KvEvent::AllBlocksCleared => {
+                if self.batch_undecodable(ctx.batch) {
+                    return EventVerdict::because(VerdictKind::Ignored, &[], "batch_decode_error");
+                }
+                let w: Worker = (ctx.source, ctx.dp_rank);
+                self.lower_clear(w);
+                self.device_clear(w);
+                let mut v = EventVerdict::of(VerdictKind::Cleared, &[]);
+                v.status = Some("ok".into());
+                v
+            }
+        }
     }
 
     fn reset(&mut self) {
