@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use kvscope_core::consumers::testkit::{batch, removed, stored, trace};
+use kvscope_core::consumers::testkit::{batch, h, removed, stored, trace};
 use kvscope_core::trace::Trace;
 use kvscope_core::wire::jsonl::write_trace;
 
@@ -67,7 +67,11 @@ fn check_legacy_fails_and_fixed_passes() {
     );
     assert!(s.contains("job inferred"), "{s}");
     assert!(
-        s.contains("block 3 delivered before its parent 2, which arrives at event 3"),
+        s.contains(&format!(
+            "block {} delivered before its parent {}, which arrives at event 3",
+            h(3),
+            h(2)
+        )),
         "{s}"
     );
     assert!(s.contains("llmd: dropped_orphan"), "{s}");
@@ -163,8 +167,8 @@ fn verdicts_one_line_per_event() {
         (Some(3), Some(0))
     );
     assert_eq!(lines[2]["verdict"], "dropped_orphan");
-    assert_eq!(lines[2]["missing_parent"], 2);
-    assert_eq!(lines[2]["blocks"][0]["hash"], 3);
+    assert_eq!(lines[2]["missing_parent"], h(2));
+    assert_eq!(lines[2]["blocks"][0]["hash"], h(3));
     assert_eq!(lines[4]["verdict"], "applied");
     let o = kvscope(&["verdicts", &legacy, "--consumer", "ideal"]);
     let lines: Vec<serde_json::Value> = stdout(&o)

@@ -61,12 +61,22 @@ impl LaneList {
     }
 
     /// Remove source `source`'s lanes, in list order, counting each in `book` (when given) as
-    /// one indexed block less (`AllBlocksCleared`; one loop instead of a `retain` per caller).
-    pub(crate) fn drop_source(&mut self, source: u32, mut book: Option<&mut LaneBook>) {
+    /// one indexed block less (`AllBlocksCleared`).
+    pub(crate) fn drop_source(&mut self, source: u32, book: Option<&mut LaneBook>) {
+        self.drop_where(|l| l.source == source, book);
+    }
+
+    /// Remove the lanes for which `gone` holds, in list order, counting each in `book` (when
+    /// given) as one indexed block less.
+    pub(crate) fn drop_where(
+        &mut self,
+        gone: impl Fn(LaneKey) -> bool,
+        mut book: Option<&mut LaneBook>,
+    ) {
         let mut i = 0;
         while let Some(k) = self.0.get(i).copied() {
             let l = Self::unpack(k);
-            if l.source == source {
+            if gone(l) {
                 self.0.remove(i);
                 if let Some(b) = book.as_deref_mut() {
                     b.bump(l, LaneCounts::indexed_by(-1));

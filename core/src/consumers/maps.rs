@@ -174,6 +174,12 @@ impl<V: Default> SlabMap<V> {
         self.index.is_empty()
     }
 
+    /// The value of `key`.
+    pub(crate) fn get(&self, key: u64) -> Option<&V> {
+        let i = *self.index.get(&key)? as usize;
+        self.slots.get(i).map(|s| &s.1)
+    }
+
     /// The value of `key`, mutable.
     pub(crate) fn get_mut(&mut self, key: u64) -> Option<&mut V> {
         let i = *self.index.get(&key)? as usize;

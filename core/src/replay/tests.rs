@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::consumers::testkit::{batch, removed, stored, trace};
+use crate::consumers::testkit::{batch, h, removed, stored, trace};
 use crate::consumers::{AnyConsumer, Consumer, EventIds, Interner};
 
 #[derive(Clone, Debug)]
@@ -231,13 +231,13 @@ fn walk_forward_then_back_to_zero() {
     };
     r.seek(0);
     assert_eq!(r.next_violation(&lost), Some(1));
-    let b = r.block(3);
+    let b = r.block(h(3));
     assert!(b.first_stored.is_none(), "not stored yet at cursor 0");
     r.seek(4);
-    let b = r.block(3);
+    let b = r.block(h(3));
     assert_eq!(
         (b.parent, b.first_stored, b.children.clone()),
-        (Some(2), Some(2), vec![4])
+        (Some(h(2)), Some(2), vec![h(4)])
     );
     assert_eq!(r.snapshot().blocks_seen, 4);
     // Job progress: the inferred CPU job (events 1 and 2) is half delivered at cursor 2, with
