@@ -28,6 +28,8 @@
 //! keys are a stand-in chain hash (the real FNV-64a-over-CBOR keys are an independent hash
 //! space that never needs to match vLLM's).
 
+#[cfg(test)]
+mod tests;
 pub(crate) mod wire;
 
 use smallvec::SmallVec;
