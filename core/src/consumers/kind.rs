@@ -10,6 +10,8 @@ pub enum ConsumerKind {
     Llmd,
     /// [`dynamo::Dynamo`].
     Dynamo,
+    /// [`smg::Smg`].
+    Smg,
     /// [`sglang::Sglang`].
     Sglang,
     /// [`ideal::Ideal`].
@@ -18,9 +20,10 @@ pub enum ConsumerKind {
 
 impl ConsumerKind {
     /// All models, in report order.
-    pub const ALL: [ConsumerKind; 4] = [
+    pub const ALL: [ConsumerKind; 5] = [
         ConsumerKind::Llmd,
         ConsumerKind::Dynamo,
+        ConsumerKind::Smg,
         ConsumerKind::Sglang,
         ConsumerKind::Ideal,
     ];
@@ -30,16 +33,18 @@ impl ConsumerKind {
         match self {
             ConsumerKind::Llmd => "llmd",
             ConsumerKind::Dynamo => "dynamo",
+            ConsumerKind::Smg => "smg",
             ConsumerKind::Sglang => "sglang",
             ConsumerKind::Ideal => "ideal",
         }
     }
 
-    /// Parse a model name (`llmd`/`llm-d`, `dynamo`, `sglang`, `ideal`).
+    /// Parse a model name (`llmd`/`llm-d`, `dynamo`, `smg`, `sglang`, `ideal`).
     pub fn parse(name: &str) -> Option<ConsumerKind> {
         match name.to_ascii_lowercase().as_str() {
             "llmd" | "llm-d" | "llm_d" => Some(ConsumerKind::Llmd),
             "dynamo" => Some(ConsumerKind::Dynamo),
+            "smg" | "sgl-model-gateway" => Some(ConsumerKind::Smg),
             "sglang" | "sgl-router" => Some(ConsumerKind::Sglang),
             "ideal" => Some(ConsumerKind::Ideal),
             _ => None,

@@ -5,6 +5,8 @@
 //!   engine-hash → request-key map, unknown parent drops the whole `BlockStored`.
 //! * [`dynamo::Dynamo`]: Dynamo 1.6 (`dynamo-kv-router` 1.6.1): device `RadixTree` per
 //!   `(worker, dp_rank)` plus the order-insensitive `LowerTierIndexer` for CPU/STORAGE/DISK.
+//! * [`smg::Smg`]: SMG's `PositionalIndexer` behind its gRPC bridge: tier-blind, an unknown
+//!   parent re-roots the chain (misrooted).
 //! * [`sglang::Sglang`]: SGLang's sgl-router `HashTree` (`experimental/sgl-router/.../tree.rs`):
 //!   global `by_hash`, unknown parent attaches the chain to the root (misrooted).
 //! * [`ideal::Ideal`]: the reference consumer that holds orphans until their parent arrives.
@@ -24,6 +26,7 @@ mod lanes;
 pub mod llmd;
 mod maps;
 pub mod sglang;
+pub mod smg;
 mod verdict;
 
 pub use kind::{BlockSizes, ConsumerConfig, ConsumerKind};
@@ -58,7 +61,7 @@ pub struct EventCtx<'a> {
 /// The common interface of the consumer models: the one path through which the analysis, the
 /// replay engine and [`Standalone`] drive a model.
 pub trait Consumer {
-    /// The model's name (`llmd`, `dynamo`, `sglang`, `ideal`).
+    /// The model's name (`llmd`, `dynamo`, `smg`, `sglang`, `ideal`).
     fn name(&self) -> &'static str;
     /// Apply one delivered event whose blocks (and parent) have the dense ids `ids`, filled
     /// from the caller's [`Interner`] ([`EventIds::fill`]). Later outcomes for earlier events
@@ -126,6 +129,8 @@ pub enum AnyConsumer {
     Dynamo(dynamo::Dynamo),
     /// SGLang.
     Sglang(sglang::Sglang),
+    /// SMG.
+    Smg(smg::Smg),
     /// Ideal.
     Ideal(ideal::Ideal),
 }
@@ -154,6 +159,7 @@ impl AnyConsumer {
                 config.dynamo_clear_all_ranks,
             )),
             ConsumerKind::Sglang => AnyConsumer::Sglang(sglang::Sglang::default()),
+            ConsumerKind::Smg => AnyConsumer::Smg(smg::Smg::default()),
             ConsumerKind::Ideal => {
                 AnyConsumer::Ideal(ideal::Ideal::new(config.ideal_pending_limit))
             }
@@ -166,6 +172,7 @@ impl AnyConsumer {
             AnyConsumer::Llmd(_) => ConsumerKind::Llmd,
             AnyConsumer::Dynamo(_) => ConsumerKind::Dynamo,
             AnyConsumer::Sglang(_) => ConsumerKind::Sglang,
+            AnyConsumer::Smg(_) => ConsumerKind::Smg,
             AnyConsumer::Ideal(_) => ConsumerKind::Ideal,
         }
     }
@@ -175,6 +182,7 @@ impl AnyConsumer {
             AnyConsumer::Llmd(c) => c,
             AnyConsumer::Dynamo(c) => c,
             AnyConsumer::Sglang(c) => c,
+            AnyConsumer::Smg(c) => c,
             AnyConsumer::Ideal(c) => c,
         }
     }
@@ -184,6 +192,7 @@ impl AnyConsumer {
             AnyConsumer::Llmd(c) => &mut c.lanes,
             AnyConsumer::Dynamo(c) => &mut c.lanes,
             AnyConsumer::Sglang(c) => &mut c.lanes,
+            AnyConsumer::Smg(c) => &mut c.lanes,
             AnyConsumer::Ideal(c) => &mut c.lanes,
         }
     }
@@ -206,6 +215,7 @@ impl AnyConsumer {
             AnyConsumer::Llmd(c) => c,
             AnyConsumer::Dynamo(c) => c,
             AnyConsumer::Sglang(c) => c,
+            AnyConsumer::Smg(c) => c,
             AnyConsumer::Ideal(c) => c,
         }
     }
