@@ -25,6 +25,8 @@ mod kind;
 mod lanes;
 pub mod llmd;
 mod maps;
+#[cfg(test)]
+mod props;
 pub mod sglang;
 pub mod smg;
 mod verdict;
