@@ -159,9 +159,12 @@ impl Llmd {
         self.mapped
     }
 
-    /// llm-d's tier id for an event with `medium` delivered in the analysis' tier `lane_tier`.
+    /// llm-d's tier id for an event with `medium` (empty or absent: `gpu`) delivered in the
+    /// analysis' tier `lane_tier`.
     fn tier(&mut self, lane_tier: u32, medium: Option<&str>) -> u32 {
-        let name = medium.map_or_else(|| "gpu".to_owned(), str::to_lowercase);
+        let name = medium
+            .filter(|m| !m.is_empty())
+            .map_or_else(|| "gpu".to_owned(), str::to_lowercase);
         let id = match self.tiers.iter().position(|t| *t == name) {
             Some(i) => i as u32,
             None => {
@@ -256,7 +259,8 @@ impl Llmd {
         if let Some(g) = e.group_idx {
             // Learn the group's kind, or take it from the catalogue; unknown means empty.
             let key = group_key(ctx.source, g);
-            let supported = match e.kv_cache_spec_kind.as_deref() {
+            let kind = e.kv_cache_spec_kind.as_deref().filter(|k| !k.is_empty());
+            let supported = match kind {
                 Some(kind) => {
                     let ok = SUPPORTED_KINDS.contains(&kind);
                     self.groups.insert(key, ok as u32);
