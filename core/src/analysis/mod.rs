@@ -273,6 +273,7 @@ impl EventIndex {
             index: i,
             source: loc.source,
             dp_rank: loc.dp_rank,
+            seq: b.seq,
             tier: loc.tier,
             provenance: b.provenance.as_ref().and_then(|p| p.get(loc.pos as usize)),
             batch: &b.events,

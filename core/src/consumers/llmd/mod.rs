@@ -109,7 +109,29 @@ pub struct Llmd {
     /// The last batch checked by `ParseMessage`: `(events address, length, failure)`. Only
     /// the address is compared (never dereferenced).
     batch_check: Option<(usize, usize, Option<&'static str>)>,
+    /// The subscriber's replay (see [`Llmd::with_replay`]).
+    replay: bool,
+    /// Per publisher `(source << 32 | dp_rank)`: the last `seq` delivered.
+    last_seq: Map<u64, u64>,
+    /// Publisher restarts replay did not handle, oldest first.
+    restarts: Vec<Restart>,
     pub(super) lanes: LaneBook,
+}
+
+/// A publisher restart llm-d did not notice (replay off, llm-d-router #2853): the blocks
+/// credited to the source when its `seq` went back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restart {
+    /// Global index of the first event of the new incarnation.
+    pub event: usize,
+    /// Interned source id.
+    pub source: u32,
+    /// The publisher's DP rank.
+    pub dp_rank: u32,
+    /// `seq` before and after.
+    pub seq: (u64, u64),
+    /// Block ids credited to the source at the restart and not re-announced by it since.
+    stale: Vec<u32>,
 }
 
 impl Llmd {
@@ -129,7 +151,76 @@ impl Llmd {
             tiers: Vec::new(),
             tier_of_lane: Vec::new(),
             batch_check: None,
+            replay: false,
+            last_seq: Map::default(),
+            restarts: Vec::new(),
             lanes: LaneBook::default(),
+        }
+    }
+
+    /// The ZMQ subscriber's replay setting (`replaySocketPort > 0`, off by default). Off,
+    /// `seq` is never inspected, so a publisher restart (its `seq` going back) is not
+    /// noticed: the restarted engine's blocks stay credited ([`Llmd::stale_after_restart`]).
+    /// On, the restart queues a pod reset (`Pool.resetForSource` → `clearPod`) before the new
+    /// incarnation's first batch. The refill of a gap is not modelled: a capture does not
+    /// have the batches it lost.
+    pub fn with_replay(mut self, on: bool) -> Self {
+        self.replay = on;
+        self
+    }
+
+    /// Per unnoticed restart, the blocks (hashes, by the interner `ids` the model was driven
+    /// with) still credited to the source that its new incarnation never re-announced.
+    pub fn stale_after_restart(&self, ids: &Interner) -> Vec<(Restart, Vec<u64>)> {
+        self.restarts
+            .iter()
+            .map(|r| {
+                let hashes = r
+                    .stale
+                    .iter()
+                    .filter(|id| {
+                        self.blocks
+                            .get(**id as usize)
+                            .is_some_and(|s| s.held.has_source(r.source))
+                    })
+                    .filter_map(|id| ids.hash(*id))
+                    .collect();
+                (r.clone(), hashes)
+            })
+            .collect()
+    }
+
+    /// Watch the publisher's `seq`: a restart is recorded (replay off) or clears the pod
+    /// (replay on).
+    fn watch_seq(&mut self, ctx: &EventCtx<'_>) {
+        let key = (ctx.source as u64) << 32 | ctx.dp_rank as u64;
+        let last = self.last_seq.insert(key, ctx.seq);
+        let Some(last) = last.filter(|l| ctx.seq < *l) else {
+            return;
+        };
+        if self.replay {
+            self.cleared(ctx);
+            return;
+        }
+        let mut stale = Vec::new();
+        for (id, s) in self.blocks.iter().enumerate() {
+            if s.held.has_source(ctx.source) {
+                stale.push(id as u32);
+            }
+        }
+        self.restarts.push(Restart {
+            event: ctx.index,
+            source: ctx.source,
+            dp_rank: ctx.dp_rank,
+            seq: (last, ctx.seq),
+            stale,
+        });
+    }
+
+    /// A store by `source` re-announces blocks `ids` to its restarts.
+    fn reannounced(&mut self, source: u32, ids: &[u32]) {
+        for r in self.restarts.iter_mut().filter(|r| r.source == source) {
+            r.stale.retain(|id| !ids.contains(id));
         }
     }
 
@@ -590,6 +681,12 @@ impl Consumer for Llmd {
         ids: &EventIds,
         _: &mut Vec<Resolution>,
     ) -> EventVerdict {
+        self.watch_seq(ctx);
+        if let KvEvent::BlockStored(_) = ev {
+            if !self.restarts.is_empty() {
+                self.reannounced(ctx.source, &ids.blocks);
+            }
+        }
         if let Some(why) = self.batch_failure(ctx.batch) {
             // `pool.go` `processRawMessage`: "Failed to parse message", the batch is dropped.
             let lane = LaneKey {
@@ -616,7 +713,7 @@ impl Consumer for Llmd {
     }
 
     fn reset(&mut self) {
-        *self = Llmd::with_block_sizes(self.block_sizes.clone());
+        *self = Llmd::with_block_sizes(self.block_sizes.clone()).with_replay(self.replay);
     }
 
     fn lanes(&self) -> &Lanes {
