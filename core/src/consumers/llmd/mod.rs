@@ -111,8 +111,9 @@ pub struct Llmd {
     batch_check: Option<(usize, usize, Option<&'static str>)>,
     /// The subscriber's replay (see [`Llmd::with_replay`]).
     replay: bool,
-    /// Per publisher `(source << 32 | dp_rank)`: the last `seq` delivered.
-    last_seq: Map<u64, u64>,
+    /// Per publisher `(source << 32 | dp_rank)`: the last batch delivered (its `seq`, the
+    /// address of its events, compared only, and whether replay skipped it).
+    last_seq: Map<u64, (u64, usize, bool)>,
     /// Publisher restarts replay did not handle, oldest first.
     restarts: Vec<Restart>,
     pub(super) lanes: LaneBook,
@@ -190,17 +191,24 @@ impl Llmd {
             .collect()
     }
 
-    /// Watch the publisher's `seq`: a restart is recorded (replay off) or clears the pod
-    /// (replay on).
-    fn watch_seq(&mut self, ctx: &EventCtx<'_>) {
+    /// Watch the publisher's `seq` at each new batch: a restart is recorded (replay off) or
+    /// clears the pod (replay on). With replay on, a batch repeating the last live `seq` is
+    /// skipped (`zmq_subscriber.go`: `seq == lastLiveSeq`); true while in such a batch.
+    fn watch_seq(&mut self, ctx: &EventCtx<'_>) -> bool {
         let key = (ctx.source as u64) << 32 | ctx.dp_rank as u64;
-        let last = self.last_seq.insert(key, ctx.seq);
-        let Some(last) = last.filter(|l| ctx.seq < *l) else {
-            return;
+        let batch = ctx.batch.as_ptr() as usize;
+        let prev = self.last_seq.get(&key).copied();
+        if let Some((_, _, skipped)) = prev.filter(|p| p.1 == batch) {
+            return skipped;
+        }
+        let skip = self.replay && prev.is_some_and(|p| p.0 == ctx.seq);
+        self.last_seq.insert(key, (ctx.seq, batch, skip));
+        let Some(last) = prev.map(|p| p.0).filter(|l| ctx.seq < *l) else {
+            return skip;
         };
         if self.replay {
             self.cleared(ctx);
-            return;
+            return false;
         }
         let mut stale = Vec::new();
         for (id, s) in self.blocks.iter().enumerate() {
@@ -215,6 +223,7 @@ impl Llmd {
             seq: (last, ctx.seq),
             stale,
         });
+        false
     }
 
     /// A store by `source` re-announces blocks `ids` to its restarts.
@@ -681,7 +690,9 @@ impl Consumer for Llmd {
         ids: &EventIds,
         _: &mut Vec<Resolution>,
     ) -> EventVerdict {
-        self.watch_seq(ctx);
+        if self.watch_seq(ctx) {
+            return EventVerdict::because(VerdictKind::Ignored, &ids.hashes, "duplicate_seq");
+        }
         if let KvEvent::BlockStored(_) = ev {
             if !self.restarts.is_empty() {
                 self.reannounced(ctx.source, &ids.blocks);

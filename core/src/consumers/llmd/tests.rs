@@ -490,3 +490,21 @@ fn a_restart_goes_unnoticed_without_replay_and_clears_the_pod_with_it() {
         Some("evict_removed_nothing")
     );
 }
+
+#[test]
+fn with_replay_a_batch_repeating_the_last_seq_is_skipped() {
+    let batches = vec![
+        (0, vec![stored(&[1], None, GPU, 4)]),
+        (
+            0,
+            vec![stored(&[2], Some(1), GPU, 4), stored(&[3], Some(2), GPU, 4)],
+        ),
+        (1, vec![stored(&[4], None, GPU, 4)]),
+    ];
+    let kinds = |v: &[EventVerdict]| v.iter().map(|v| v.verdict).collect::<Vec<_>>();
+    let (_, v) = run_seq(true, &batches);
+    assert_eq!(kinds(&v), [Applied, Ignored, Ignored, Applied]);
+    assert_eq!(v[1].reason.as_deref(), Some("duplicate_seq"));
+    let (_, v) = run_seq(false, &batches);
+    assert_eq!(kinds(&v), [Applied; 4]);
+}
