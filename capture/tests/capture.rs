@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{capture, capture_for, Captured, Peer};
-use kvscope_capture::session::StopReason;
+use kvscope_capture::StopReason;
 use kvscope_capture::{CaptureConfig, Diagnostic};
 use kvscope_core::event::KvEvent;
 use kvscope_core::hash::BlockHash;

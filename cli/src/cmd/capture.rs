@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use kvscope_capture::session::Capture;
 use kvscope_capture::writer::TraceWriter;
-use kvscope_capture::{CaptureConfig, CaptureError, Diagnostic, EndpointSpec, Observer, Stats};
+use kvscope_capture::{
+    Capture, CaptureConfig, CaptureError, Diagnostic, EndpointSpec, Observer, Stats, StopReason,
+};
 
 use crate::exit::BadInput;
 
@@ -151,9 +152,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     writer.flush()?;
     obs.clear_line();
     let reason = stats.stop.map_or("stopped", |r| match r {
-        kvscope_capture::session::StopReason::MaxBatches => "max batches reached",
-        kvscope_capture::session::StopReason::Duration => "duration elapsed",
-        kvscope_capture::session::StopReason::Interrupted => "interrupted",
+        StopReason::MaxBatches => "max batches reached",
+        StopReason::Duration => "duration elapsed",
+        StopReason::Interrupted => "interrupted",
     });
     eprintln!("kvscope capture: done ({reason}): {}", stats.status_line());
     Ok(())
