@@ -8,6 +8,7 @@ use kvscope_core::consumers::ConsumerKind;
 use kvscope_core::trace::Trace;
 
 use crate::exit::{BadInput, Findings};
+use crate::out;
 
 /// Arguments of `kvscope check`.
 #[derive(clap::Args, Debug)]
@@ -207,12 +208,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let trace = load_trace(&args.trace)?;
     let a = analyze(&trace, &config);
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json(&a)).context("serialising the report")?
-        );
+        let mut text = serde_json::to_string_pretty(&json(&a)).context("serialising the report")?;
+        text.push('\n');
+        out::stdout(text.as_bytes())?;
     } else {
-        print!("{}", render(&a, &args.trace.display().to_string()));
+        out::stdout(render(&a, &args.trace.display().to_string()).as_bytes())?;
     }
     let deny = a.findings.iter().filter(|f| f.level == Level::Deny).count();
     if deny > 0 {

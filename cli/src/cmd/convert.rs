@@ -1,6 +1,6 @@
 //! `kvscope convert`: JSON Lines trace ⇄ msgpack stream (`docs/trace-format.md`).
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -166,11 +166,7 @@ fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
 fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     match path {
         Some(p) => std::fs::write(p, bytes).with_context(|| format!("writing {}", p.display())),
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(bytes).context("writing stdout")?;
-            stdout.flush().context("writing stdout")
-        }
+        None => crate::out::stdout(bytes),
     }
 }
 

@@ -165,11 +165,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(path) => {
             std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?
         }
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)?;
-            out.flush()?;
-        }
+        None => crate::out::stdout(&bytes)?,
     }
     Ok(())
 }

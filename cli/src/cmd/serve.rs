@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(_) => format!("http://127.0.0.1:{port}/?url=/trace"),
         None => format!("http://127.0.0.1:{port}/"),
     };
-    println!("kvscope debugger: {url}");
+    crate::out::stdout(format!("kvscope debugger: {url}\n").as_bytes())?;
     eprintln!("serving {} (Ctrl-C to stop)", args.dist.display());
     for req in server.incoming_requests() {
         let method = req.method().clone();
