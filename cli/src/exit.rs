@@ -1,5 +1,6 @@
-//! Exit codes: 0 success, 1 findings (e.g. `check` found deny-level violations), 2 bad input
-//! or usage, 3 other failures (IO, network).
+//! Exit codes, the same for every command (`docs/cli.md`): 0 clean, 1 findings (`check` found
+//! deny-level violations), 2 bad or missing input (a file that is missing, unreadable or does
+//! not parse; bad arguments), 3 failure writing output (and other failures: network, ZMQ).
 //!
 //! A closed stdout (the reader of a pipe went away, as in `kvscope check big.msgpack | head -1`)
 //! is not a failure: the command stops quietly with exit 0, whatever it was writing.

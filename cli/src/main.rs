@@ -2,6 +2,7 @@
 
 mod cmd;
 mod exit;
+mod input;
 mod out;
 
 use clap::{Parser, Subcommand};

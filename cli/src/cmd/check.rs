@@ -63,8 +63,7 @@ pub struct ModelArgs {
 
 /// Read and decode a trace; any failure is bad input (exit 2).
 pub fn load_trace(path: &Path) -> anyhow::Result<Trace> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
+    let bytes = crate::input::read(path)?;
     let source = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())

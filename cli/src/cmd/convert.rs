@@ -1,6 +1,6 @@
 //! `kvscope convert`: JSON Lines trace ⇄ msgpack stream (`docs/trace-format.md`).
 
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -60,7 +60,7 @@ const PROGRESS_MIN_BYTES: usize = 32 << 20;
 
 /// Run the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let bytes = read_input(&args.input)?;
+    let bytes = crate::input::read(&args.input)?;
     let name = if args.input == Path::new("-") {
         "stdin".to_owned()
     } else {
@@ -149,18 +149,6 @@ fn to_msgpack(trace: &kvscope_core::Trace, encoding: Encoding) -> Vec<u8> {
         );
     }
     out
-}
-
-fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
-    if path == Path::new("-") {
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .context("reading stdin")?;
-        Ok(buf)
-    } else {
-        std::fs::read(path).with_context(|| format!("reading {}", path.display()))
-    }
 }
 
 fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {

@@ -90,7 +90,7 @@ pub fn load_scenario(arg: &str) -> anyhow::Result<Scenario> {
             ))
             .into());
         }
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(e) => return Err(BadInput(format!("cannot read {}: {e}", path.display())).into()),
     };
     Scenario::from_json(&text).map_err(|e| BadInput(format!("{}: {e}", path.display())).into())
 }
