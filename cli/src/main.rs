@@ -4,6 +4,7 @@ mod cmd;
 mod exit;
 mod input;
 mod out;
+mod report;
 
 use clap::{Parser, Subcommand};
 

@@ -34,6 +34,7 @@ fn every_command_exits_0_quietly_on_a_closed_stdout() {
     let cases: Vec<Vec<&str>> = vec![
         vec!["check", &legacy],
         vec!["check", "--json", &legacy],
+        vec!["check", "--format", "github", &legacy],
         vec!["check", &fixed],
         vec!["verdicts", "--consumer", "llmd", &legacy],
         vec!["convert", &legacy],
