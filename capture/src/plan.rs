@@ -23,6 +23,10 @@ pub struct CaptureConfig {
     pub topic: String,
     /// Data-parallel ranks per endpoint (ports `PORT..PORT+N-1`), at least 1.
     pub data_parallel_size: u32,
+    /// The engines' worker count (vLLM's `parallel_config.world_size`, at least 1), recorded
+    /// in the trace header as `meta.world_size` for the job inference of `check`; `None` =
+    /// not known, nothing recorded.
+    pub world_size: Option<u32>,
     /// Keep the exact payload bytes (base64 `raw` key next to the decoded batch).
     pub raw: bool,
     /// Stop once this many batches were written. Checked between messages: a live message
@@ -46,6 +50,7 @@ impl Default for CaptureConfig {
             replay_endpoints: Vec::new(),
             topic: String::new(),
             data_parallel_size: 1,
+            world_size: None,
             raw: false,
             max_batches: None,
             duration: None,
@@ -83,6 +88,9 @@ pub(crate) fn plan(config: &CaptureConfig) -> Result<Vec<Publisher>, CaptureErro
         return Err(CaptureError::Config(
             "--data-parallel-size must be at least 1".into(),
         ));
+    }
+    if config.world_size == Some(0) {
+        return Err(CaptureError::Config("--workers must be at least 1".into()));
     }
     let mut replay: Vec<Option<&EndpointSpec>> = vec![None; config.endpoints.len()];
     for (i, r) in config.replay_endpoints.iter().enumerate() {
@@ -193,6 +201,12 @@ mod tests {
         };
         assert!(bad(vec![], vec![], 1).contains("no --endpoint"));
         assert!(bad(vec![ep("tcp://h:1")], vec![], 0).contains("at least 1"));
+        let no_workers = plan(&CaptureConfig {
+            endpoints: vec![ep("tcp://h:1")],
+            world_size: Some(0),
+            ..CaptureConfig::default()
+        });
+        assert!(no_workers.unwrap_err().to_string().contains("--workers"));
         assert!(bad(vec![ep("a=tcp://h:1")], vec![ep("c=tcp://h:2")], 1).contains("\"c\""));
         assert!(bad(
             vec![ep("a=tcp://h:1")],

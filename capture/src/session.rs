@@ -122,7 +122,8 @@ impl Capture {
             .map(|p| (p.source.as_str(), p.url.as_str()))
     }
 
-    /// The trace header describing this capture.
+    /// The trace header describing this capture: `meta.world_size` (when known) and
+    /// `meta.capture` (publishers, topic, options, start time).
     fn header(&self) -> TraceRecord {
         let pubs: Vec<Value> = self
             .pubs
@@ -137,6 +138,9 @@ impl Capture {
             })
             .collect();
         let mut meta = serde_json::Map::new();
+        if let Some(n) = self.config.world_size {
+            meta.insert("world_size".into(), n.into());
+        }
         meta.insert(
             "capture".into(),
             json!({

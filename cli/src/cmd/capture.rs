@@ -36,6 +36,11 @@ pub struct Args {
     /// ports likewise), all under the endpoint's source name.
     #[arg(long, value_name = "N", default_value_t = 1)]
     data_parallel_size: u32,
+    /// Workers per engine (vLLM's `parallel_config.world_size`, e.g. the tensor-parallel
+    /// size): recorded in the trace header as `world_size`, which `check` uses to tell an
+    /// in-job inversion from jobs of several workers completing in one step.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    workers: Option<u32>,
     /// Output trace (JSON Lines); `-` or absent = stdout.
     #[arg(short, long, value_name = "OUT")]
     output: Option<PathBuf>,
@@ -108,6 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         replay_endpoints: args.replay_endpoints,
         topic: args.topic,
         data_parallel_size: args.data_parallel_size,
+        world_size: args.workers,
         raw: args.raw,
         max_batches: args.max_batches,
         duration: args.duration.map(|d| seconds("duration", d)).transpose()?,
