@@ -294,6 +294,14 @@ fn verdicts_one_line_per_event() {
     assert_eq!(lines[2]["verdict"], "replayed");
     assert_eq!(lines[2]["delivered_as"], "pending");
     assert_eq!(lines[2]["resolved_by"], 4);
+    let d = traces();
+    assert_snapshot!(
+        "verdicts_llmd",
+        transcript(&run_in(
+            d.path(),
+            &["verdicts", "legacy.jsonl", "--consumer", "llmd"]
+        ))
+    );
     assert_eq!(
         kvscope(&["verdicts", &legacy, "--consumer", "x"])
             .status
@@ -324,10 +332,11 @@ fn diff_legacy_vs_fixed() {
         ),
         (Some(2), Some(0))
     );
-    let o = kvscope(&["diff", &legacy, &fixed]);
-    let s = stdout(&o);
-    assert!(s.contains("child-before-parent-in-job"), "{s}");
-    assert!(s.contains("llmd"), "{s}");
+    let d = traces();
+    assert_snapshot!(
+        "diff_text",
+        transcript(&run_in(d.path(), &["diff", "legacy.jsonl", "fixed.jsonl"]))
+    );
 }
 
 /// Router block sizes default to `auto` (the engine block size in the trace): the built-in

@@ -88,6 +88,11 @@ pub fn load_trace(path: &Path) -> anyhow::Result<Trace> {
 }
 
 /// Read and decode a trace, saying which format it was in; any failure is bad input.
+///
+/// The whole file is read before decoding starts, so a file that is bad from its first byte
+/// is still read to the end before the error. The fix is decoding from a reader, batch by
+/// batch, once `kvscope_core::wire` offers one (check, verdicts and convert would use it
+/// here); the CLI does not keep a reader of its own.
 pub fn load(path: &Path) -> anyhow::Result<(Trace, InputFormat)> {
     let bytes = crate::input::read(path)?;
     let source = path
