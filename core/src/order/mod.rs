@@ -10,7 +10,7 @@
 //! `vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py` was
 //! `set(set(store_output.keys_to_store))` before the fix and is an insertion-ordered,
 //! de-duplicated collection after it; `complete_store` emits one `BlockStored` per key in that
-//! order (`vllm-kv-events.md` §2 and Appendix item 1).
+//! order (`docs/vllm-offloading.md`, fact 4).
 
 pub mod cpython;
 pub mod legacy;

@@ -177,7 +177,7 @@ pub struct CpuConfig {
     /// Pop tracker metadata on CPU removal. Default `true`: vLLM 0.28.0 pops unconditionally
     /// and 0.29.0 pops when the last residency goes (`tests/fixtures/vllm/README.md`, finding
     /// 2). `false` models the ~2026-08-03 source whose `event.medium == MEDIUM_CPU` test never
-    /// matched (reference §3.6).
+    /// matched.
     #[serde(default = "yes")]
     pub pop_metadata_on_removal: bool,
 }
@@ -223,7 +223,7 @@ pub struct SecondaryTierConfig {
 #[serde(deny_unknown_fields)]
 pub struct CompletionConfig {
     /// `same_step` (the job completes in the step that created it) or `next_step` (the
-    /// worker reports at the next step, Appendix 3).
+    /// worker reports at the next step, `docs/vllm-offloading.md` fact 10).
     #[serde(default)]
     pub timing: CompletionTiming,
     /// Number of workers (`parallel_config.world_size`): each must report a job.

@@ -4,7 +4,7 @@
 //! (upstream, ~August 2026):
 //! * `prepare_store(keys)`: `keys_to_store` = keys not in the policy, **in caller order**
 //!   (duplicates that are both absent are both kept: slots are allocated per occurrence,
-//!   Appendix 11); if more slots are needed than are free, `policy.evict(n, protected =
+//!   `docs/vllm-offloading.md`, fact 7); if more slots are needed than are free, `policy.evict(n, protected =
 //!   set(keys))` walks the evictable `OrderedDict` from the LRU end skipping protected keys;
 //!   all evicted keys → **one** raw `Removed` event appended at prepare time; `None` when the
 //!   evictable count or the unprotected candidates do not suffice (allocation failure).

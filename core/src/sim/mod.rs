@@ -13,9 +13,13 @@
 //!
 //! Deterministic: the same scenario (including its seed) gives the same trace.
 
+mod block_pool;
+mod connector;
 pub mod cpu;
 pub mod engine;
 pub mod request;
+mod scheduler;
+mod tiering;
 pub mod tracker;
 
 use crate::scenario::{HashFormat, Scenario};

@@ -1,5 +1,6 @@
-//! Simulation tests: the reference's §5.4 scenarios, §1.5 worked example, Appendix facts, and
-//! property tests over random scenarios.
+//! Simulation tests: numbered scenarios (one job, subsets, duplicates, two groups, chunks,
+//! placeholders, several jobs, eviction, tiering, reset, wire, legacy), the facts of
+//! `docs/vllm-offloading.md`, and property tests over random scenarios.
 
 use std::collections::{HashMap, HashSet};
 
@@ -66,7 +67,8 @@ fn chunk_orders(t: &Trace) -> Vec<Vec<u32>> {
     keys.into_iter().map(|k| jobs.remove(&k).unwrap()).collect()
 }
 
-// §1.5 worked example: two one-block CPU chunks of tokens 1..8, block_size 4.
+// Worked example: two one-block CPU chunks of tokens 1..8, block_size 4 (hash vectors in
+// docs/vllm-offloading.md, fact 2).
 #[test]
 fn worked_example_values() {
     let t = run(&format!(
@@ -229,7 +231,7 @@ fn s6_placeholders() {
 }
 
 // 7. Several jobs in one step: with one worker cross-job FIFO; with two workers the merged
-// completion map can put the later job first (Appendix 9).
+// completion map can put the later job first (docs/vllm-offloading.md, fact 11).
 #[test]
 fn s7_multi_worker_merge_can_reverse_jobs() {
     let scenario = |workers: u32, seed: u64| {
@@ -283,7 +285,7 @@ fn s8_eviction_precedes_store_and_follows_job_order() {
         e => panic!("{e:?}"),
     }
     assert!(matches!(b.events[1], KvEvent::BlockStored(_)));
-    // legacy (CPython, PYTHONHASHSEED=0): the first key in set order is chunk 3 (Appendix 1)
+    // legacy (CPython, PYTHONHASHSEED=0): the first key in set order is chunk 3 (docs/vllm-offloading.md, fact 4)
     let t = run(&json(r#"{"mode":"cpython","python_hash_seed":0}"#));
     let b = batches(&t)[1];
     let prov = b.provenance.as_ref().unwrap();
@@ -296,9 +298,9 @@ fn s8_eviction_precedes_store_and_follows_job_order() {
     }
 }
 
-// Appendix 1: PYTHONHASHSEED=0, 32 tokens, block_size 4 → chunk order [3,4,0,1,5,6,7,2].
+// docs/vllm-offloading.md, fact 4: PYTHONHASHSEED=0, 32 tokens, block_size 4 → chunk order [3,4,0,1,5,6,7,2].
 #[test]
-fn appendix1_cpython_order_child_before_parent() {
+fn cpython_seed0_order_child_before_parent() {
     let t = run(&format!(
         r#"{{"block_size":4,"order":{{"mode":"cpython","python_hash_seed":0}},
             "requests":[{{"id":"r","token_ids":[{}]}}]}}"#,
@@ -522,7 +524,7 @@ fn every_builtin_simulates() {
         ] {
             let mut s2 = s.clone();
             s2.order = order;
-            // order changes which chunks are evicted (Appendix 2), so counts may differ
+            // order changes which chunks are evicted (docs/vllm-offloading.md, fact 5), so counts may differ
             assert!(simulate(&s2).unwrap().event_count() > 0, "{}", b.name);
         }
     }
