@@ -9,8 +9,10 @@
 
 pub mod builtin;
 mod overrides;
+mod validate;
 
 pub use overrides::{OrderChoice, Overrides};
+pub use validate::limits;
 
 use serde::{Deserialize, Serialize};
 
@@ -379,7 +381,7 @@ pub struct ScenarioError {
 }
 
 impl ScenarioError {
-    fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         ScenarioError {
             position: None,
             message: message.into(),
@@ -422,123 +424,7 @@ impl Scenario {
             self.engines.clone()
         }
     }
-
-    /// Check cross-field constraints.
-    pub fn validate(&self) -> Result<(), ScenarioError> {
-        let bad = |m: String| Err(ScenarioError::invalid(m));
-        if self.block_size == 0 {
-            return bad("block_size must be positive".into());
-        }
-        if self.blocks_per_chunk == 0 {
-            return bad("blocks_per_chunk must be positive".into());
-        }
-        if u64::from(self.block_size) * u64::from(self.blocks_per_chunk) > MAX_TOKENS_PER_CHUNK {
-            return bad(format!(
-                "block_size * blocks_per_chunk must be at most {MAX_TOKENS_PER_CHUNK}"
-            ));
-        }
-        if self.groups.is_empty() {
-            return bad("groups must not be empty".into());
-        }
-        if self.completion.workers == 0 {
-            return bad("completion.workers must be positive".into());
-        }
-        if !self.ts_start.is_finite() || !self.ts_step.is_finite() {
-            return bad("ts_start and ts_step must be finite".into());
-        }
-        for p in [self.completion.worker_lag_probability]
-            .into_iter()
-            .chain(self.secondary_tiers.iter().map(|t| t.failure_probability))
-        {
-            if !(0.0..=1.0).contains(&p) {
-                return bad(format!("probability {p} is outside [0, 1]"));
-            }
-        }
-        if self.scheduler.max_num_batched_tokens == 0 || self.scheduler.max_num_seqs == 0 {
-            return bad(
-                "scheduler.max_num_batched_tokens and max_num_seqs must be positive".into(),
-            );
-        }
-        if self.scheduler.vocab_size == 0 {
-            return bad("scheduler.vocab_size must be positive".into());
-        }
-        let mut tier_names = std::collections::HashSet::new();
-        for t in &self.secondary_tiers {
-            if !tier_names.insert(t.name.as_str()) {
-                return bad(format!("duplicate secondary tier name {:?}", t.name));
-            }
-            if t.min_latency_steps == 0 || t.max_latency_steps < t.min_latency_steps {
-                return bad(format!(
-                    "tier {:?}: need 1 <= min_latency_steps <= max_latency_steps",
-                    t.name
-                ));
-            }
-        }
-        for g in &self.groups {
-            if g.kind == GroupKind::SlidingWindow && g.sliding_window.unwrap_or(0) == 0 {
-                return bad("sliding_window groups need a positive sliding_window".into());
-            }
-        }
-        let mut publishers = std::collections::HashSet::new();
-        for engine in self.engine_specs() {
-            if !publishers.insert((engine.source.clone(), engine.dp_rank)) {
-                return bad(format!(
-                    "two engines publish as source {:?} dp_rank {}",
-                    engine.source, engine.dp_rank
-                ));
-            }
-            let mut ids: Vec<&str> = Vec::new();
-            for r in &engine.requests {
-                if ids.contains(&r.id.as_str()) {
-                    return bad(format!("duplicate request id {:?}", r.id));
-                }
-                if let Some(p) = &r.shared_prefix {
-                    if !ids.contains(&p.request.as_str()) {
-                        return bad(format!(
-                            "request {:?}: shared_prefix names {:?}, which is not declared before it",
-                            r.id, p.request
-                        ));
-                    }
-                }
-                let explicit_len = r.token_ids.as_ref().map_or(0, Vec::len) as u64;
-                let outputs = r
-                    .output_token_ids
-                    .as_ref()
-                    .map_or(u64::from(r.max_tokens), |o| o.len() as u64);
-                if u64::from(r.prompt_len.unwrap_or(0)).max(explicit_len) > MAX_REQUEST_TOKENS
-                    || outputs > MAX_REQUEST_TOKENS
-                {
-                    return bad(format!(
-                        "request {:?}: prompts and outputs are limited to {MAX_REQUEST_TOKENS} tokens",
-                        r.id
-                    ));
-                }
-                if r.token_ids.is_none() && r.prompt_len.is_none() && r.shared_prefix.is_none() {
-                    return bad(format!(
-                        "request {:?} needs token_ids, prompt_len or shared_prefix",
-                        r.id
-                    ));
-                }
-                ids.push(&r.id);
-            }
-            if let Some(steps) = &engine.steps {
-                for (i, s) in steps.iter().enumerate() {
-                    for id in s.schedule.keys().chain(s.finish.iter()) {
-                        if !ids.contains(&id.as_str()) {
-                            return bad(format!("steps[{i}] names unknown request {id:?}"));
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
 }
-
-/// Largest `block_size * blocks_per_chunk` accepted.
-pub const MAX_TOKENS_PER_CHUNK: u64 = 1 << 20;
-/// Largest prompt (and output) length of one request accepted.
-pub const MAX_REQUEST_TOKENS: u64 = 1 << 24;
 
 fn default_order() -> OrderMode {
     OrderMode::Fixed

@@ -69,6 +69,8 @@ pub struct Engine<'a> {
     pub(super) order: OrderMode,
     pub(super) reqs: Vec<SimRequest>,
     pub(super) by_id: FxHashMap<String, usize>,
+    /// Requests not yet finished (so `is_done` is O(1)).
+    pub(super) num_unfinished: usize,
     pub(super) running: Vec<usize>,
     pub(super) waiting: Vec<usize>,
     pub(super) finished_pending: Vec<usize>,
@@ -193,6 +195,7 @@ impl<'a> Engine<'a> {
                 .enumerate()
                 .map(|(i, r)| (r.id.clone(), i))
                 .collect(),
+            num_unfinished: reqs.len(),
             reqs,
             running: Vec::new(),
             waiting,
@@ -252,7 +255,7 @@ impl<'a> Engine<'a> {
             && self.tiers.iter().all(|t| t.jobs.is_empty());
         match &self.spec.steps {
             Some(steps) => quiet && self.local_step as usize >= steps.len(),
-            None => quiet && self.reqs.iter().all(|r| r.state == ReqState::Finished),
+            None => quiet && self.num_unfinished == 0,
         }
     }
 

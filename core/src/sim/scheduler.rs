@@ -10,10 +10,18 @@ use super::engine::Engine;
 use super::request::ReqState;
 
 impl Engine<'_> {
+    /// The request finishes at the end of this step (`finished_req_ids` next step).
     pub(super) fn finish(&mut self, r: usize) {
+        if self.reqs[r].state != ReqState::Finished {
+            self.num_unfinished -= 1;
+        }
+        // a request is in `running` iff it is Running, else in `waiting` (or finished)
+        match self.reqs[r].state {
+            ReqState::Running => self.running.retain(|&x| x != r),
+            ReqState::Finished => {}
+            _ => self.waiting.retain(|&x| x != r),
+        }
         self.reqs[r].state = ReqState::Finished;
-        self.running.retain(|&x| x != r);
-        self.waiting.retain(|&x| x != r);
         if self.reqs[r].tracked {
             self.finished_pending.push(r);
         }
@@ -80,10 +88,15 @@ impl Engine<'_> {
         let local = self.local_step;
         let _ = step;
         let mut still = Vec::new();
-        for r in std::mem::take(&mut self.waiting) {
+        let mut queue = std::mem::take(&mut self.waiting).into_iter();
+        while let Some(r) = queue.next() {
+            // `waiting` stays in arrival order, and neither the budget nor the running count
+            // recovers within a step: once one of these holds it holds for every later
+            // request, so the rest waits without being looked at (O(1), same result).
             if self.reqs[r].arrival_step > local || budget == 0 || self.running.len() >= max_seqs {
                 still.push(r);
-                continue;
+                still.extend(queue);
+                break;
             }
             match self.reqs[r].state.clone() {
                 ReqState::WaitingForLoad { ready: false, .. } => {
