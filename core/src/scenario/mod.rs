@@ -33,7 +33,8 @@ pub struct Scenario {
     /// Seed for generated token ids, latencies, worker lag and legacy permutations.
     #[serde(default)]
     pub seed: u64,
-    /// How a store job's keys are ordered at `complete_store` (the fix or the bug).
+    /// How a store job's keys are ordered at `complete_store`: `cpython` (what vLLM does
+    /// today), `fixed` (the proposed fix) or `legacy` (a seeded stand-in for set order).
     #[serde(default = "default_order")]
     pub order: OrderMode,
     /// Block hashing options.
@@ -95,6 +96,10 @@ pub struct Scenario {
     /// Safety limit on engine steps per engine.
     #[serde(default = "default_max_steps")]
     pub max_steps: u64,
+    /// Run exactly this many engine steps per engine with generated scheduling (requests
+    /// need not finish; jobs still in flight at the end publish nothing).
+    #[serde(default)]
+    pub num_steps: Option<u64>,
 }
 
 /// Block hashing options (`prefix_caching_hash_algo = sha256_cbor` only).
@@ -234,6 +239,28 @@ pub struct CompletionConfig {
     /// With `workers > 1`: probability that a worker reports a job one step late.
     #[serde(default = "half")]
     pub worker_lag_probability: f64,
+    /// Explicit worker reports: worker W reports job J at global step S (the others keep
+    /// the default timing).
+    #[serde(default)]
+    pub reports: Vec<WorkerReport>,
+}
+
+/// One worker's report of one job (`completion.reports[]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerReport {
+    /// The connector's job id (one counter for loads and stores, from 0 per engine).
+    pub job: u64,
+    /// 0-based worker index (not a DP rank), below `completion.workers`.
+    pub worker: u32,
+    /// Global step whose `update_connector_output` receives the report.
+    pub step: u64,
+    /// The engine's `source` (required when the scenario has `engines`).
+    #[serde(default)]
+    pub source: Option<String>,
+    /// The engine's `dp_rank` (with `source`; default 0).
+    #[serde(default)]
+    pub dp_rank: u32,
 }
 
 impl Default for CompletionConfig {
@@ -242,6 +269,7 @@ impl Default for CompletionConfig {
             timing: CompletionTiming::SameStep,
             workers: 1,
             worker_lag_probability: 0.5,
+            reports: Vec::new(),
         }
     }
 }

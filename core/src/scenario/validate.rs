@@ -66,7 +66,59 @@ impl Scenario {
     pub fn validate(&self) -> Result<(), ScenarioError> {
         self.validate_config()?;
         self.validate_steps_and_timestamps()?;
-        self.validate_engines()
+        self.validate_engines()?;
+        self.validate_reports()
+    }
+
+    /// `completion.reports`: a known worker and engine, each (engine, job, worker) once,
+    /// within the steps the run can reach.
+    fn validate_reports(&self) -> Result<(), ScenarioError> {
+        let engines = self.engine_specs();
+        let mut seen = HashSet::new();
+        for (i, r) in self.completion.reports.iter().enumerate() {
+            let at = format!("completion.reports[{i}]");
+            if r.worker >= self.completion.workers {
+                return bad(format!(
+                    "{at}: worker {} is not below completion.workers = {}",
+                    r.worker, self.completion.workers
+                ));
+            }
+            let engine = match (&r.source, self.engines.is_empty()) {
+                (None, true) => &engines[0],
+                (None, false) => {
+                    return bad(format!(
+                        "{at}: the scenario has engines, so the report must name its source"
+                    ))
+                }
+                (Some(src), _) => match engines
+                    .iter()
+                    .find(|e| &e.source == src && e.dp_rank == r.dp_rank)
+                {
+                    Some(e) => e,
+                    None => {
+                        return bad(format!(
+                            "{at}: no engine publishes as source {src:?} dp_rank {}",
+                            r.dp_rank
+                        ))
+                    }
+                },
+            };
+            let first = self.first_step + engine.start_step;
+            if r.step < first || r.step > self.first_step + self.max_steps {
+                return bad(format!(
+                    "{at}: step {} is outside the engine's steps {first} ..= {}",
+                    r.step,
+                    self.first_step + self.max_steps
+                ));
+            }
+            if !seen.insert((engine.source.clone(), engine.dp_rank, r.job, r.worker)) {
+                return bad(format!(
+                    "{at}: worker {} reports job {} twice",
+                    r.worker, r.job
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn validate_config(&self) -> Result<(), ScenarioError> {
@@ -183,6 +235,22 @@ impl Scenario {
                  (engine steps simulated)",
                 self.max_steps
             ));
+        }
+        if let Some(n) = self.num_steps {
+            if self.engine_specs().iter().any(|e| e.steps.is_some()) {
+                return bad(
+                    "num_steps runs generated scheduling; it cannot be combined with explicit steps"
+                        .into(),
+                );
+            }
+            let start = self.engines.iter().map(|e| e.start_step).max().unwrap_or(0);
+            if n.saturating_add(start) > self.max_steps {
+                return bad(format!(
+                    "num_steps = {n} (plus the latest engine start_step {start}) is above \
+                     max_steps = {}",
+                    self.max_steps
+                ));
+            }
         }
         let last = self.first_step + self.max_steps;
         for step in [self.first_step, last] {

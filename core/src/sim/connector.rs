@@ -18,6 +18,7 @@ use crate::trace::{Provenance, ProvenanceKind};
 use super::cpu::LookupResult;
 use super::engine::{Ctx, Engine};
 use super::request::ReqState;
+use super::SimError;
 
 /// `TransferJobStatus`.
 #[derive(Clone, Debug)]
@@ -214,8 +215,24 @@ impl Engine<'_> {
             } else {
                 0
             };
-            let at = (base + lag).max(self.last_report[w]);
-            self.last_report[w] = at;
+            let at = match self.explicit_reports.remove(&(id, w as u32)) {
+                // `completion.reports`: exactly when the scenario says
+                Some(global) => {
+                    let local = global - (self.sc.first_step + self.spec.start_step);
+                    if local < base && self.error.is_none() {
+                        self.error = Some(SimError(format!(
+                            "completion.reports: worker {w} reports job {id} at step {global}, \
+                             before it can (the job was created at step {}; the earliest report \
+                             is step {})",
+                            self.step_now(),
+                            self.step_now() + (base - self.local_step)
+                        )));
+                    }
+                    local
+                }
+                None => (base + lag).max(self.last_report[w]),
+            };
+            self.last_report[w] = self.last_report[w].max(at);
             self.reports[w].entry(at).or_default().push(id);
         }
     }

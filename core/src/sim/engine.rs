@@ -89,6 +89,10 @@ pub struct Engine<'a> {
     /// Per worker: step → job ids reported at that step (FIFO).
     pub(super) reports: Vec<FxHashMap<u64, Vec<u64>>>,
     pub(super) last_report: Vec<u64>,
+    /// `completion.reports` of this engine not yet applied: (job, worker) → global step.
+    pub(super) explicit_reports: FxHashMap<(u64, u32), u64>,
+    /// A scenario error found while running (reported after the step).
+    pub(super) error: Option<SimError>,
     pub(super) rng: ChaCha8Rng,
     pub(super) local_step: u64,
     pub(super) gpu_events: Vec<(KvEvent, Provenance)>,
@@ -226,6 +230,17 @@ impl<'a> Engine<'a> {
             stale_threshold: 0,
             reports: vec![FxHashMap::default(); workers],
             last_report: vec![0; workers],
+            explicit_reports: sc
+                .completion
+                .reports
+                .iter()
+                .filter(|r| match &r.source {
+                    None => true,
+                    Some(s) => *s == spec.source && r.dp_rank == spec.dp_rank,
+                })
+                .map(|r| ((r.job, r.worker), r.step))
+                .collect(),
+            error: None,
             rng: ChaCha8Rng::seed_from_u64(mix(sc.seed ^ 0x5eed, engine_idx)),
             local_step: 0,
             gpu_events: Vec::new(),
@@ -253,10 +268,25 @@ impl<'a> Engine<'a> {
             && self.finished_pending.is_empty()
             && self.pending_promotions.is_empty()
             && self.tiers.iter().all(|t| t.jobs.is_empty());
+        if let Some(n) = self.sc.num_steps {
+            return self.local_step >= n;
+        }
         match &self.spec.steps {
             Some(steps) => quiet && self.local_step as usize >= steps.len(),
             None => quiet && self.num_unfinished == 0,
         }
+    }
+
+    /// A scenario error found by the last step (`completion.reports` that cannot happen).
+    pub fn take_error(&mut self) -> Option<SimError> {
+        self.error.take()
+    }
+
+    /// Jobs named in `completion.reports` that this engine never created.
+    pub fn unused_reports(&self) -> Vec<(u64, u32)> {
+        let mut v: Vec<_> = self.explicit_reports.keys().copied().collect();
+        v.sort_unstable();
+        v
     }
 
     // ----- helpers -----
