@@ -317,6 +317,70 @@ pub struct Finding {
     pub cascade: SortedPairs<String, usize>,
 }
 
+impl Finding {
+    /// A finding of `rule` at event `event`, at the rule's default level (the configured level
+    /// is applied when the run finishes); the other fields are set by the builder methods.
+    pub(crate) fn new(rule: Rule, event: usize, message: String) -> Finding {
+        Finding {
+            rule,
+            level: rule.default_level(),
+            event,
+            line: 0,
+            index: 0,
+            source: String::new(),
+            hashes: Vec::new(),
+            parent: None,
+            related_event: None,
+            inferred: false,
+            message,
+            verdicts: SortedPairs::new(),
+            cascade: SortedPairs::new(),
+        }
+    }
+
+    /// Its batch's line (or batch number) and its position in the batch.
+    pub(crate) fn at(mut self, line: u64, index: usize) -> Finding {
+        self.line = line;
+        self.index = index;
+        self
+    }
+
+    /// Its source name.
+    pub(crate) fn source(mut self, source: &str) -> Finding {
+        source.clone_into(&mut self.source);
+        self
+    }
+
+    /// The hashes concerned.
+    pub(crate) fn hashes(mut self, hashes: Vec<u64>) -> Finding {
+        self.hashes = hashes;
+        self
+    }
+
+    /// The parent concerned.
+    pub(crate) fn parent(self, parent: u64) -> Finding {
+        self.parent_opt(Some(parent))
+    }
+
+    /// The parent concerned, if any.
+    pub(crate) fn parent_opt(mut self, parent: Option<u64>) -> Finding {
+        self.parent = parent;
+        self
+    }
+
+    /// The related event (the later parent store of a reorder).
+    pub(crate) fn related(mut self, event: usize) -> Finding {
+        self.related_event = Some(event);
+        self
+    }
+
+    /// Whether the job classification was inferred.
+    pub(crate) fn inferred(mut self, inferred: bool) -> Finding {
+        self.inferred = inferred;
+        self
+    }
+}
+
 /// A prefix a consumer can no longer route to: a lost event whose loss was not caused by an
 /// earlier loss, and what it took down with it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,8 +1,9 @@
 //! Named lint rules, their one-line explanations and levels (`allow` / `warn` / `deny`).
 //!
-//! Defaults follow DECISIONS.md: `child-before-parent-in-job` and `seq-gap` deny, every other
-//! rule (including `seq-gap-recovered`: the batches are in the trace) warns (cross-job, cross-tier and promotion order is not guaranteed by vLLM, so a correct
-//! multi-tier trace passes).
+//! Defaults: `child-before-parent-in-job` and `seq-gap` deny, every other rule (including
+//! `seq-gap-recovered`: the batches are in the trace) warns, because vLLM guarantees neither
+//! cross-job, cross-tier nor promotion order, so a correct multi-tier trace passes. The upstream
+//! sources of each rule's facts are in `docs/rules.md`.
 
 use crate::text::Quoted;
 use std::fmt;

@@ -1,4 +1,5 @@
-//! Discriminating scenarios (reference `kv-event-consumers.md` §8.3) and ordering tests.
+//! Discriminating scenarios (traces on which the router models disagree, `docs/consumers.md`)
+//! and ordering tests.
 
 use super::*;
 use crate::consumers::testkit::{batch, batch_with_jobs, removed, stored, trace};

@@ -1,8 +1,8 @@
 //! One event through the consumer models, the loss bookkeeping and the violation index.
 
 use super::violations::{Scope, Waiter};
-use super::{finding, source_name_of, tier_label, Recorder, Run};
-use crate::analysis::{Rule, UnreachablePrefix, VerdictSink};
+use super::{source_name_of, tier_label, Recorder, Run};
+use crate::analysis::{Finding, Rule, UnreachablePrefix, VerdictSink};
 use crate::consumers::{Hashes, VerdictKind};
 use crate::event::KvEvent;
 use crate::trace::{ProvenanceKind, Trace, TraceRecord};
@@ -135,21 +135,19 @@ impl Run {
                     }
                 }
                 if !doubles.is_empty() {
-                    raw.push(finding(
-                        Rule::DoubleStore,
-                        i,
-                        origin,
-                        loc.pos as usize,
-                        source_name,
-                        doubles,
-                        None,
-                        None,
-                        false,
-                        format!(
-                            "stored into {} again while already held",
-                            tier_label(index, loc.tier)
-                        ),
-                    ));
+                    raw.push(
+                        Finding::new(
+                            Rule::DoubleStore,
+                            i,
+                            format!(
+                                "stored into {} again while already held",
+                                tier_label(index, loc.tier)
+                            ),
+                        )
+                        .at(origin, loc.pos as usize)
+                        .source(source_name)
+                        .hashes(doubles),
+                    );
                 }
                 // Resolve children waiting for these hashes.
                 for h in hashes {
@@ -209,18 +207,15 @@ impl Run {
                             from_source,
                             if inferred { "; job inferred from batch structure" } else { "" }
                         );
-                        raw.push(finding(
-                            rule,
-                            w.child,
-                            worigin,
-                            wloc.pos as usize,
-                            wsource,
-                            w.hashes.to_vec(),
-                            Some(*h),
-                            Some(i),
-                            inferred,
-                            msg,
-                        ));
+                        raw.push(
+                            Finding::new(rule, w.child, msg)
+                                .at(worigin, wloc.pos as usize)
+                                .source(wsource)
+                                .hashes(w.hashes.to_vec())
+                                .parent(*h)
+                                .related(i)
+                                .inferred(inferred),
+                        );
                     }
                     if !keep.is_empty() {
                         *waiting.entry(*h) = keep;
@@ -235,21 +230,19 @@ impl Run {
                     }
                 }
                 if !unknown.is_empty() {
-                    raw.push(finding(
-                        Rule::RemoveUnknown,
-                        i,
-                        origin,
-                        loc.pos as usize,
-                        source_name,
-                        unknown,
-                        None,
-                        None,
-                        false,
-                        format!(
-                            "removed from {} which does not hold it",
-                            tier_label(index, loc.tier)
-                        ),
-                    ));
+                    raw.push(
+                        Finding::new(
+                            Rule::RemoveUnknown,
+                            i,
+                            format!(
+                                "removed from {} which does not hold it",
+                                tier_label(index, loc.tier)
+                            ),
+                        )
+                        .at(origin, loc.pos as usize)
+                        .source(source_name)
+                        .hashes(unknown),
+                    );
                 }
             }
             KvEvent::AllBlocksCleared => presence.clear_source(loc.source),

@@ -2,7 +2,7 @@
 //! cascades attached, loss summaries.
 
 use super::violations::Waiter;
-use super::{finding, source_name_of, Run};
+use super::{source_name_of, Run};
 use crate::analysis::{Finding, Level, LossSummary, Rule, SortedPairs};
 use crate::consumers::VerdictKind;
 use crate::trace::{Trace, TraceRecord};
@@ -53,18 +53,17 @@ impl Run {
                                 _ => 0,
                             };
                             let wsource = source_name_of(index, w.source);
-                            self.raw.push(finding(
-                                Rule::UnknownParent,
-                                w.child,
-                                worigin,
-                                wloc.pos as usize,
-                                wsource,
-                                w.hashes.to_vec(),
-                                Some(p),
-                                None,
-                                false,
-                                format!("parent {p} is never stored in this trace"),
-                            ));
+                            self.raw.push(
+                                Finding::new(
+                                    Rule::UnknownParent,
+                                    w.child,
+                                    format!("parent {p} is never stored in this trace"),
+                                )
+                                .at(worigin, wloc.pos as usize)
+                                .source(wsource)
+                                .hashes(w.hashes.to_vec())
+                                .parent(p),
+                            );
                         }
                     }
                     if work >= budget {
@@ -107,24 +106,23 @@ impl Run {
                         continue;
                     }
                     let src = source_name_of(index, loc.source);
-                    self.raw.push(finding(
-                        Rule::ConsumerLoss,
-                        root.event,
-                        origin,
-                        loc.pos as usize,
-                        src,
-                        root.first_block.map_or_else(Vec::new, |b| vec![b]),
-                        root.missing_parent,
-                        None,
-                        false,
-                        format!(
-                            "{}: {} ({} event(s), {} block(s) lost including cascade)",
-                            kind.as_str(),
-                            verdict.map_or("lost", VerdictKind::as_str),
-                            root.events,
-                            root.blocks
-                        ),
-                    ));
+                    self.raw.push(
+                        Finding::new(
+                            Rule::ConsumerLoss,
+                            root.event,
+                            format!(
+                                "{}: {} ({} event(s), {} block(s) lost including cascade)",
+                                kind.as_str(),
+                                verdict.map_or("lost", VerdictKind::as_str),
+                                root.events,
+                                root.blocks
+                            ),
+                        )
+                        .at(origin, loc.pos as usize)
+                        .source(src)
+                        .hashes(root.first_block.map_or_else(Vec::new, |b| vec![b]))
+                        .parent_opt(root.missing_parent),
+                    );
                 }
                 if fin.step == FinishStep::Sort {
                     fin.model = 0;
@@ -318,19 +316,5 @@ pub(super) struct Finishing {
 
 /// An empty finding (no allocation), left behind when findings are moved out.
 pub(super) fn finding_placeholder() -> Finding {
-    Finding {
-        rule: Rule::SeqGap,
-        level: Level::Allow,
-        event: 0,
-        line: 0,
-        index: 0,
-        source: String::new(),
-        hashes: Vec::new(),
-        parent: None,
-        related_event: None,
-        inferred: false,
-        message: String::new(),
-        verdicts: SortedPairs::new(),
-        cascade: SortedPairs::new(),
-    }
+    Finding::new(Rule::SeqGap, 0, String::new())
 }

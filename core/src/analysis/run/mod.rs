@@ -10,10 +10,7 @@ mod losses;
 mod seq;
 mod violations;
 
-use super::{
-    Analysis, AnalysisConfig, EventIndex, EventLoc, Finding, IndexBuilder, Rule, SortedPairs,
-    VerdictSink,
-};
+use super::{Analysis, AnalysisConfig, EventIndex, EventLoc, Finding, IndexBuilder, VerdictSink};
 pub(crate) use crate::consumers::Interner;
 use crate::consumers::{
     AnyConsumer, EventIds, EventVerdict, LaneCounts, LaneKey, Resolution, SlabMap, VerdictKind,
@@ -288,35 +285,4 @@ fn tier_label(index: &EventIndex, tier: u32) -> String {
         .get(tier as usize)
         .map(Tier::label)
         .unwrap_or_default()
-}
-
-/// A finding at the default level (the configured level is applied when the run finishes).
-#[allow(clippy::too_many_arguments)]
-fn finding(
-    rule: Rule,
-    event: usize,
-    line: u64,
-    index: usize,
-    source: &str,
-    hashes: Vec<u64>,
-    parent: Option<u64>,
-    related_event: Option<usize>,
-    inferred: bool,
-    message: String,
-) -> Finding {
-    Finding {
-        rule,
-        level: rule.default_level(),
-        event,
-        line,
-        index,
-        source: source.to_owned(),
-        hashes,
-        parent,
-        related_event,
-        inferred,
-        message,
-        verdicts: SortedPairs::new(),
-        cascade: SortedPairs::new(),
-    }
 }

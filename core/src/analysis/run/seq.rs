@@ -1,6 +1,7 @@
 //! The index stage: interning records, checking sequence numbers, gap records.
 
-use super::{finding, Run};
+use super::Run;
+use crate::analysis::Finding;
 use crate::analysis::Rule;
 use crate::trace::{Trace, TraceRecord};
 
@@ -69,18 +70,11 @@ impl Run {
                 key.1, prev, b.seq
             )
         };
-        self.raw.push(finding(
-            Rule::SeqGap,
-            gi,
-            b.origin,
-            0,
-            &b.source,
-            vec![],
-            None,
-            None,
-            false,
-            message,
-        ));
+        self.raw.push(
+            Finding::new(Rule::SeqGap, gi, message)
+                .at(b.origin, 0)
+                .source(&b.source),
+        );
     }
 
     /// Findings for gap records (after every sequence finding, as before slicing).
@@ -98,36 +92,33 @@ impl Run {
                         Some(TraceRecord::Batch(b)) => Some(b.origin),
                         _ => None,
                     });
-            // `{:?}` of the rank spelled out (no `Debug` code for it in the wasm).
-            let (some, rank, close): (&str, &dyn std::fmt::Display, &str) = match &g.dp_rank {
-                Some(r) => ("Some(", r, ")"),
-                None => ("None", &"", ""),
+            // "dp_rank 3", or "no dp_rank" when the record names none.
+            let (rank_word, rank): (&str, &dyn std::fmt::Display) = match &g.dp_rank {
+                Some(r) => ("dp_rank ", r),
+                None => ("no dp_rank", &""),
             };
-            self.raw.push(finding(
-                if g.recovered {
-                    Rule::SeqGapRecovered
-                } else {
-                    Rule::SeqGap
-                },
-                at,
-                line.unwrap_or(0),
-                0,
-                &g.source,
-                vec![],
-                None,
-                None,
-                false,
-                format!(
-                    "gap record: dp_rank {some}{rank}{close} expected seq {}, received {}{}",
-                    g.expected_seq,
-                    g.received_seq,
+            self.raw.push(
+                Finding::new(
                     if g.recovered {
-                        " (recovered)"
+                        Rule::SeqGapRecovered
                     } else {
-                        " (not recovered)"
-                    }
-                ),
-            ));
+                        Rule::SeqGap
+                    },
+                    at,
+                    format!(
+                        "gap record: {rank_word}{rank}: expected seq {}, received {}{}",
+                        g.expected_seq,
+                        g.received_seq,
+                        if g.recovered {
+                            " (recovered)"
+                        } else {
+                            " (not recovered)"
+                        }
+                    ),
+                )
+                .at(line.unwrap_or(0), 0)
+                .source(&g.source),
+            );
         }
     }
 }
