@@ -264,6 +264,7 @@ impl ReplayBuilder {
                     0
                 } | if j.inferred { JobRow::INFERRED } else { 0 },
                 kind: j.kind,
+                evidence: j.evidence,
             });
         }
         let max_job_span = analysis

@@ -351,6 +351,7 @@ impl Replay {
                 .map(|t| t.label())
                 .unwrap_or_default(),
             kind: r.kind,
+            evidence: r.evidence,
             first_event: r.first_event as usize,
             last_event: r.last_event as usize,
             events: r.events as usize,

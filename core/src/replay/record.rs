@@ -135,6 +135,7 @@ pub(super) struct JobRow {
     /// [`JobRow::JOB_ID`], [`JobRow::INFERRED`].
     pub(super) flags: u8,
     pub(super) kind: Option<crate::trace::ProvenanceKind>,
+    pub(super) evidence: crate::analysis::JobEvidence,
 }
 
 impl JobRow {

@@ -286,15 +286,22 @@ impl Replay {
 
     /// Topology and per-consumer outcome of one block, as of the cursor.
     pub fn block(&self, hash: u64) -> BlockInfo {
+        self.block_in_group(0, hash)
+    }
+
+    /// Topology and per-consumer outcome of block `hash` of KV cache group `group` (a block's
+    /// identity is its group and hash: two full-attention groups store the same hashes), as of
+    /// the cursor. [`Replay::block`] is group 0 (every block of a single-group trace).
+    pub fn block_in_group(&self, group: u32, hash: u64) -> BlockInfo {
         let c = self.cursor;
         let tables = &self.rec.blocks_seen;
-        let first = tables.first_store(hash).filter(|(e, _)| *e < c);
+        let first = tables.first_store(group, hash).filter(|(e, _)| *e < c);
         let children = tables
-            .children(hash)
-            .filter(|h| tables.first_store(*h).is_some_and(|(e, _)| e < c))
+            .children(group, hash)
+            .filter(|h| tables.first_store(group, *h).is_some_and(|(e, _)| e < c))
             .collect();
         let mut last_outcome = Vec::new();
-        if let Some(e) = tables.touches(hash).take_while(|e| *e < c).last() {
+        if let Some(e) = tables.touches(group, hash).take_while(|e| *e < c).last() {
             let hashes = self.event_info(e).map(|x| x.hashes).unwrap_or_default();
             for (ci, kind) in self.analysis.config.consumers.iter().enumerate() {
                 if let Some(v) = self.verdict(ci, e, &hashes) {

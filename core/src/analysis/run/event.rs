@@ -2,9 +2,13 @@
 
 use super::violations::{Scope, Waiter};
 use super::{source_name_of, tier_label, Recorder, Run};
-use crate::analysis::{Finding, Rule, UnreachablePrefix, VerdictSink};
+use crate::analysis::{
+    EventIndex, EventLoc, Evidence, Finding, JobEvidence, ReorderClass, Rule, UnreachablePrefix,
+    VerdictSink,
+};
 use crate::consumers::{Hashes, VerdictKind};
 use crate::event::KvEvent;
+use crate::event::Tier;
 use crate::trace::{ProvenanceKind, Trace, TraceRecord};
 
 impl Run {
@@ -28,12 +32,25 @@ impl Run {
             _ => 0,
         };
         let source_name = source_name_of(index, loc.source);
-        // Block ids (and the parent's), for the violation index and the recorder.
+        // Block ids (and the parent's): by hash for the models, by group and hash for the
+        // violation index and the recorder.
         self.ids.fill(&mut self.interner, ev);
-        let parent_id = self.ids.parent;
+        self.gids.fill(&mut self.keys, ev);
+        let group = self.gids.group;
+        let parent_id = self.gids.parent;
         if let Some(r) = recorder.as_mut() {
-            r.event(i, &loc, ev, &self.ids.blocks, parent_id);
+            r.event(i, &loc, ev, &self.gids.blocks, parent_id);
         }
+        let engine = {
+            let slot = self
+                .engines
+                .entry((loc.source as u64) << 32 | loc.dp_rank as u64);
+            if *slot == 0 {
+                self.engine_count += 1;
+                *slot = self.engine_count;
+            }
+            *slot - 1
+        };
         let resolved = &mut self.resolved;
         let recording = recorder.is_some();
         // Consumers.
@@ -72,7 +89,7 @@ impl Run {
                 if !lost.is_empty() {
                     let parent_root = v
                         .missing_parent
-                        .and_then(|p| t.root_of.get(&p).map(|r| *r as usize));
+                        .and_then(|p| t.root_of.get(&(group, p)).map(|r| *r as usize));
                     let root = parent_root.unwrap_or(i);
                     let at = match t.roots.binary_search_by_key(&root, |r| r.event) {
                         Ok(at) => at,
@@ -95,7 +112,7 @@ impl Run {
                         entry.blocks += lost.len();
                     }
                     for h in &lost {
-                        t.root_of.insert(*h, root as u32);
+                        t.root_of.insert((group, *h), root as u32);
                         if let Some(l) = self.lost_blocks.get_mut(c) {
                             l.push((i, *h));
                         }
@@ -105,7 +122,7 @@ impl Run {
         }
         // Violation index.
         let presence = &mut self.presence;
-        let ids = &self.ids.blocks;
+        let ids = &self.gids.blocks;
         let waiting = &mut self.waiting;
         let raw = &mut self.raw;
         match ev {
@@ -114,12 +131,17 @@ impl Run {
                 let promotion = ctx
                     .provenance
                     .is_some_and(|p| p.kind == ProvenanceKind::Promotion);
-                if let Some(p) = e.parent_block_hash.as_ref().map(|p| p.as_u64()) {
-                    if let Some(scope) = presence.scope_missing(parent_id, loc.source, loc.tier) {
+                if let (Some(p), Some(pid)) =
+                    (e.parent_block_hash.as_ref().map(|p| p.as_u64()), parent_id)
+                {
+                    if let Some(scope) = presence.scope_missing(Some(pid), engine, loc.tier) {
                         // A parent stored earlier in this same event cannot be missing.
-                        waiting.entry(p).push(Waiter {
+                        waiting.entry(pid as u64).push(Waiter {
                             child: i,
                             source: loc.source,
+                            engine,
+                            group,
+                            parent: p,
                             tier: loc.tier,
                             job: loc.job,
                             scope,
@@ -130,7 +152,7 @@ impl Run {
                 }
                 let mut doubles = Vec::new();
                 for (h, id) in hashes.iter().zip(ids) {
-                    if !presence.add(*id, loc.source, loc.tier) {
+                    if !presence.add(*id, engine, loc.tier) {
                         doubles.push(*h);
                     }
                 }
@@ -140,8 +162,9 @@ impl Run {
                             Rule::DoubleStore,
                             i,
                             format!(
-                                "stored into {} again while already held",
-                                tier_label(index, loc.tier)
+                                "stored into {}{} again while already held",
+                                tier_label(index, loc.tier),
+                                GroupNote(group)
                             ),
                         )
                         .at(origin, loc.pos as usize)
@@ -149,38 +172,35 @@ impl Run {
                         .hashes(doubles),
                     );
                 }
-                // Resolve children waiting for these hashes.
-                for h in hashes {
+                // Resolve children waiting for these blocks.
+                for (h, id) in hashes.iter().zip(ids) {
                     if waiting.is_empty() {
                         break;
                     }
-                    let Some(ws) = waiting.remove(*h) else {
+                    let Some(ws) = waiting.remove(*id as u64) else {
                         continue;
                     };
                     let mut keep = Vec::new();
                     for w in ws {
-                        let same_lane = w.source == loc.source && w.tier == loc.tier;
-                        let rule = if same_lane {
-                            if w.job == loc.job && w.job != u32::MAX {
-                                Some(Rule::ChildBeforeParentInJob)
-                            } else {
-                                Some(Rule::ChildBeforeParentAcrossJobs)
-                            }
-                        } else if w.source == loc.source && w.scope >= Scope::Source {
-                            Some(Rule::CrossTierReorder)
-                        } else if w.source != loc.source && w.scope == Scope::Global {
-                            Some(Rule::CrossSourceReorder)
+                        let same_lane = w.engine == engine && w.tier == loc.tier;
+                        let wloc = index.events.get(w.child).copied().unwrap_or(loc);
+                        let class = if same_lane {
+                            Some(classify(index, self.workers, &w, &wloc, i, &loc))
+                        } else if w.engine == engine && w.scope >= Scope::Source {
+                            Some((ReorderClass::CrossTier, Evidence::Lanes, Why::Lanes))
+                        } else if w.engine != engine && w.scope == Scope::Global {
+                            Some((ReorderClass::CrossSource, Evidence::Lanes, Why::Lanes))
                         } else {
                             None
                         };
-                        let Some(mut rule) = rule else {
+                        let Some((mut class, mut evidence, why)) = class else {
                             keep.push(w);
                             continue;
                         };
-                        if rule != Rule::ChildBeforeParentInJob && (w.promotion || promotion) {
-                            rule = Rule::PromotionReorder;
+                        if class != ReorderClass::InJob && (w.promotion || promotion) {
+                            class = ReorderClass::Promotion;
+                            evidence = Evidence::Lanes;
                         }
-                        let wloc = index.events.get(w.child).copied().unwrap_or(loc);
                         let inferred = wloc.job != u32::MAX
                             && index
                                 .jobs
@@ -191,41 +211,43 @@ impl Run {
                             _ => 0,
                         };
                         let wsource = source_name_of(index, w.source);
-                        // " from <source>" only across sources (one `format!`, no inner one).
-                        let (from, from_source) = if loc.source != w.source {
+                        // " from <source>" only across engines (one `format!`, no inner one).
+                        let (from, from_source) = if engine != w.engine {
                             (" from ", source_name)
                         } else {
                             ("", "")
                         };
                         let msg = format!(
-                            "block {} delivered before its parent {}, which arrives at event {} ({}{}{}){}",
+                            "block {} delivered before its parent {}, which arrives at event {} ({}{}{}{}){}",
                             w.hashes.first().copied().unwrap_or_default(),
                             h,
                             i,
                             tier_label(index, loc.tier),
+                            GroupNote(group),
                             from,
                             from_source,
-                            if inferred { "; job inferred from batch structure" } else { "" }
+                            Because { why, class, workers: self.workers },
                         );
                         raw.push(
-                            Finding::new(rule, w.child, msg)
+                            Finding::new(class.rule(), w.child, msg)
                                 .at(worigin, wloc.pos as usize)
                                 .source(wsource)
                                 .hashes(w.hashes.to_vec())
                                 .parent(*h)
                                 .related(i)
-                                .inferred(inferred),
+                                .inferred(inferred)
+                                .classed(class, evidence),
                         );
                     }
                     if !keep.is_empty() {
-                        *waiting.entry(*h) = keep;
+                        *waiting.entry(*id as u64) = keep;
                     }
                 }
             }
             KvEvent::BlockRemoved(_) => {
                 let mut unknown = Vec::new();
                 for (&h, id) in self.ids.hashes.iter().zip(ids) {
-                    if !presence.remove(Some(*id), loc.source, loc.tier) {
+                    if !presence.remove(Some(*id), engine, loc.tier) {
                         unknown.push(h);
                     }
                 }
@@ -235,8 +257,9 @@ impl Run {
                             Rule::RemoveUnknown,
                             i,
                             format!(
-                                "removed from {} which does not hold it",
-                                tier_label(index, loc.tier)
+                                "removed from {}{} which does not hold it",
+                                tier_label(index, loc.tier),
+                                GroupNote(group)
                             ),
                         )
                         .at(origin, loc.pos as usize)
@@ -245,7 +268,150 @@ impl Run {
                     );
                 }
             }
-            KvEvent::AllBlocksCleared => presence.clear_source(loc.source),
+            KvEvent::AllBlocksCleared => presence.clear_source(engine),
+        }
+    }
+}
+
+/// Why a same-lane inversion got its class (rendered by [`Because`]).
+#[derive(Clone, Copy)]
+enum Why {
+    /// Cross-tier / cross-source / promotion: the lanes said it.
+    Lanes,
+    /// No job (GPU-tier events).
+    NoJob,
+    /// Different batches.
+    SeparateBatches,
+    /// Provenance job ids (the parent's job, when another).
+    Provenance,
+    /// GPU events partition the batch into store jobs.
+    GpuEvents,
+    /// The request's runs in the batch: descents, runs.
+    BatchOrder(u32, u32),
+    /// A secondary tier without provenance or GPU events.
+    Secondary,
+    /// The child's and the parent's jobs rest on different evidence.
+    Mixed,
+}
+
+/// The class of a same-lane inversion of waiter `w` (at `wloc`) by its parent (event `i` at
+/// `loc`), from the best evidence both events have (see `docs/rules.md`, "Jobs and evidence").
+fn classify(
+    index: &EventIndex,
+    workers: u32,
+    w: &Waiter,
+    wloc: &EventLoc,
+    i: usize,
+    loc: &EventLoc,
+) -> (ReorderClass, Evidence, Why) {
+    if w.job == u32::MAX || loc.job == u32::MAX {
+        return (ReorderClass::AcrossJobs, Evidence::NoJob, Why::NoJob);
+    }
+    if wloc.record != loc.record {
+        return (
+            ReorderClass::AcrossJobs,
+            Evidence::SeparateBatches,
+            Why::SeparateBatches,
+        );
+    }
+    let (child_ev, parent_ev) = (index.job_evidence(w.child), index.job_evidence(i));
+    let same_job = w.job == loc.job;
+    match (child_ev, parent_ev) {
+        (Some(JobEvidence::Provenance), Some(JobEvidence::Provenance)) => (
+            if same_job {
+                ReorderClass::InJob
+            } else {
+                ReorderClass::AcrossJobs
+            },
+            Evidence::Provenance,
+            Why::Provenance,
+        ),
+        (Some(JobEvidence::GpuEvents), Some(JobEvidence::GpuEvents)) => (
+            if same_job {
+                ReorderClass::InJob
+            } else {
+                ReorderClass::AcrossJobs
+            },
+            Evidence::GpuEvents,
+            Why::GpuEvents,
+        ),
+        (Some(JobEvidence::BatchRun), Some(JobEvidence::BatchRun)) => {
+            let primary = index
+                .tiers
+                .get(loc.tier as usize)
+                .is_some_and(|t| *t == Tier::Cpu);
+            if !primary {
+                return (
+                    ReorderClass::Ambiguous,
+                    Evidence::BatchOrder,
+                    Why::Secondary,
+                );
+            }
+            let order = index.batch_order_of(w.child).unwrap_or_default();
+            let why = Why::BatchOrder(order.descents, order.runs);
+            if order.descents >= workers {
+                (ReorderClass::InJob, Evidence::BatchOrder, why)
+            } else {
+                (ReorderClass::Ambiguous, Evidence::BatchOrder, why)
+            }
+        }
+        _ => (ReorderClass::Ambiguous, Evidence::BatchOrder, Why::Mixed),
+    }
+}
+
+/// The evidence part of a child-before-parent message.
+struct Because {
+    why: Why,
+    class: ReorderClass,
+    workers: u32,
+}
+
+impl std::fmt::Display for Because {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let w = self.workers;
+        let s = if w == 1 { "" } else { "s" };
+        match (self.why, self.class) {
+            (Why::Lanes | Why::NoJob, _) => Ok(()),
+            (Why::SeparateBatches, _) => {
+                f.write_str("; in another batch (a job's events are published in one batch)")
+            }
+            (Why::Provenance, ReorderClass::InJob) => f.write_str("; one job by provenance"),
+            (Why::Provenance, _) => f.write_str("; another job by provenance"),
+            (Why::GpuEvents, ReorderClass::InJob) => f.write_str(
+                "; one store job by the GPU events (same request, same step); job inferred from GPU events",
+            ),
+            (Why::GpuEvents, _) => f.write_str(
+                "; another store job by the GPU events (another request or step); job inferred from GPU events",
+            ),
+            (Why::BatchOrder(d, r), ReorderClass::InJob) => write!(
+                f,
+                "; job inferred from batch structure: this request's {r} runs in the batch start with {d} descent(s), more than {w} worker{s} allow (at most {}), so a job is in set order",
+                w - 1
+            ),
+            (Why::BatchOrder(d, r), _) => write!(
+                f,
+                "; ambiguous: this request's {r} runs in the batch start with {d} descent(s), which {w} worker{s} completing jobs out of order allow (at most {}); GPU-tier events in the capture, provenance, or a lower worker count (--workers) would decide it",
+                w - 1
+            ),
+            (Why::Secondary, _) => f.write_str(
+                "; ambiguous: secondary-tier jobs complete asynchronously, so only provenance or GPU-tier events in the capture would decide it",
+            ),
+            (Why::Mixed, _) => f.write_str(
+                "; ambiguous: the child's and the parent's jobs rest on different evidence; provenance or GPU-tier events for both would decide it",
+            ),
+        }
+    }
+}
+
+/// " group N" for KV groups other than 0 (nothing for a single-group trace).
+struct GroupNote(u32);
+
+impl std::fmt::Display for GroupNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 == 0 {
+            Ok(())
+        } else {
+            write!(f, " group {}", self.0)
         }
     }
 }

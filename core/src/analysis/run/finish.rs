@@ -46,7 +46,8 @@ impl Run {
                 // Children whose parent never arrived anywhere.
                 for (p, w) in fin.leftovers.by_ref() {
                     work += 1;
-                    if !self.presence.ever(self.interner.get(p)) {
+                    if !self.presence.ever(Some(p as u32)) {
+                        let (group, p) = (w.group, w.parent);
                         if let Some(wloc) = index.events.get(w.child).copied() {
                             let worigin = match trace.records.get(wloc.record as usize) {
                                 Some(TraceRecord::Batch(b)) => b.origin,
@@ -57,7 +58,13 @@ impl Run {
                                 Finding::new(
                                     Rule::UnknownParent,
                                     w.child,
-                                    format!("parent {p} is never stored in this trace"),
+                                    if group == 0 {
+                                        format!("parent {p} is never stored in this trace")
+                                    } else {
+                                        format!(
+                                            "parent {p} is never stored in KV group {group} in this trace"
+                                        )
+                                    },
                                 )
                                 .at(worigin, wloc.pos as usize)
                                 .source(wsource)

@@ -9,7 +9,8 @@ type HashMap<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
 #[derive(Default)]
 pub(super) struct LossTrack {
     /// Lost block → root lost event.
-    pub(super) root_of: HashMap<u64, u32>,
+    /// Keyed by `(group, hash)`: a lost block of one KV group does not cascade into another.
+    pub(super) root_of: HashMap<(u32, u64), u32>,
     /// Unreachable prefixes, by root event (ascending: a root is created at the event being
     /// processed). Its cascade (later events lost because of it) is `events - 1`.
     pub(super) roots: Vec<UnreachablePrefix>,

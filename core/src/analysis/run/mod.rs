@@ -10,8 +10,11 @@ mod losses;
 mod seq;
 mod violations;
 
-use super::{Analysis, AnalysisConfig, EventIndex, EventLoc, Finding, IndexBuilder, VerdictSink};
-pub(crate) use crate::consumers::Interner;
+use super::identity::GroupIds;
+use super::{
+    Analysis, AnalysisConfig, BlockKeys, EventIndex, EventLoc, Finding, IndexBuilder, VerdictSink,
+};
+use crate::consumers::Interner;
 use crate::consumers::{
     AnyConsumer, EventIds, EventVerdict, LaneCounts, LaneKey, Resolution, SlabMap, VerdictKind,
 };
@@ -25,8 +28,8 @@ use violations::{Presence, Waiter};
 pub(crate) trait Recorder {
     /// The index is complete; events follow.
     fn start(&mut self, index: &EventIndex);
-    /// Event `event` (at `loc`, naming blocks `ids`, stored under `parent`), before any model
-    /// sees it.
+    /// Event `event` (at `loc`, naming blocks `ids`, stored under `parent`: the analysis'
+    /// `(group, hash)` block ids, see [`BlockKeys`]), before any model sees it.
     fn event(
         &mut self,
         event: usize,
@@ -76,10 +79,21 @@ pub(crate) struct Run {
     lost_blocks: Vec<Vec<(usize, u64)>>,
     tracks: Vec<LossTrack>,
     presence: Presence,
+    /// The models' block ids (by hash).
     interner: Interner,
-    /// Scratch: the current event's block ids and parent id.
+    /// The analysis' block ids (by group and hash).
+    keys: BlockKeys,
+    /// Scratch: the current event's block ids and parent id, by hash (the models') and by
+    /// group and hash (the analysis').
     ids: EventIds,
-    /// Children waiting for a parent, by parent hash.
+    gids: GroupIds,
+    /// Engine ids (`source << 32 | dp_rank` → id + 1): the violation index's lanes are
+    /// (engine, tier).
+    engines: SlabMap<u32>,
+    engine_count: u32,
+    /// Workers reporting the store jobs ([`AnalysisConfig::workers_for`]).
+    workers: u32,
+    /// Children waiting for a parent, by the parent's block id.
     waiting: SlabMap<Vec<Waiter>>,
     raw: Vec<Finding>,
     resolved: Vec<Resolution>,
@@ -116,7 +130,12 @@ impl Run {
             tracks: Vec::new(),
             presence: Presence::default(),
             interner: Interner::default(),
+            keys: BlockKeys::default(),
             ids: EventIds::default(),
+            gids: GroupIds::default(),
+            engines: SlabMap::default(),
+            engine_count: 0,
+            workers: config.workers_for(trace),
             waiting: SlabMap::default(),
             raw: Vec::new(),
             resolved: Vec::new(),
@@ -246,15 +265,15 @@ impl Run {
         self.finish_parts(trace).0
     }
 
-    /// [`Run::finish`], also returning the block id interner.
-    pub(crate) fn finish_parts(mut self, trace: &Trace) -> (Analysis, Interner) {
+    /// [`Run::finish`], also returning the analysis' block ids.
+    pub(crate) fn finish_parts(mut self, trace: &Trace) -> (Analysis, BlockKeys) {
         while self.stage != Stage::Done {
             self.advance(trace, usize::MAX, None, None);
         }
         let Run {
             config,
             index,
-            interner,
+            keys,
             kinds,
             fin,
             ..
@@ -267,7 +286,7 @@ impl Run {
             verdict_kinds: kinds,
             losses: fin.losses,
         };
-        (analysis, interner)
+        (analysis, keys)
     }
 }
 

@@ -10,9 +10,15 @@ pub(super) enum Scope {
     Global,
 }
 
+/// A child waiting for its parent.
 pub(super) struct Waiter {
     pub(super) child: usize,
+    /// Its source (for the finding) and engine (`(source, dp_rank)`, for the lanes).
     pub(super) source: u32,
+    pub(super) engine: u32,
+    /// Its KV group and the parent's hash.
+    pub(super) group: u32,
+    pub(super) parent: u64,
     pub(super) tier: u32,
     pub(super) job: u32,
     pub(super) scope: Scope,
@@ -23,7 +29,8 @@ pub(super) struct Waiter {
 /// Which lanes hold one block (usually one or two: inline) and whether it was ever stored.
 #[derive(Clone, Default)]
 pub(super) struct Held {
-    /// `(source, tier)` as a [`LaneKey`]: the models' lane-list type (one `SmallVec` type less).
+    /// `(engine, tier)` as a [`LaneKey`] (its `source` field holds the engine id: the models'
+    /// lane-list type, one `SmallVec` type less).
     pub(super) lanes: crate::consumers::LaneList,
     pub(super) ever: bool,
 }
@@ -32,11 +39,12 @@ pub(super) fn lane(source: u32, tier: u32) -> LaneKey {
     LaneKey { source, tier }
 }
 
-/// Lane presence for the violation index (what each tier of each source holds), by block id.
+/// Lane presence for the violation index (what each tier of each engine holds), by the
+/// analysis' `(group, hash)` block id. An engine is a `(source, dp_rank)` publisher.
 #[derive(Default)]
 pub(super) struct Presence {
     pub(super) held: Vec<Held>,
-    /// Per source: blocks it stored since its last clear (may include removed ones).
+    /// Per engine: blocks it stored since its last clear (may include removed ones).
     pub(super) by_source: Vec<Vec<u32>>,
 }
 
