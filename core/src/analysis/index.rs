@@ -154,8 +154,8 @@ pub(crate) struct IndexBuilder {
 }
 
 impl IndexBuilder {
-    /// Index batch record `ri`.
-    pub(crate) fn batch(&mut self, ri: usize, b: &TraceBatch) {
+    /// Index batch record `ri`; returns its source id.
+    pub(crate) fn batch(&mut self, ri: usize, b: &TraceBatch) -> u32 {
         let sid = self.source_id(&b.source);
         let dp = b.dp_rank.unwrap_or(0);
         let first = self.idx.events.len();
@@ -219,6 +219,7 @@ impl IndexBuilder {
             });
         }
         self.batch_order(first, b);
+        sid
     }
 
     /// Record the batch's GPU stores and find, per event, the GPU store job of each connector
@@ -466,7 +467,7 @@ impl EventIndex {
         let mut b = IndexBuilder::default();
         for (ri, rec) in trace.records.iter().enumerate() {
             if let TraceRecord::Batch(batch) = rec {
-                b.batch(ri, batch);
+                let _source = b.batch(ri, batch);
             }
         }
         b.idx

@@ -88,7 +88,8 @@ pub struct Finding {
     pub rule: Rule,
     /// Its level in this run.
     pub level: Level,
-    /// Global index of the offending event (the child, the removal, the batch after a gap).
+    /// Global index of the offending event (the child, the removal; for a gap, the first event
+    /// at or after the batch that follows it: the event count when no event follows).
     pub event: usize,
     /// 1-based JSONL line / msgpack batch number of that event (0 when not tied to an event).
     pub line: u64,

@@ -68,11 +68,9 @@ pub(crate) struct Run {
     index: IndexBuilder,
     /// The next record to index.
     next_record: usize,
-    /// Last seq per (source, rank); empty batches waiting for the next event's source; gap
-    /// records (`(event, record)`).
-    /// By `source << 32 | dp_rank`.
+    /// Last seq per (source, rank), by `source << 32 | dp_rank`; gap records
+    /// (`(event, record)`).
     last_seq: SlabMap<Option<u64>>,
-    empty_batches: Vec<usize>,
     gap_records: Vec<(usize, usize)>,
     consumers: Vec<AnyConsumer>,
     kinds: Vec<Vec<VerdictKind>>,
@@ -121,7 +119,6 @@ impl Run {
             stage: Stage::Index,
             index: IndexBuilder::default(),
             next_record: 0,
-            empty_batches: Vec::new(),
             last_seq: SlabMap::default(),
             gap_records: Vec::new(),
             consumers: Vec::new(),

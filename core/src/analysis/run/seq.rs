@@ -23,20 +23,10 @@ impl Run {
                     spent += 1;
                 }
                 TraceRecord::Batch(b) => {
-                    self.index.batch(ri, b);
-                    match self.index.idx.events.get(gi).map(|l| l.source) {
-                        // An empty batch is checked under the source of the next delivered
-                        // event (the event at its global index), once that is known.
-                        None => self.empty_batches.push(ri),
-                        Some(sid) => {
-                            for e in std::mem::take(&mut self.empty_batches) {
-                                if let Some(TraceRecord::Batch(eb)) = trace.records.get(e) {
-                                    self.check_seq(eb, gi, sid);
-                                }
-                            }
-                            self.check_seq(b, gi, sid);
-                        }
-                    }
+                    // Every batch is checked under its own source, empty or not: a missing
+                    // seq is a lost batch whatever the batches around it carried.
+                    let sid = self.index.batch(ri, b);
+                    self.check_seq(b, gi, sid);
                     spent += b.events.len().max(1);
                 }
                 _ => spent += 1,
