@@ -151,6 +151,11 @@ pub(crate) struct IndexBuilder {
     job_keys: Vec<JobKey>,
     /// Blocks the GPU stored, by the batch and request that stored them last.
     gpu: GpuStores,
+    /// Scratch of [`IndexBuilder::batch_order`] (kept to reuse the allocations): candidate
+    /// positions, (tier, group, last hash) → position, position → in-batch parent position.
+    candidates: Vec<usize>,
+    last_hash: HashMap<(u32, u32, u64), usize>,
+    parent: HashMap<usize, usize>,
 }
 
 impl IndexBuilder {
@@ -357,8 +362,12 @@ impl IndexBuilder {
     /// only on the batch run (events `first..` of the index are the batch's).
     fn batch_order(&mut self, first: usize, b: &TraceBatch) {
         // (tier, group, last hash) → position in the batch, of the candidate stores.
-        let mut last_hash: HashMap<(u32, u32, u64), usize> = HashMap::default();
-        let mut candidates: Vec<usize> = Vec::new();
+        let mut last_hash = std::mem::take(&mut self.last_hash);
+        let mut candidates = std::mem::take(&mut self.candidates);
+        let mut parent = std::mem::take(&mut self.parent);
+        last_hash.clear();
+        candidates.clear();
+        parent.clear();
         for (pos, ev) in b.events.iter().enumerate() {
             let Some(loc) = self.idx.events.get(first + pos) else {
                 continue;
@@ -379,11 +388,7 @@ impl IndexBuilder {
             }
             candidates.push(pos);
         }
-        if candidates.len() < 2 {
-            return;
-        }
         // Each candidate's in-batch parent (the candidate whose last hash is its parent).
-        let mut parent: HashMap<usize, usize> = HashMap::default();
         for &pos in &candidates {
             let (Some(KvEvent::BlockStored(st)), Some(loc)) =
                 (b.events.get(pos), self.idx.events.get(first + pos))
@@ -400,10 +405,22 @@ impl IndexBuilder {
                 }
             }
         }
+        // Only a child delivered before its in-batch parent is ever looked up (a same-batch
+        // inversion): without one, nothing to measure (the common case, fixed order).
+        if parent.iter().any(|(child, p)| p > child) {
+            self.measure_runs(first, &candidates, &parent);
+        }
+        self.last_hash = last_hash;
+        self.candidates = candidates;
+        self.parent = parent;
+    }
+
+    /// The slow part of [`IndexBuilder::batch_order`]: depths, runs and descents per request.
+    fn measure_runs(&mut self, first: usize, candidates: &[usize], parent: &HashMap<usize, usize>) {
         // Depth in the in-batch chain and the chain's root (its request), following parents
         // (bounded by the batch size: a cycle of hashes cannot loop).
         let mut depth: HashMap<usize, (u32, usize)> = HashMap::default();
-        for &pos in &candidates {
+        for &pos in candidates {
             let mut path = vec![pos];
             let mut at = pos;
             let mut base = None;
@@ -429,7 +446,7 @@ impl IndexBuilder {
         }
         // Per request (root): runs in delivery order, descents among their starts.
         let mut by_root: HashMap<usize, (Option<usize>, u32, BatchOrder)> = HashMap::default();
-        for &pos in &candidates {
+        for &pos in candidates {
             let Some(&(d, root)) = depth.get(&pos) else {
                 continue;
             };
@@ -446,7 +463,7 @@ impl IndexBuilder {
             }
             e.0 = Some(pos);
         }
-        for &pos in &candidates {
+        for &pos in candidates {
             let Some(order) = depth
                 .get(&pos)
                 .and_then(|(_, root)| by_root.get(root))
