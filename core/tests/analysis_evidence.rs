@@ -317,3 +317,24 @@ fn generators_produce_the_cases_the_properties_are_about() {
     });
     assert!(analyze(&sim(s, "cpython", 0), &config(1)).count(Rule::ChildBeforeParentInJob) > 0);
 }
+
+#[test]
+fn the_worker_count_defaults_to_the_headers_world_size_and_the_option_overrides_it() {
+    let mut t = capture(sim(two_jobs(false), "fixed", 0), false);
+    let header = t.records.iter_mut().find_map(|r| match r {
+        TraceRecord::Header(h) => Some(h),
+        _ => None,
+    });
+    header
+        .expect("generated traces have a header")
+        .meta
+        .insert("world_size".into(), json!(2));
+    let default = AnalysisConfig::default();
+    assert_eq!(default.workers_for(&t), 2);
+    assert!(!analyze(&t, &default).has_deny());
+    assert_eq!(
+        analyze(&t, &default).count(Rule::ChildBeforeParentAmbiguous),
+        1
+    );
+    assert!(analyze(&t, &config(1)).has_deny());
+}
