@@ -80,6 +80,12 @@ pub struct ModelArgs {
     /// Ideal consumer: pending buffer size (events).
     #[arg(long, default_value_t = 1024)]
     pub ideal_pending: usize,
+    /// Workers that reported the trace's store jobs (vLLM's world size): with N workers, jobs
+    /// finishing in one step may come out of order, so inversions within what N allows are
+    /// `child-before-parent-ambiguous`, not in-job. Default: the trace header's
+    /// `meta.world_size`, else 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub workers: Option<u32>,
 }
 
 /// Read and decode a trace; any failure is bad input (exit 2).
@@ -135,6 +141,7 @@ pub fn config(
     config.consumer_config.dynamo_kv_block_size = models.dynamo_block_size.0;
     config.consumer_config.dynamo_clear_all_ranks = models.dynamo_clear_all_ranks;
     config.consumer_config.ideal_pending_limit = models.ideal_pending;
+    config.workers = models.workers;
     Ok(config)
 }
 
