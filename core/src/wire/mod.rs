@@ -116,7 +116,7 @@ pub(crate) fn reserve_heap(bytes: usize) {
 pub type FloatParser = fn(&str) -> Option<f64>;
 
 /// The default [`FloatParser`]: `lexical-parse-float` built `compact`, correctly rounded like
-/// core's `str::parse` (checked against it in `json.rs`'s tests) without its ~10 KB of tables.
+/// core's `str::parse` (checked against it in `wire/json/tests.rs`) without its ~10 KB of tables.
 pub fn parse_float(text: &str) -> Option<f64> {
     lexical_parse_float::FromLexical::from_lexical(text.as_bytes()).ok()
 }

@@ -1,0 +1,400 @@
+//! The JSON Lines writer.
+
+use std::io;
+
+use base64::Engine as _;
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+
+use crate::event::{ExtraValue, KvEvent};
+use crate::hash::BlockHash;
+use crate::trace::{Provenance, ProvenanceKind, Trace, TraceBatch, TraceRecord};
+
+use super::super::json_write::JsonOut;
+
+/// Serialize a trace as JSON Lines (one record per line, `\n`-terminated).
+pub fn write_trace(trace: &Trace) -> String {
+    let mut out = Vec::with_capacity(trace.event_count() * 200 + 64);
+    write_trace_into(&mut out, trace);
+    // serde_json only ever writes UTF-8.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Append a trace as JSON Lines to `out`.
+pub fn write_trace_into(out: &mut Vec<u8>, trace: &Trace) {
+    for r in &trace.records {
+        write_record(out, r);
+    }
+}
+
+/// Append one record as a `\n`-terminated line.
+pub fn write_record(out: &mut Vec<u8>, record: &TraceRecord) {
+    let mut w = JsonOut { out };
+    match record {
+        TraceRecord::Batch(b) => write_batch(&mut w, b),
+        TraceRecord::Header(h) => {
+            w.raw("{\"kind\": \"header\", \"kvscope\": ");
+            w.u64(h.kvscope.into());
+            if let Some(s) = &h.scenario {
+                w.key(false, "scenario");
+                w.str(s);
+            }
+            if !h.meta.is_empty() {
+                w.key(false, "meta");
+                w.value_map(&h.meta);
+            }
+            w.raw("}");
+        }
+        TraceRecord::Gap(g) => {
+            w.raw("{\"kind\": \"gap\", \"source\": ");
+            w.str(&g.source);
+            w.key(false, "dp_rank");
+            w.opt(g.dp_rank, |w, r| w.u64(r.into()));
+            w.key(false, "expected_seq");
+            w.u64(g.expected_seq);
+            w.key(false, "received_seq");
+            w.u64(g.received_seq);
+            w.key(false, "recovered");
+            w.raw(if g.recovered { "true" } else { "false" });
+            w.raw("}");
+        }
+        TraceRecord::Other(v) => w.value(v),
+    }
+    w.out.push(b'\n');
+}
+
+/// JSON layout of Python's `json.dumps` defaults: `", "` between items, `": "` after keys.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PySpaced;
+
+impl serde_json::ser::Formatter for PySpaced {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing.
+
+/// A batch line: `source`, `dp_rank`, `seq`, `ts`, `events`, then `provenance` and `raw` when
+/// present.
+pub(super) fn write_batch(w: &mut JsonOut<'_>, b: &TraceBatch) {
+    w.raw("{\"source\": ");
+    w.str(&b.source);
+    w.key(false, "dp_rank");
+    w.opt(b.dp_rank, |w, r| w.u64(r.into()));
+    w.key(false, "seq");
+    w.u64(b.seq);
+    w.key(false, "ts");
+    w.f64(b.ts);
+    w.raw(", \"events\": [");
+    for (i, e) in b.events.iter().enumerate() {
+        w.sep(i == 0);
+        write_event(w, e);
+    }
+    w.raw("]");
+    if let Some(p) = &b.provenance {
+        w.raw(", \"provenance\": [");
+        for (i, p) in p.iter().enumerate() {
+            w.sep(i == 0);
+            write_provenance(w, p);
+        }
+        w.raw("]");
+    }
+    if let Some(raw) = &b.raw {
+        w.key(false, "raw");
+        w.str(&base64::engine::general_purpose::STANDARD.encode(raw));
+    }
+    w.raw("}");
+}
+
+/// vLLM's map form: `type` first, then declaration order; defaulted `None` fields omitted,
+/// non-defaulted `None` fields written as `null` (msgspec `omit_defaults`).
+pub(super) fn write_event(w: &mut JsonOut<'_>, event: &KvEvent) {
+    fn opt_str(w: &mut JsonOut<'_>, name: &str, v: &Option<String>) {
+        if let Some(s) = v {
+            w.key(false, name);
+            w.str(s);
+        }
+    }
+    match event {
+        KvEvent::BlockStored(e) => {
+            w.raw("{\"type\": \"BlockStored\", \"block_hashes\": ");
+            write_hashes(w, &e.block_hashes);
+            w.key(false, "parent_block_hash");
+            w.opt(e.parent_block_hash.as_ref(), write_hash);
+            w.raw(", \"token_ids\": [");
+            for (i, t) in e.token_ids.iter().enumerate() {
+                w.sep(i == 0);
+                w.u64((*t).into());
+            }
+            w.raw("], \"block_size\": ");
+            w.u64(e.block_size.into());
+            w.key(false, "lora_id");
+            w.opt(e.lora_id, JsonOut::i64);
+            w.key(false, "medium");
+            w.opt(e.medium.as_deref(), JsonOut::str);
+            w.key(false, "lora_name");
+            w.opt(e.lora_name.as_deref(), JsonOut::str);
+            if let Some(k) = &e.extra_keys {
+                w.raw(", \"extra_keys\": [");
+                for (i, v) in k.iter().enumerate() {
+                    w.sep(i == 0);
+                    w.opt(v.as_ref(), write_extra);
+                }
+                w.raw("]");
+            }
+            if let Some(g) = e.group_idx {
+                w.key(false, "group_idx");
+                w.u64(g.into());
+            }
+            opt_str(w, "kv_cache_spec_kind", &e.kv_cache_spec_kind);
+            if let Some(s) = e.kv_cache_spec_sliding_window {
+                w.key(false, "kv_cache_spec_sliding_window");
+                w.u64(s);
+            }
+            opt_str(w, "locality", &e.locality);
+            opt_str(w, "ownership", &e.ownership);
+        }
+        KvEvent::BlockRemoved(e) => {
+            w.raw("{\"type\": \"BlockRemoved\", \"block_hashes\": ");
+            write_hashes(w, &e.block_hashes);
+            w.key(false, "medium");
+            w.opt(e.medium.as_deref(), JsonOut::str);
+            if let Some(g) = e.group_idx {
+                w.key(false, "group_idx");
+                w.u64(g.into());
+            }
+            opt_str(w, "locality", &e.locality);
+            opt_str(w, "ownership", &e.ownership);
+        }
+        KvEvent::AllBlocksCleared => w.raw("{\"type\": \"AllBlocksCleared\""),
+    }
+    w.raw("}");
+}
+
+pub(super) fn write_hashes(w: &mut JsonOut<'_>, hashes: &[BlockHash]) {
+    w.raw("[");
+    for (i, h) in hashes.iter().enumerate() {
+        w.sep(i == 0);
+        write_hash(w, h);
+    }
+    w.raw("]");
+}
+
+/// Integer hashes as JSON integers, bytes as lowercase hex strings.
+pub(super) fn write_hash(w: &mut JsonOut<'_>, h: &BlockHash) {
+    match h {
+        BlockHash::Int(v) => w.u64(*v),
+        BlockHash::Bytes(b) => w.str(&hex::encode(b)),
+    }
+}
+
+/// [`ExtraValue`]'s JSON form (as its `Serialize`).
+pub(super) fn write_extra(w: &mut JsonOut<'_>, v: &ExtraValue) {
+    match v {
+        ExtraValue::Nil => w.raw("null"),
+        ExtraValue::Bool(b) => w.raw(if *b { "true" } else { "false" }),
+        ExtraValue::UInt(u) => w.u64(*u),
+        ExtraValue::Int(i) => w.i64(*i),
+        ExtraValue::Float(f) => w.f64(*f),
+        ExtraValue::Str(s) => w.str(s),
+        ExtraValue::Bytes(b) => {
+            w.raw("{\"bytes\": ");
+            w.str(&hex::encode(b));
+            w.raw("}");
+        }
+        ExtraValue::Array(items) => {
+            w.raw("[");
+            for (i, item) in items.iter().enumerate() {
+                w.sep(i == 0);
+                write_extra(w, item);
+            }
+            w.raw("]");
+        }
+        ExtraValue::Map(pairs) => {
+            w.raw("{\"map\": [");
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                w.sep(i == 0);
+                w.raw("[");
+                write_extra(w, k);
+                w.raw(", ");
+                write_extra(w, v);
+                w.raw("]");
+            }
+            w.raw("]}");
+        }
+    }
+}
+
+/// `tier`, `kind`, then the optional fields that are set.
+pub(super) fn write_provenance(w: &mut JsonOut<'_>, p: &Provenance) {
+    w.raw("{\"tier\": ");
+    w.str(&p.tier);
+    w.key(false, "kind");
+    w.str(match p.kind {
+        ProvenanceKind::GpuStore => "gpu_store",
+        ProvenanceKind::GpuEvict => "gpu_evict",
+        ProvenanceKind::OffloadStore => "offload_store",
+        ProvenanceKind::Evict => "evict",
+        ProvenanceKind::SecondaryStore => "secondary_store",
+        ProvenanceKind::Promotion => "promotion",
+        ProvenanceKind::Reset => "reset",
+    });
+    let ints = [
+        ("job_id", p.job_id),
+        ("group_idx", p.group_idx.map(u64::from)),
+        ("chunk_idx", p.chunk_idx.map(u64::from)),
+        ("step", p.step),
+    ];
+    for (i, (name, v)) in ints.into_iter().enumerate() {
+        if let Some(v) = v {
+            w.key(false, name);
+            w.u64(v);
+        }
+        if i == 0 {
+            if let Some(r) = &p.req_id {
+                w.key(false, "req_id");
+                w.str(r);
+            }
+        }
+    }
+    w.raw("}");
+}
+
+/// vLLM's map form: `type` first, then declaration order; defaulted `None` fields omitted,
+/// non-defaulted `None` fields written as `null` (msgspec `omit_defaults`).
+impl Serialize for KvEvent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            KvEvent::BlockStored(e) => {
+                let n = 8
+                    + usize::from(e.extra_keys.is_some())
+                    + usize::from(e.group_idx.is_some())
+                    + usize::from(e.kv_cache_spec_kind.is_some())
+                    + usize::from(e.kv_cache_spec_sliding_window.is_some())
+                    + usize::from(e.locality.is_some())
+                    + usize::from(e.ownership.is_some());
+                let mut m = s.serialize_map(Some(n))?;
+                m.serialize_entry("type", "BlockStored")?;
+                m.serialize_entry("block_hashes", &e.block_hashes)?;
+                m.serialize_entry("parent_block_hash", &e.parent_block_hash)?;
+                m.serialize_entry("token_ids", &e.token_ids)?;
+                m.serialize_entry("block_size", &e.block_size)?;
+                m.serialize_entry("lora_id", &e.lora_id)?;
+                m.serialize_entry("medium", &e.medium)?;
+                m.serialize_entry("lora_name", &e.lora_name)?;
+                if let Some(k) = &e.extra_keys {
+                    m.serialize_entry("extra_keys", k)?;
+                }
+                if let Some(g) = &e.group_idx {
+                    m.serialize_entry("group_idx", g)?;
+                }
+                if let Some(k) = &e.kv_cache_spec_kind {
+                    m.serialize_entry("kv_cache_spec_kind", k)?;
+                }
+                if let Some(w) = &e.kv_cache_spec_sliding_window {
+                    m.serialize_entry("kv_cache_spec_sliding_window", w)?;
+                }
+                if let Some(l) = &e.locality {
+                    m.serialize_entry("locality", l)?;
+                }
+                if let Some(o) = &e.ownership {
+                    m.serialize_entry("ownership", o)?;
+                }
+                m.end()
+            }
+            KvEvent::BlockRemoved(e) => {
+                let n = 3
+                    + usize::from(e.group_idx.is_some())
+                    + usize::from(e.locality.is_some())
+                    + usize::from(e.ownership.is_some());
+                let mut m = s.serialize_map(Some(n))?;
+                m.serialize_entry("type", "BlockRemoved")?;
+                m.serialize_entry("block_hashes", &e.block_hashes)?;
+                m.serialize_entry("medium", &e.medium)?;
+                if let Some(g) = &e.group_idx {
+                    m.serialize_entry("group_idx", g)?;
+                }
+                if let Some(l) = &e.locality {
+                    m.serialize_entry("locality", l)?;
+                }
+                if let Some(o) = &e.ownership {
+                    m.serialize_entry("ownership", o)?;
+                }
+                m.end()
+            }
+            KvEvent::AllBlocksCleared => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("type", "AllBlocksCleared")?;
+                m.end()
+            }
+        }
+    }
+}
+
+/// JSON form of `extra_keys` values: nil → `null`, bool/int/float/str → themselves, arrays →
+/// arrays, bytes → `{"bytes": "<lowercase hex>"}`, maps → `{"map": [[k, v], ...]}`.
+impl Serialize for ExtraValue {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ExtraValue::Nil => s.serialize_unit(),
+            ExtraValue::Bool(b) => s.serialize_bool(*b),
+            ExtraValue::UInt(u) => s.serialize_u64(*u),
+            ExtraValue::Int(i) => s.serialize_i64(*i),
+            ExtraValue::Float(f) => s.serialize_f64(*f),
+            ExtraValue::Str(v) => s.serialize_str(v),
+            ExtraValue::Bytes(b) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("bytes", &hex::encode(b))?;
+                m.end()
+            }
+            ExtraValue::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for i in items {
+                    seq.serialize_element(i)?;
+                }
+                seq.end()
+            }
+            ExtraValue::Map(pairs) => {
+                struct Pairs<'a>(&'a [(ExtraValue, ExtraValue)]);
+                impl Serialize for Pairs<'_> {
+                    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+                        for (k, v) in self.0 {
+                            seq.serialize_element(&(k, v))?;
+                        }
+                        seq.end()
+                    }
+                }
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("map", &Pairs(pairs))?;
+                m.end()
+            }
+        }
+    }
+}
