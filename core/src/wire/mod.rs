@@ -7,12 +7,6 @@
 mod json;
 mod json_write;
 pub mod jsonl;
-/// The serde-based JSON Lines reader that [`jsonl`] replaced: kept for the differential tests
-/// and, behind the non-default `legacy-jsonl` feature, for the `jsonl_ab` benchmark (never in
-/// the wasm builds).
-#[cfg(any(test, feature = "legacy-jsonl"))]
-#[doc(hidden)]
-pub mod jsonl_legacy;
 pub mod msgpack;
 
 use std::fmt;
@@ -122,7 +116,7 @@ pub fn parse_float(text: &str) -> Option<f64> {
 }
 
 /// Read a trace in either format. `source` names the publisher of a bare msgpack stream (the
-/// input file's stem, per DECISIONS.md); JSONL lines carry their own.
+/// input file's stem: `docs/trace-format.md` §2); JSONL lines carry their own.
 pub fn read_trace(bytes: &[u8], source: &str) -> Result<Trace, WireError> {
     read_trace_with_progress(bytes, source, &mut |_| {})
 }

@@ -28,7 +28,7 @@ mod tests;
 mod write;
 
 use read::{parse_line, Scratch};
-pub use write::{write_record, write_trace, write_trace_into, PySpaced};
+pub use write::{write_record, write_trace, write_trace_into};
 
 /// Parse a JSON Lines trace. Line numbers in errors (and in [`TraceBatch::origin`]) are 1-based.
 pub fn read_trace(bytes: &[u8]) -> Result<Trace, WireError> {

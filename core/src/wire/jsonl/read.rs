@@ -14,8 +14,8 @@ use super::records::parse_provenance;
 
 // ---------------------------------------------------------------------------------------------
 // Reading: a schema-driven reader over [`Parser`]. What it accepts and builds is what serde
-// (`Deserialize` for the typed fields, `Value` for the rest) accepted and built before; the
-// test-only `jsonl_legacy` module keeps that reader to check it.
+// (`Deserialize` for the typed fields, `Value` for the rest) accepted and built before:
+// `core/tests/wire_jsonl_golden.rs` checks it against cases frozen from that reader.
 
 /// Buffers reused from event to event (and line to line) while reading, so that every `Vec` in
 /// an event is one allocation of exactly its length, and `events` starts at the size of the

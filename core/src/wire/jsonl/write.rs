@@ -1,10 +1,6 @@
 //! The JSON Lines writer.
 
-use std::io;
-
 use base64::Engine as _;
-use serde::ser::{SerializeMap, SerializeSeq};
-use serde::{Serialize, Serializer};
 
 use crate::event::{ExtraValue, KvEvent};
 use crate::hash::BlockHash;
@@ -61,40 +57,6 @@ pub fn write_record(out: &mut Vec<u8>, record: &TraceRecord) {
         TraceRecord::Other(v) => w.value(v),
     }
     w.out.push(b'\n');
-}
-
-/// JSON layout of Python's `json.dumps` defaults: `", "` between items, `": "` after keys.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PySpaced;
-
-impl serde_json::ser::Formatter for PySpaced {
-    fn begin_array_value<W: ?Sized + io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            w.write_all(b", ")
-        }
-    }
-
-    fn begin_object_key<W: ?Sized + io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            w.write_all(b", ")
-        }
-    }
-
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        w.write_all(b": ")
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,7 +176,8 @@ pub(super) fn write_hash(w: &mut JsonOut<'_>, h: &BlockHash) {
     }
 }
 
-/// [`ExtraValue`]'s JSON form (as its `Serialize`).
+/// [`ExtraValue`]'s JSON form: nil → `null`, bool/int/float/str → themselves, arrays →
+/// arrays, bytes → `{"bytes": "<lowercase hex>"}`, maps → `{"map": [[k, v], ...]}`.
 pub(super) fn write_extra(w: &mut JsonOut<'_>, v: &ExtraValue) {
     match v {
         ExtraValue::Nil => w.raw("null"),
@@ -284,117 +247,4 @@ pub(super) fn write_provenance(w: &mut JsonOut<'_>, p: &Provenance) {
         }
     }
     w.raw("}");
-}
-
-/// vLLM's map form: `type` first, then declaration order; defaulted `None` fields omitted,
-/// non-defaulted `None` fields written as `null` (msgspec `omit_defaults`).
-impl Serialize for KvEvent {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            KvEvent::BlockStored(e) => {
-                let n = 8
-                    + usize::from(e.extra_keys.is_some())
-                    + usize::from(e.group_idx.is_some())
-                    + usize::from(e.kv_cache_spec_kind.is_some())
-                    + usize::from(e.kv_cache_spec_sliding_window.is_some())
-                    + usize::from(e.locality.is_some())
-                    + usize::from(e.ownership.is_some());
-                let mut m = s.serialize_map(Some(n))?;
-                m.serialize_entry("type", "BlockStored")?;
-                m.serialize_entry("block_hashes", &e.block_hashes)?;
-                m.serialize_entry("parent_block_hash", &e.parent_block_hash)?;
-                m.serialize_entry("token_ids", &e.token_ids)?;
-                m.serialize_entry("block_size", &e.block_size)?;
-                m.serialize_entry("lora_id", &e.lora_id)?;
-                m.serialize_entry("medium", &e.medium)?;
-                m.serialize_entry("lora_name", &e.lora_name)?;
-                if let Some(k) = &e.extra_keys {
-                    m.serialize_entry("extra_keys", k)?;
-                }
-                if let Some(g) = &e.group_idx {
-                    m.serialize_entry("group_idx", g)?;
-                }
-                if let Some(k) = &e.kv_cache_spec_kind {
-                    m.serialize_entry("kv_cache_spec_kind", k)?;
-                }
-                if let Some(w) = &e.kv_cache_spec_sliding_window {
-                    m.serialize_entry("kv_cache_spec_sliding_window", w)?;
-                }
-                if let Some(l) = &e.locality {
-                    m.serialize_entry("locality", l)?;
-                }
-                if let Some(o) = &e.ownership {
-                    m.serialize_entry("ownership", o)?;
-                }
-                m.end()
-            }
-            KvEvent::BlockRemoved(e) => {
-                let n = 3
-                    + usize::from(e.group_idx.is_some())
-                    + usize::from(e.locality.is_some())
-                    + usize::from(e.ownership.is_some());
-                let mut m = s.serialize_map(Some(n))?;
-                m.serialize_entry("type", "BlockRemoved")?;
-                m.serialize_entry("block_hashes", &e.block_hashes)?;
-                m.serialize_entry("medium", &e.medium)?;
-                if let Some(g) = &e.group_idx {
-                    m.serialize_entry("group_idx", g)?;
-                }
-                if let Some(l) = &e.locality {
-                    m.serialize_entry("locality", l)?;
-                }
-                if let Some(o) = &e.ownership {
-                    m.serialize_entry("ownership", o)?;
-                }
-                m.end()
-            }
-            KvEvent::AllBlocksCleared => {
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("type", "AllBlocksCleared")?;
-                m.end()
-            }
-        }
-    }
-}
-
-/// JSON form of `extra_keys` values: nil → `null`, bool/int/float/str → themselves, arrays →
-/// arrays, bytes → `{"bytes": "<lowercase hex>"}`, maps → `{"map": [[k, v], ...]}`.
-impl Serialize for ExtraValue {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            ExtraValue::Nil => s.serialize_unit(),
-            ExtraValue::Bool(b) => s.serialize_bool(*b),
-            ExtraValue::UInt(u) => s.serialize_u64(*u),
-            ExtraValue::Int(i) => s.serialize_i64(*i),
-            ExtraValue::Float(f) => s.serialize_f64(*f),
-            ExtraValue::Str(v) => s.serialize_str(v),
-            ExtraValue::Bytes(b) => {
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("bytes", &hex::encode(b))?;
-                m.end()
-            }
-            ExtraValue::Array(items) => {
-                let mut seq = s.serialize_seq(Some(items.len()))?;
-                for i in items {
-                    seq.serialize_element(i)?;
-                }
-                seq.end()
-            }
-            ExtraValue::Map(pairs) => {
-                struct Pairs<'a>(&'a [(ExtraValue, ExtraValue)]);
-                impl Serialize for Pairs<'_> {
-                    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-                        for (k, v) in self.0 {
-                            seq.serialize_element(&(k, v))?;
-                        }
-                        seq.end()
-                    }
-                }
-                let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("map", &Pairs(pairs))?;
-                m.end()
-            }
-        }
-    }
 }
