@@ -4,7 +4,9 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use crate::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent, TokenId};
+use crate::event::{
+    BlockRemoved, BlockStored, EventFields, ExtraValue, FieldSlot, KvEvent, TokenId,
+};
 use crate::hash::BlockHash;
 use crate::trace::Provenance;
 
@@ -130,16 +132,6 @@ pub(super) fn i64_value(p: &mut Parser<'_>) -> JsonResult<i64> {
         Num::I64(v) => Ok(v),
         Num::F64(_) => Err(p.number_error("invalid type", start, "i64")),
     }
-}
-
-/// `null` or a string, into `slot`.
-pub(super) fn opt_string(p: &mut Parser<'_>, slot: &mut Option<String>) -> JsonResult<()> {
-    *slot = if p.null()? {
-        None
-    } else {
-        Some(p.string("a string")?.into_owned())
-    };
-    Ok(())
 }
 
 /// A JSON array read into a reused buffer, then moved into a `Vec` of exactly its length.
@@ -302,82 +294,57 @@ pub(super) fn extra_value(p: &mut Parser<'_>) -> JsonResult<ExtraValue> {
 pub(super) fn parse_event(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResult<KvEvent> {
     p.open(b'{', "a KV event object with a \"type\" key")?;
     let mut tag_: Option<Tag> = None;
-    let mut block_hashes: Option<Vec<BlockHash>> = None;
-    let mut parent_block_hash: Option<BlockHash> = None;
-    let mut token_ids: Option<Vec<TokenId>> = None;
-    let mut block_size: Option<u32> = None;
-    let mut lora_id: Option<i64> = None;
-    let mut medium: Option<String> = None;
-    let mut lora_name: Option<String> = None;
-    let mut extra_keys: Option<Vec<Option<ExtraValue>>> = None;
-    let mut group_idx: Option<u32> = None;
-    let mut kv_cache_spec_kind: Option<String> = None;
-    let mut kv_cache_spec_sliding_window: Option<u64> = None;
-    let mut locality: Option<String> = None;
-    let mut ownership: Option<String> = None;
+    let mut fields = EventFields::default();
     let mut first = true;
     while let Some(k) = p.next_key(first)? {
         first = false;
         // Errors in a known field's value name the field; a skipped value's errors do not.
-        let read = match &*k {
-            "type" => tag(p).map(|t| tag_ = Some(t)),
-            "block_hashes" => {
-                exact_vec(p, &mut scratch.hashes, block_hash).map(|v| block_hashes = Some(v))
-            }
-            "parent_block_hash" => opt(p, block_hash).map(|v| parent_block_hash = v),
-            "token_ids" => token_vec(p, &mut scratch.tokens).map(|v| token_ids = Some(v)),
-            "block_size" => u32_value(p).map(|v| block_size = Some(v)),
-            "lora_id" => opt(p, i64_value).map(|v| lora_id = v),
-            "medium" => opt_string(p, &mut medium),
-            "lora_name" => opt_string(p, &mut lora_name),
-            "extra_keys" => opt(p, |p| {
-                p.open(b'[', "a sequence")?;
-                let mut v = Vec::new();
-                while p.next_element(v.is_empty())? {
-                    v.push(opt(p, extra_value)?);
-                }
-                Ok(v)
-            })
-            .map(|v| extra_keys = v),
-            "group_idx" => opt(p, u32_value).map(|v| group_idx = v),
-            "kv_cache_spec_kind" => opt_string(p, &mut kv_cache_spec_kind),
-            "kv_cache_spec_sliding_window" => {
-                opt(p, u64_value).map(|v| kv_cache_spec_sliding_window = v)
-            }
-            "locality" => opt_string(p, &mut locality),
-            "ownership" => opt_string(p, &mut ownership),
-            _ => {
-                p.skip()?;
-                Ok(())
-            }
+        let read = if &*k == "type" {
+            tag(p).map(|t| tag_ = Some(t))
+        } else if let Some((_, slot)) = fields.slot(&k) {
+            field(p, slot, scratch)
+        } else {
+            p.skip()?;
+            Ok(())
         };
         read.map_err(|e| e.context(&format!("field {k}: ")))?;
     }
     let missing = |t: &str, f: &str| p.error(format!("{t}: missing required field {f}"));
     match tag_ {
         None => Err(p.error("event has no \"type\" key")),
-        Some(Tag::BlockStored) => Ok(KvEvent::BlockStored(BlockStored {
-            block_hashes: block_hashes.ok_or_else(|| missing("BlockStored", "block_hashes"))?,
-            parent_block_hash,
-            token_ids: token_ids.ok_or_else(|| missing("BlockStored", "token_ids"))?,
-            block_size: block_size.ok_or_else(|| missing("BlockStored", "block_size"))?,
-            lora_id,
-            medium,
-            lora_name,
-            extra_keys,
-            group_idx,
-            kv_cache_spec_kind,
-            kv_cache_spec_sliding_window,
-            locality,
-            ownership,
-        })),
-        Some(Tag::BlockRemoved) => Ok(KvEvent::BlockRemoved(BlockRemoved {
-            block_hashes: block_hashes.ok_or_else(|| missing("BlockRemoved", "block_hashes"))?,
-            medium,
-            group_idx,
-            locality,
-            ownership,
-        })),
+        Some(Tag::BlockStored) => fields
+            .block_stored()
+            .map(KvEvent::BlockStored)
+            .map_err(|f| missing(BlockStored::TAG, f)),
+        Some(Tag::BlockRemoved) => fields
+            .block_removed()
+            .map(KvEvent::BlockRemoved)
+            .map_err(|f| missing(BlockRemoved::TAG, f)),
         Some(Tag::AllBlocksCleared) => Ok(KvEvent::AllBlocksCleared),
     }
+}
+
+/// One field's value into its slot.
+fn field(p: &mut Parser<'_>, slot: FieldSlot<'_>, scratch: &mut Scratch) -> JsonResult<()> {
+    match slot {
+        FieldSlot::Hashes(s) => *s = Some(exact_vec(p, &mut scratch.hashes, block_hash)?),
+        FieldSlot::Hash(s) => *s = Some(opt(p, block_hash)?),
+        FieldSlot::Tokens(s) => *s = Some(token_vec(p, &mut scratch.tokens)?),
+        FieldSlot::U32(s) => *s = Some(u32_value(p)?),
+        FieldSlot::OptU32(s) => *s = Some(opt(p, u32_value)?),
+        FieldSlot::OptU64(s) => *s = Some(opt(p, u64_value)?),
+        FieldSlot::OptI64(s) => *s = Some(opt(p, i64_value)?),
+        FieldSlot::OptStr(s) => *s = Some(opt(p, |p| Ok(p.string("a string")?.into_owned()))?),
+        FieldSlot::ExtraKeys(s) => {
+            *s = Some(opt(p, |p| {
+                p.open(b'[', "a sequence")?;
+                let mut v = Vec::new();
+                while p.next_element(v.is_empty())? {
+                    v.push(opt(p, extra_value)?);
+                }
+                Ok(v)
+            })?)
+        }
+    }
+    Ok(())
 }

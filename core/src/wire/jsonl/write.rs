@@ -2,7 +2,7 @@
 
 use base64::Engine as _;
 
-use crate::event::{ExtraValue, KvEvent};
+use crate::event::{BlockRemoved, BlockStored, ExtraValue, FieldRef, KvEvent};
 use crate::hash::BlockHash;
 use crate::trace::{Provenance, ProvenanceKind, Trace, TraceBatch, TraceRecord};
 
@@ -97,66 +97,49 @@ pub(super) fn write_batch(w: &mut JsonOut<'_>, b: &TraceBatch) {
 /// vLLM's map form: `type` first, then declaration order; defaulted `None` fields omitted,
 /// non-defaulted `None` fields written as `null` (msgspec `omit_defaults`).
 pub(super) fn write_event(w: &mut JsonOut<'_>, event: &KvEvent) {
-    fn opt_str(w: &mut JsonOut<'_>, name: &str, v: &Option<String>) {
-        if let Some(s) = v {
-            w.key(false, name);
-            w.str(s);
+    let (tag, specs, values): (_, _, &[FieldRef<'_>]) = match event {
+        KvEvent::BlockStored(e) => (BlockStored::TAG, BlockStored::FIELDS, &e.fields()),
+        KvEvent::BlockRemoved(e) => (BlockRemoved::TAG, BlockRemoved::FIELDS, &e.fields()),
+        KvEvent::AllBlocksCleared => ("AllBlocksCleared", &[], &[]),
+    };
+    w.raw("{\"type\": ");
+    w.str(tag);
+    for (spec, value) in specs.iter().zip(values) {
+        if spec.in_map(value) {
+            w.key(false, spec.name);
+            write_field(w, value);
         }
     }
-    match event {
-        KvEvent::BlockStored(e) => {
-            w.raw("{\"type\": \"BlockStored\", \"block_hashes\": ");
-            write_hashes(w, &e.block_hashes);
-            w.key(false, "parent_block_hash");
-            w.opt(e.parent_block_hash.as_ref(), write_hash);
-            w.raw(", \"token_ids\": [");
-            for (i, t) in e.token_ids.iter().enumerate() {
+    w.raw("}");
+}
+
+/// One field's value (`null` for `None`).
+fn write_field(w: &mut JsonOut<'_>, value: &FieldRef<'_>) {
+    match *value {
+        FieldRef::Hashes(v) => write_hashes(w, v),
+        FieldRef::Hash(v) => w.opt(v, write_hash),
+        FieldRef::Tokens(v) => {
+            w.raw("[");
+            for (i, t) in v.iter().enumerate() {
                 w.sep(i == 0);
                 w.u64((*t).into());
             }
-            w.raw("], \"block_size\": ");
-            w.u64(e.block_size.into());
-            w.key(false, "lora_id");
-            w.opt(e.lora_id, JsonOut::i64);
-            w.key(false, "medium");
-            w.opt(e.medium.as_deref(), JsonOut::str);
-            w.key(false, "lora_name");
-            w.opt(e.lora_name.as_deref(), JsonOut::str);
-            if let Some(k) = &e.extra_keys {
-                w.raw(", \"extra_keys\": [");
-                for (i, v) in k.iter().enumerate() {
-                    w.sep(i == 0);
-                    w.opt(v.as_ref(), write_extra);
-                }
-                w.raw("]");
-            }
-            if let Some(g) = e.group_idx {
-                w.key(false, "group_idx");
-                w.u64(g.into());
-            }
-            opt_str(w, "kv_cache_spec_kind", &e.kv_cache_spec_kind);
-            if let Some(s) = e.kv_cache_spec_sliding_window {
-                w.key(false, "kv_cache_spec_sliding_window");
-                w.u64(s);
-            }
-            opt_str(w, "locality", &e.locality);
-            opt_str(w, "ownership", &e.ownership);
+            w.raw("]");
         }
-        KvEvent::BlockRemoved(e) => {
-            w.raw("{\"type\": \"BlockRemoved\", \"block_hashes\": ");
-            write_hashes(w, &e.block_hashes);
-            w.key(false, "medium");
-            w.opt(e.medium.as_deref(), JsonOut::str);
-            if let Some(g) = e.group_idx {
-                w.key(false, "group_idx");
-                w.u64(g.into());
+        FieldRef::U32(v) => w.u64(v.into()),
+        FieldRef::OptU32(v) => w.opt(v, |w, v| w.u64(v.into())),
+        FieldRef::OptU64(v) => w.opt(v, JsonOut::u64),
+        FieldRef::OptI64(v) => w.opt(v, JsonOut::i64),
+        FieldRef::OptStr(v) => w.opt(v, JsonOut::str),
+        FieldRef::ExtraKeys(v) => w.opt(v, |w, keys| {
+            w.raw("[");
+            for (i, k) in keys.iter().enumerate() {
+                w.sep(i == 0);
+                w.opt(k.as_ref(), write_extra);
             }
-            opt_str(w, "locality", &e.locality);
-            opt_str(w, "ownership", &e.ownership);
-        }
-        KvEvent::AllBlocksCleared => w.raw("{\"type\": \"AllBlocksCleared\""),
+            w.raw("]");
+        }),
     }
-    w.raw("}");
 }
 
 pub(super) fn write_hashes(w: &mut JsonOut<'_>, hashes: &[BlockHash]) {

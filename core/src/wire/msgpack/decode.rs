@@ -4,7 +4,10 @@ use std::fmt;
 
 use rmp::Marker;
 
-use crate::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent, KvEventBatch, TokenId};
+use crate::event::{
+    BlockRemoved, BlockStored, EventFields, ExtraValue, FieldSlot, FieldSpec, KvEvent,
+    KvEventBatch, TokenId,
+};
 use crate::hash::BlockHash;
 use crate::text::Quoted;
 
@@ -489,7 +492,7 @@ impl<'a> Reader<'a> {
     }
 
     fn event_map(&mut self, n: usize, at: usize) -> Res<KvEvent> {
-        let mut f = Fields::default();
+        let mut fields = EventFields::default();
         let mut tag: Option<&'a [u8]> = None;
         for _ in 0..n {
             let key = self.str_bytes().map_err(|e| ctx(e, format_args!("key")))?;
@@ -500,18 +503,17 @@ impl<'a> Reader<'a> {
                 );
                 continue;
             }
-            match field_index(key) {
-                Some(idx) => f.read(self, idx).map_err(|e| {
-                    let name = FIELD_NAMES.get(idx).copied().unwrap_or("?");
-                    ctx(e, format_args!("field {name}"))
-                })?,
+            match std::str::from_utf8(key).ok().and_then(|k| fields.slot(k)) {
+                Some((name, slot)) => self
+                    .field(slot)
+                    .map_err(|e| ctx(e, format_args!("field {name}")))?,
                 None => self
                     .skip(0)
                     .map_err(|e| ctx(e, format_args!("field {}", String::from_utf8_lossy(key))))?,
             }
         }
         let tag = tag.ok_or_else(|| err(at, "event map has no \"type\" key"))?;
-        f.build(tag, at, "key")
+        build(fields, tag, at, "key")
     }
 
     fn event_array(&mut self, n: usize, at: usize) -> Res<KvEvent> {
@@ -519,25 +521,65 @@ impl<'a> Reader<'a> {
             return Err(err(at, "empty event array (expected [tag, fields...])"));
         }
         let tag = self.str_bytes().map_err(|e| ctx(e, format_args!("tag")))?;
-        let order: &[usize] = match tag {
-            b"BlockStored" => &STORED_ORDER,
-            b"BlockRemoved" => &REMOVED_ORDER,
+        let specs: &[FieldSpec] = match tag {
+            b"BlockStored" => BlockStored::FIELDS,
+            b"BlockRemoved" => BlockRemoved::FIELDS,
             _ => &[],
         };
-        let mut f = Fields::default();
+        let mut fields = EventFields::default();
         for i in 0..n - 1 {
-            match order.get(i) {
-                Some(&idx) => {
-                    f.read(self, idx).map_err(|e| {
-                        let name = FIELD_NAMES.get(idx).copied().unwrap_or("?");
-                        ctx(e, format_args!("field {name} (position {})", i + 1))
-                    })?;
-                }
+            match specs.get(i).and_then(|spec| fields.slot(spec.name)) {
+                Some((name, slot)) => self
+                    .field(slot)
+                    .map_err(|e| ctx(e, format_args!("field {name} (position {})", i + 1)))?,
                 None => self.skip(0)?,
             }
         }
-        f.build(tag, at, "positional field")
+        build(fields, tag, at, "positional field")
     }
+
+    /// One field's value into its slot (the last value of a repeated key wins).
+    fn field(&mut self, slot: FieldSlot<'_>) -> Res<()> {
+        match slot {
+            FieldSlot::Hashes(s) => *s = Some(self.hashes()?),
+            FieldSlot::Hash(s) => *s = Some(self.opt(Reader::hash)?),
+            FieldSlot::Tokens(s) => *s = Some(self.tokens()?),
+            FieldSlot::U32(s) => *s = Some(self.u32_val("int (u32)")?),
+            FieldSlot::OptU32(s) => *s = Some(self.opt(|r| r.u32_val("int (u32) or nil"))?),
+            FieldSlot::OptU64(s) => *s = Some(self.opt(|r| r.u64_val("int or nil"))?),
+            FieldSlot::OptI64(s) => {
+                *s = Some(self.opt(|r| {
+                    match r.int("int or nil")? {
+                        (Int::U(v), at) => i64::try_from(v)
+                            .map_err(|_| err(at, format!("{v} is out of range for i64"))),
+                        (Int::N(v), _) => Ok(v),
+                    }
+                })?)
+            }
+            FieldSlot::OptStr(s) => *s = Some(self.opt(Reader::string)?),
+            FieldSlot::ExtraKeys(s) => *s = Some(self.opt(Reader::extra_keys)?),
+        }
+        Ok(())
+    }
+}
+
+/// The event of `tag` from the fields read (`what` names a field in errors: key or position).
+fn build(fields: EventFields, tag: &[u8], at: usize, what: &str) -> Res<KvEvent> {
+    // The tag as text only for messages (not validated on the success path).
+    let name = || String::from_utf8_lossy(tag);
+    let event = match tag {
+        b"BlockStored" => fields.block_stored().map(KvEvent::BlockStored),
+        b"BlockRemoved" => fields.block_removed().map(KvEvent::BlockRemoved),
+        b"AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
+        _ => return Err(err(
+            at,
+            format!(
+                "unknown event type {} (expected BlockStored, BlockRemoved or AllBlocksCleared)",
+                Quoted(&name())
+            ),
+        )),
+    };
+    event.map_err(|field| err(at, format!("{}: missing required {what} {field}", name())))
 }
 
 pub(super) fn signed(v: i64) -> Int {
@@ -545,142 +587,5 @@ pub(super) fn signed(v: i64) -> Int {
         Int::N(v)
     } else {
         Int::U(v as u64)
-    }
-}
-
-/// Index into [`FIELD_NAMES`] of a key.
-pub(super) fn field_index(key: &[u8]) -> Option<usize> {
-    Some(match key {
-        b"block_hashes" => 0,
-        b"parent_block_hash" => 1,
-        b"token_ids" => 2,
-        b"block_size" => 3,
-        b"lora_id" => 4,
-        b"medium" => 5,
-        b"lora_name" => 6,
-        b"extra_keys" => 7,
-        b"group_idx" => 8,
-        b"kv_cache_spec_kind" => 9,
-        b"kv_cache_spec_sliding_window" => 10,
-        b"locality" => 11,
-        b"ownership" => 12,
-        _ => return None,
-    })
-}
-
-/// Field names, indexed as in [`Fields::read`].
-pub(super) const FIELD_NAMES: [&str; 13] = [
-    "block_hashes",
-    "parent_block_hash",
-    "token_ids",
-    "block_size",
-    "lora_id",
-    "medium",
-    "lora_name",
-    "extra_keys",
-    "group_idx",
-    "kv_cache_spec_kind",
-    "kv_cache_spec_sliding_window",
-    "locality",
-    "ownership",
-];
-/// Legacy positional order of `BlockStored` (declaration order, #16750 .. #40984, then the
-/// map-only fields as a kvscope extension).
-pub(super) const STORED_ORDER: [usize; 13] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
-/// Legacy positional order of `BlockRemoved`.
-pub(super) const REMOVED_ORDER: [usize; 5] = [0, 5, 8, 11, 12];
-
-/// Every field of every event type, as decoded (a field absent from the input stays `None`).
-#[derive(Default)]
-pub(super) struct Fields {
-    block_hashes: Option<Vec<BlockHash>>,
-    parent_block_hash: Option<BlockHash>,
-    token_ids: Option<Vec<TokenId>>,
-    block_size: Option<u32>,
-    lora_id: Option<i64>,
-    medium: Option<String>,
-    lora_name: Option<String>,
-    extra_keys: Option<Vec<Option<ExtraValue>>>,
-    group_idx: Option<u32>,
-    kv_cache_spec_kind: Option<String>,
-    kv_cache_spec_sliding_window: Option<u64>,
-    locality: Option<String>,
-    ownership: Option<String>,
-}
-
-impl Fields {
-    fn read(&mut self, r: &mut Reader<'_>, idx: usize) -> Res<()> {
-        match idx {
-            0 => self.block_hashes = Some(r.hashes()?),
-            1 => self.parent_block_hash = r.opt(Reader::hash)?,
-            2 => self.token_ids = Some(r.tokens()?),
-            3 => self.block_size = Some(r.u32_val("int (u32)")?),
-            4 => {
-                self.lora_id = r.opt(|r| match r.int("int or nil")? {
-                    (Int::U(v), at) => i64::try_from(v)
-                        .map_err(|_| err(at, format!("{v} is out of range for i64"))),
-                    (Int::N(v), _) => Ok(v),
-                })?
-            }
-            5 => self.medium = r.opt(Reader::string)?,
-            6 => self.lora_name = r.opt(Reader::string)?,
-            7 => self.extra_keys = r.opt(Reader::extra_keys)?,
-            8 => self.group_idx = r.opt(|r| r.u32_val("int (u32) or nil"))?,
-            9 => self.kv_cache_spec_kind = r.opt(Reader::string)?,
-            10 => self.kv_cache_spec_sliding_window = r.opt(|r| r.u64_val("int or nil"))?,
-            11 => self.locality = r.opt(Reader::string)?,
-            _ => self.ownership = r.opt(Reader::string)?,
-        }
-        Ok(())
-    }
-
-    fn build(self, tag: &[u8], at: usize, what: &str) -> Res<KvEvent> {
-        // The tag as text only for messages (not validated on the success path).
-        let name = || String::from_utf8_lossy(tag);
-        let missing = |field: &str| err(at, format!("{}: missing required {what} {field}", name()));
-        match tag {
-            // One match on the required fields (not a `?` per field, each of which dropped the
-            // fields moved before it on its error path).
-            b"BlockStored" => match (self.block_hashes, self.token_ids, self.block_size) {
-                (Some(block_hashes), Some(token_ids), Some(block_size)) => {
-                    Ok(KvEvent::BlockStored(BlockStored {
-                        block_hashes,
-                        parent_block_hash: self.parent_block_hash,
-                        token_ids,
-                        block_size,
-                        lora_id: self.lora_id,
-                        medium: self.medium,
-                        lora_name: self.lora_name,
-                        extra_keys: self.extra_keys,
-                        group_idx: self.group_idx,
-                        kv_cache_spec_kind: self.kv_cache_spec_kind,
-                        kv_cache_spec_sliding_window: self.kv_cache_spec_sliding_window,
-                        locality: self.locality,
-                        ownership: self.ownership,
-                    }))
-                }
-                (None, _, _) => Err(missing("block_hashes")),
-                (_, None, _) => Err(missing("token_ids")),
-                (_, _, None) => Err(missing("block_size")),
-            },
-            b"BlockRemoved" => match self.block_hashes {
-                Some(block_hashes) => Ok(KvEvent::BlockRemoved(BlockRemoved {
-                    block_hashes,
-                    medium: self.medium,
-                    group_idx: self.group_idx,
-                    locality: self.locality,
-                    ownership: self.ownership,
-                })),
-                None => Err(missing("block_hashes")),
-            },
-            b"AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
-            _ => Err(err(
-                at,
-                format!(
-                    "unknown event type {} (expected BlockStored, BlockRemoved or AllBlocksCleared)",
-                    Quoted(&name())
-                ),
-            )),
-        }
     }
 }

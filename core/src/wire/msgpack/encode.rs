@@ -1,6 +1,8 @@
 //! The msgpack encoder: msgspec's smallest encodings, and events in the map or array form.
 
-use crate::event::{ExtraValue, KvEvent, TokenId};
+use crate::event::{
+    BlockRemoved, BlockStored, Era, ExtraValue, FieldRef, FieldSpec, KvEvent, TokenId,
+};
 use crate::hash::BlockHash;
 
 // ---------------------------------------------------------------------------------------------
@@ -38,22 +40,26 @@ pub(super) fn uint(out: &mut Vec<u8>, v: u64) {
     head(out, v, 0x00, 0x80, [0xcc, 0xcd, 0xce, 0xcf]);
 }
 
-/// A non-negative value as [`uint`]; a negative one as negative fixint or int8/16/32/64.
+/// A non-negative value as [`uint`]; a negative one as negative fixint or the narrowest of
+/// int8/16/32/64.
 pub(super) fn sint(out: &mut Vec<u8>, v: i64) {
     if v >= 0 {
-        return uint(out, v as u64);
-    }
-    if v >= -32 {
+        uint(out, v as u64);
+    } else if v >= -32 {
         out.push(v as u8);
-        return;
+    } else if v >= i64::from(i8::MIN) {
+        out.push(0xd0);
+        out.push(v as i8 as u8);
+    } else if v >= i64::from(i16::MIN) {
+        out.push(0xd1);
+        out.extend_from_slice(&(v as i16).to_be_bytes());
+    } else if v >= i64::from(i32::MIN) {
+        out.push(0xd2);
+        out.extend_from_slice(&(v as i32).to_be_bytes());
+    } else {
+        out.push(0xd3);
+        out.extend_from_slice(&v.to_be_bytes());
     }
-    // int8/16/32/64 (markers 0xd0..=0xd3): the narrowest width holding `v`.
-    let mut i = 0;
-    while i < 3 && v < -(1i64 << (8 * (1 << i) - 1)) {
-        i += 1;
-    }
-    out.push(0xd0 + i as u8);
-    out.extend_from_slice(&v.to_be_bytes()[8 - (1 << i)..]);
 }
 
 pub(super) fn float(out: &mut Vec<u8>, v: f64) {
@@ -85,13 +91,6 @@ pub(super) fn array_len(out: &mut Vec<u8>, n: usize) {
 
 pub(super) fn map_len(out: &mut Vec<u8>, n: usize) {
     head(out, capped(n) as u64, 0x80, 16, [0, 0xde, 0xdf, 0]);
-}
-
-pub(super) fn opt_str(out: &mut Vec<u8>, s: &Option<String>) {
-    match s {
-        Some(s) => string(out, s),
-        None => nil(out),
-    }
 }
 
 pub(super) fn opt_uint(out: &mut Vec<u8>, v: Option<u64>) {
@@ -169,112 +168,65 @@ pub(super) fn extra_keys(out: &mut Vec<u8>, keys: Option<&[Option<ExtraValue>]>)
     }
 }
 
-/// An event as a map (`map`: current vLLM, keys named, optional trailing fields only when
-/// set) or a positional array (legacy vLLM: every field, `locality` / `ownership` only when
-/// either is set). One function for both forms: they share the field order.
+/// An event in the map form (`map`: current vLLM) or the legacy positional array form.
 pub(super) fn encode_event(out: &mut Vec<u8>, ev: &KvEvent, map: bool) {
-    // The key of a field both forms always write.
-    let key = |out: &mut Vec<u8>, k: &str| {
-        if map {
-            string(out, k);
-        }
+    let (tag, specs, values): (_, _, &[FieldRef<'_>]) = match ev {
+        KvEvent::BlockStored(e) => (BlockStored::TAG, BlockStored::FIELDS, &e.fields()),
+        KvEvent::BlockRemoved(e) => (BlockRemoved::TAG, BlockRemoved::FIELDS, &e.fields()),
+        KvEvent::AllBlocksCleared => ("AllBlocksCleared", &[], &[]),
     };
-    // Whether to write an optional field (and its key, in a map): a map writes it when it
-    // is set (`set`), an array when it has the position (`positional`).
-    let field = |out: &mut Vec<u8>, k: &str, set: bool, positional: bool| {
-        if map && set {
-            string(out, k);
-        }
-        if map {
-            set
-        } else {
-            positional
-        }
+    if map {
+        map_event(out, tag, specs, values);
+    } else {
+        array_event(out, tag, specs, values);
+    }
+}
+
+/// `{"type": tag, ...}`: the fields the map form writes ([`FieldSpec::in_map`]), keyed by name,
+/// in declaration order.
+fn map_event(out: &mut Vec<u8>, tag: &str, specs: &[FieldSpec], values: &[FieldRef<'_>]) {
+    let written = || specs.iter().zip(values).filter(|(s, v)| s.in_map(v));
+    map_len(out, 1 + written().count());
+    string(out, "type");
+    string(out, tag);
+    for (spec, value) in written() {
+        string(out, spec.name);
+        field(out, value);
+    }
+}
+
+/// `[tag, field, ...]`: every positional field; every field (the map-only ones appended) when
+/// a map-only field is set.
+fn array_event(out: &mut Vec<u8>, tag: &str, specs: &[FieldSpec], values: &[FieldRef<'_>]) {
+    let extended = specs
+        .iter()
+        .zip(values)
+        .any(|(s, v)| s.era == Era::map_only && !v.is_none());
+    let written = || {
+        specs
+            .iter()
+            .zip(values)
+            .filter(move |(s, _)| extended || s.era == Era::positional)
     };
-    // The head and the `type` tag.
-    let head = |out: &mut Vec<u8>, map_fields: usize, array_fields: usize, tag: &str| {
-        if map {
-            map_len(out, map_fields);
-            string(out, "type");
-        } else {
-            array_len(out, array_fields);
-        }
-        string(out, tag);
-    };
-    match ev {
-        KvEvent::BlockStored(e) => {
-            let extended = e.locality.is_some() || e.ownership.is_some();
-            let n = 8
-                + usize::from(e.extra_keys.is_some())
-                + usize::from(e.group_idx.is_some())
-                + usize::from(e.kv_cache_spec_kind.is_some())
-                + usize::from(e.kv_cache_spec_sliding_window.is_some())
-                + usize::from(e.locality.is_some())
-                + usize::from(e.ownership.is_some());
-            head(out, n, if extended { 14 } else { 12 }, "BlockStored");
-            key(out, "block_hashes");
-            hashes(out, &e.block_hashes);
-            key(out, "parent_block_hash");
-            opt_hash(out, e.parent_block_hash.as_ref());
-            key(out, "token_ids");
-            tokens(out, &e.token_ids);
-            key(out, "block_size");
-            uint(out, u64::from(e.block_size));
-            key(out, "lora_id");
-            match e.lora_id {
-                Some(v) => sint(out, v),
-                None => nil(out),
-            }
-            key(out, "medium");
-            opt_str(out, &e.medium);
-            key(out, "lora_name");
-            opt_str(out, &e.lora_name);
-            if field(out, "extra_keys", e.extra_keys.is_some(), true) {
-                extra_keys(out, e.extra_keys.as_deref());
-            }
-            if field(out, "group_idx", e.group_idx.is_some(), true) {
-                opt_uint(out, e.group_idx.map(u64::from));
-            }
-            if field(
-                out,
-                "kv_cache_spec_kind",
-                e.kv_cache_spec_kind.is_some(),
-                true,
-            ) {
-                opt_str(out, &e.kv_cache_spec_kind);
-            }
-            let window = e.kv_cache_spec_sliding_window;
-            if field(out, "kv_cache_spec_sliding_window", window.is_some(), true) {
-                opt_uint(out, window);
-            }
-            if field(out, "locality", e.locality.is_some(), extended) {
-                opt_str(out, &e.locality);
-            }
-            if field(out, "ownership", e.ownership.is_some(), extended) {
-                opt_str(out, &e.ownership);
-            }
-        }
-        KvEvent::BlockRemoved(e) => {
-            let extended = e.locality.is_some() || e.ownership.is_some();
-            let n = 3
-                + usize::from(e.group_idx.is_some())
-                + usize::from(e.locality.is_some())
-                + usize::from(e.ownership.is_some());
-            head(out, n, if extended { 6 } else { 4 }, "BlockRemoved");
-            key(out, "block_hashes");
-            hashes(out, &e.block_hashes);
-            key(out, "medium");
-            opt_str(out, &e.medium);
-            if field(out, "group_idx", e.group_idx.is_some(), true) {
-                opt_uint(out, e.group_idx.map(u64::from));
-            }
-            if field(out, "locality", e.locality.is_some(), extended) {
-                opt_str(out, &e.locality);
-            }
-            if field(out, "ownership", e.ownership.is_some(), extended) {
-                opt_str(out, &e.ownership);
-            }
-        }
-        KvEvent::AllBlocksCleared => head(out, 1, 1, "AllBlocksCleared"),
+    array_len(out, 1 + written().count());
+    string(out, tag);
+    for (_, value) in written() {
+        field(out, value);
+    }
+}
+
+/// One field's value (nil for `None`).
+fn field(out: &mut Vec<u8>, value: &FieldRef<'_>) {
+    match *value {
+        FieldRef::Hashes(v) => hashes(out, v),
+        FieldRef::Hash(v) => opt_hash(out, v),
+        FieldRef::Tokens(v) => tokens(out, v),
+        FieldRef::U32(v) => uint(out, u64::from(v)),
+        FieldRef::OptU32(v) => opt_uint(out, v.map(u64::from)),
+        FieldRef::OptU64(v) => opt_uint(out, v),
+        FieldRef::OptI64(Some(v)) => sint(out, v),
+        FieldRef::OptStr(Some(v)) => string(out, v),
+        FieldRef::ExtraKeys(v) => extra_keys(out, v),
+        FieldRef::OptI64(None) | FieldRef::OptStr(None) => nil(out),
     }
 }
