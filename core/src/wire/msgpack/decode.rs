@@ -571,13 +571,15 @@ fn build(fields: EventFields, tag: &[u8], at: usize, what: &str) -> Res<KvEvent>
         b"BlockStored" => fields.block_stored().map(KvEvent::BlockStored),
         b"BlockRemoved" => fields.block_removed().map(KvEvent::BlockRemoved),
         b"AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
-        _ => return Err(err(
-            at,
-            format!(
+        _ => {
+            return Err(err(
+                at,
+                format!(
                 "unknown event type {} (expected BlockStored, BlockRemoved or AllBlocksCleared)",
                 Quoted(&name())
             ),
-        )),
+            ))
+        }
     };
     event.map_err(|field| err(at, format!("{}: missing required {what} {field}", name())))
 }
