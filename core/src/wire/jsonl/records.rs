@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
+use crate::event::{KvEvent, KvEventBatch};
 use crate::trace::{Provenance, ProvenanceKind, SeqGap, TraceBatch, TraceHeader, TraceRecord};
 
 use super::super::json::{quoted, JsonResult, Parser};
@@ -265,13 +266,22 @@ impl LineParts<'_> {
                 ))
             }
         };
-        let (events, ts, dp_rank) = match (self.events, &raw, ts) {
-            (Some(events), _, Some(ts)) => (events, ts, dp_rank),
-            (None, Some(payload), _) => {
-                let b = super::super::msgpack::decode_batch(payload)
-                    .map_err(|e| format!("batch line: field raw: payload {e}"))?;
-                (b.events, b.ts, b.data_parallel_rank.or(dp_rank))
+        // `raw` must be exactly one payload, and the batch it holds must be the line's: `convert
+        // --to msgpack` writes it in place of the decoded batch.
+        let decoded = match &raw {
+            Some(payload) => Some(
+                super::super::msgpack::decode_batch(payload)
+                    .map_err(|e| format!("batch line: field raw: payload {e}"))?,
+            ),
+            None => None,
+        };
+        let (events, ts, dp_rank) = match (self.events, decoded, ts) {
+            (Some(events), None, Some(ts)) => (events, ts, dp_rank),
+            (Some(events), Some(b), Some(ts)) => {
+                raw_agrees(&b, &events, ts, dp_rank)?;
+                (events, ts, dp_rank)
             }
+            (None, Some(b), _) => (b.events, b.ts, b.data_parallel_rank.or(dp_rank)),
             _ => return Err("batch line: missing field events".into()),
         };
         let provenance = match provenance {
@@ -300,6 +310,34 @@ impl LineParts<'_> {
             origin: line_no,
         }))
     }
+}
+
+/// Whether the batch decoded from a line's `raw` is the line's own: the same events and `ts`,
+/// and the same rank unless the payload has none (capture then fills in the publisher's).
+fn raw_agrees(
+    payload: &KvEventBatch,
+    events: &[KvEvent],
+    ts: f64,
+    dp_rank: Option<u32>,
+) -> Result<(), String> {
+    let differs = |what: String| Err(format!("batch line: field raw: the payload's {what}"));
+    if payload.events.len() != events.len() {
+        return Err(format!(
+            "batch line: field raw: the payload holds {} event(s) but the line has {} (raw must be this batch's own payload)",
+            payload.events.len(),
+            events.len()
+        ));
+    }
+    if let Some(i) = (0..events.len()).find(|&i| payload.events[i] != events[i]) {
+        return differs(format!("event {i} differs from the line's event {i}"));
+    }
+    if payload.ts.to_bits() != ts.to_bits() {
+        return differs("ts differs from the line's ts".into());
+    }
+    if payload.data_parallel_rank.is_some() && payload.data_parallel_rank != dp_rank {
+        return differs("data_parallel_rank differs from the line's dp_rank".into());
+    }
+    Ok(())
 }
 
 /// A line without `events`: a header, a gap marker, or any other object kept as its [`Value`].

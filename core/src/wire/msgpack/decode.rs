@@ -310,10 +310,11 @@ impl<'a> Reader<'a> {
             Marker::Null => ExtraValue::Nil,
             Marker::True => ExtraValue::Bool(true),
             Marker::False => ExtraValue::Bool(false),
-            Marker::F64 => ExtraValue::Float(f64::from_bits(self.be(8, "float64")?)),
-            Marker::F32 => {
-                ExtraValue::Float(f64::from(f32::from_bits(self.be(4, "float32")? as u32)))
-            }
+            Marker::F64 => ExtraValue::Float(finite(f64::from_bits(self.be(8, "float64")?), at)?),
+            Marker::F32 => ExtraValue::Float(finite(
+                f64::from(f32::from_bits(self.be(4, "float32")? as u32)),
+                at,
+            )?),
             Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32 => {
                 let len = self.len_for(m)?.unwrap_or(0);
                 ExtraValue::Str(self.str_body(len, at)?.to_owned())
@@ -436,8 +437,10 @@ impl<'a> Reader<'a> {
                 format!("batch: expected [ts, events, data_parallel_rank], found an array of {n}"),
             ));
         }
+        let ts_at = self.pos;
         let ts = self
             .float()
+            .and_then(|ts| finite(ts, ts_at))
             .map_err(|e| ctx(e, format_args!("batch: field ts")))?;
         let (count, _) = self
             .array_len("array")
@@ -582,6 +585,24 @@ fn build(fields: EventFields, tag: &[u8], at: usize, what: &str) -> Res<KvEvent>
         }
     };
     event.map_err(|field| err(at, format!("{}: missing required {what} {field}", name())))
+}
+
+/// `v` if it is finite. NaN and the infinities are refused wherever a trace holds a float
+/// (`ts`, values in `extra_keys`): JSON Lines cannot write them, so a trace holding one could not
+/// be read back from the JSON Lines kvscope writes (`docs/trace-format.md` §1.5).
+fn finite(v: f64, at: usize) -> Res<f64> {
+    if v.is_finite() {
+        return Ok(v);
+    }
+    // Named in words: the wasm builds carry no float formatting code.
+    let name = if v.is_nan() {
+        "NaN"
+    } else if v > 0.0 {
+        "infinity"
+    } else {
+        "-infinity"
+    };
+    Err(err(at, format!("expected a finite float, found {name}")))
 }
 
 pub(super) fn signed(v: i64) -> Int {
