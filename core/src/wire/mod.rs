@@ -8,6 +8,7 @@ mod json;
 mod json_write;
 pub mod jsonl;
 pub mod msgpack;
+pub mod stream;
 
 use std::fmt;
 

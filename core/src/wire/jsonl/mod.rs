@@ -27,7 +27,8 @@ mod records;
 mod tests;
 mod write;
 
-use read::{parse_line, Scratch};
+use read::parse_line;
+pub(crate) use read::Scratch;
 pub use write::{write_record, write_trace, write_trace_into};
 
 /// Parse a JSON Lines trace. Line numbers in errors (and in [`TraceBatch::origin`]) are 1-based.
@@ -180,7 +181,7 @@ pub fn read_line(line: &[u8], line_no: u64) -> Result<TraceRecord, WireError> {
 
 /// [`read_line`] with reusable buffers: one pass of [`Parser`] over the line, typed fields
 /// read straight into the record, other values built as [`Value`]s.
-fn read_line_with(
+pub(crate) fn read_line_with(
     line: &[u8],
     line_no: u64,
     scratch: &mut Scratch,

@@ -23,7 +23,7 @@ use super::records::parse_provenance;
 /// an event is one allocation of exactly its length, and `events` starts at the size of the
 /// previous line's.
 #[derive(Default)]
-pub(super) struct Scratch {
+pub(crate) struct Scratch {
     pub(super) hashes: Vec<BlockHash>,
     pub(super) tokens: Vec<TokenId>,
     pub(super) events_len: usize,

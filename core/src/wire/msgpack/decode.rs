@@ -66,9 +66,20 @@ pub(super) enum Int {
 pub(super) struct Reader<'a> {
     pub(super) buf: &'a [u8],
     pub(super) pos: usize,
+    /// Whether an error came from running out of input (more bytes could make it decode).
+    pub(super) truncated: bool,
 }
 
 impl<'a> Reader<'a> {
+    /// A reader at the start of `buf`.
+    pub(super) fn new(buf: &'a [u8]) -> Self {
+        Reader {
+            buf,
+            pos: 0,
+            truncated: false,
+        }
+    }
+
     fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
@@ -80,14 +91,21 @@ impl<'a> Reader<'a> {
                 self.pos = e;
                 Ok(s)
             }
-            None => Err(err(
+            None => Err(self.out_of_input(err(
                 self.pos,
                 format!(
                     "unexpected end of input: {what} needs {n} byte(s), {} left",
                     self.remaining()
                 ),
-            )),
+            ))),
         }
+    }
+
+    /// `e`, noting that it came from running out of input.
+    #[cold]
+    fn out_of_input(&mut self, e: Box<WireError>) -> Box<WireError> {
+        self.truncated = true;
+        e
     }
 
     fn be(&mut self, n: usize, what: &str) -> Res<u64> {
@@ -109,7 +127,7 @@ impl<'a> Reader<'a> {
                 self.pos += 1;
                 Ok((Marker::from_u8(*b), at))
             }
-            None => Err(err(at, "unexpected end of input: expected a value")),
+            None => Err(self.out_of_input(err(at, "unexpected end of input: expected a value"))),
         }
     }
 

@@ -48,10 +48,7 @@ pub const MAX_DEPTH: usize = 64;
 
 /// Decode one `KVEventBatch` payload. The whole slice must be exactly one msgpack value.
 pub fn decode_batch(payload: &[u8]) -> Result<KvEventBatch, WireError> {
-    let mut r = Reader {
-        buf: payload,
-        pos: 0,
-    };
+    let mut r = Reader::new(payload);
     let batch = r.batch().map_err(|e| *e)?;
     if r.pos != payload.len() {
         return Err(WireError {
@@ -81,7 +78,7 @@ pub fn decode_stream_with_progress(
     // The decoded trace takes about twice the payload bytes (412 B/event in memory vs 212 B of
     // msgpack for the benchmark trace).
     super::reserve_heap(bytes.len().saturating_mul(2));
-    let mut r = Reader { buf: bytes, pos: 0 };
+    let mut r = Reader::new(bytes);
     let mut records = Vec::new();
     let mut seq = 0u64;
     while r.pos < bytes.len() {
@@ -104,10 +101,31 @@ pub fn decode_stream_with_progress(
     Ok(Trace { records })
 }
 
+/// What the start of an unfinished stream holds (see [`crate::wire::stream`]).
+pub(crate) enum Prefix {
+    /// A whole batch and its length in bytes.
+    Batch(KvEventBatch, usize),
+    /// The start of a batch: more input may complete it (the error if it never comes).
+    Truncated(Box<WireError>),
+    /// Not a batch, whatever follows.
+    Invalid(Box<WireError>),
+}
+
+/// Decode the batch at the start of `bytes`, which may be followed by more payloads or cut
+/// short. Error offsets are relative to `bytes`.
+pub(crate) fn decode_prefix(bytes: &[u8]) -> Prefix {
+    let mut r = Reader::new(bytes);
+    match r.batch() {
+        Ok(b) => Prefix::Batch(b, r.pos),
+        Err(e) if r.truncated => Prefix::Truncated(e),
+        Err(e) => Prefix::Invalid(e),
+    }
+}
+
 /// Split a stream of concatenated payloads into the byte ranges of its payloads (validating
 /// each), without keeping the decoded batches.
 pub fn split_stream(bytes: &[u8]) -> Result<Vec<std::ops::Range<usize>>, WireError> {
-    let mut r = Reader { buf: bytes, pos: 0 };
+    let mut r = Reader::new(bytes);
     let mut out = Vec::new();
     while r.pos < bytes.len() {
         let start = r.pos;
