@@ -222,6 +222,9 @@ pub struct AppState {
     pub analysis: RwSignal<AnalysisStatus>,
     /// Generation of the newest load: loads and analyses of older ones stop.
     pub load_gen: RwSignal<u64>,
+    /// While `true`, the running analysis waits between slices (the page stays interactive).
+    /// Lets a test hold the analysis part-way to check what the page does meanwhile.
+    pub analysis_hold: RwSignal<bool>,
 }
 
 impl AppState {
@@ -248,6 +251,7 @@ impl AppState {
             compare: RwSignal::new(false),
             analysis: RwSignal::new(AnalysisStatus::Idle),
             load_gen: RwSignal::new(0),
+            analysis_hold: RwSignal::new(false),
         }
     }
 

@@ -414,6 +414,9 @@ async fn large_trace_shows_progress_and_stays_interactive() {
             }
         }
     });
+    // Hold the analysis after its first slice so the step below lands while it runs, however
+    // fast the machine is.
+    st.analysis_hold.set(true);
     load::load_bytes(st, "big.msgpack".into(), bytes, TraceOrigin::Local, None);
     let mut stepped = false;
     for _ in 0..6000 {
@@ -432,6 +435,7 @@ async fn large_trace_shows_progress_and_stays_interactive() {
                 "still analysing while the step was handled"
             );
             stepped = true;
+            st.analysis_hold.set(false);
         }
         if matches!(st.analysis.get_untracked(), AnalysisStatus::Done { .. }) {
             break;
