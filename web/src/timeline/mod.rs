@@ -15,10 +15,12 @@
 
 mod draw;
 mod geometry;
+mod lens;
 
 use draw::palette;
 pub use draw::{draw_cursor, draw_head, draw_lanes};
 pub use geometry::*;
+pub use lens::{draw_lens, lens_colour};
 
 use leptos::ev;
 use leptos::html::Canvas;
@@ -97,12 +99,18 @@ pub fn Timeline() -> impl IntoView {
     Effect::new(move |_| {
         let f = frame();
         let theme = st.theme.get();
+        let router = st.router();
         let Some(c) = canvas.get() else { return };
         let Some(ctx) = context(&c, f.w, f.h) else {
             return;
         };
         st.model.with(|m| match m {
-            Some(m) => draw_lanes(&ctx, m, f, theme),
+            Some(m) => {
+                draw_lanes(&ctx, m, f, theme);
+                if let Some(k) = router {
+                    draw_lens(&ctx, m, f, theme, k);
+                }
+            }
             None => {
                 ctx.set_fill_style_str(palette(theme).bg);
                 ctx.fill_rect(0.0, 0.0, f.w, f.h);
@@ -199,8 +207,21 @@ pub fn Timeline() -> impl IntoView {
             m.as_ref()
                 .and_then(|m| pick(m, f, f64::from(e.offset_x()), f64::from(e.offset_y())))
         });
+        // A click inspects the event (details and verdicts) without moving the cursor.
+        if let Some(i) = hit {
+            st.inspected.set(Some(i));
+        }
+    };
+    // A double click moves the cursor there.
+    let on_dbl = move |e: ev::MouseEvent| {
+        let f = frame();
+        let hit = st.model.with_untracked(|m| {
+            m.as_ref()
+                .and_then(|m| pick(m, f, f64::from(e.offset_x()), f64::from(e.offset_y())))
+        });
         if let Some(i) = hit {
             st.playing.set(false);
+            st.inspected.set(None);
             st.cursor.set(i + 1);
         }
     };
@@ -246,8 +267,12 @@ pub fn Timeline() -> impl IntoView {
                 <span class="sw removed"></span>"BlockRemoved"
                 <span class="sw cleared"></span>"AllBlocksCleared"
                 <span class="sw viol"></span>"violation (red arrow: child delivered before parent)"
-                <span class="hint">"drag to pan · wheel to zoom · click to select · ? for keys"</span>
+                <span class="hint">"drag to pan · wheel to zoom · click to inspect · double-click to go · ? for keys"</span>
+                <crate::controls::RouterPicker/>
                 <crate::controls::LanePicker/>
+            </div>
+            <div class="legend lens-legend" data-testid="lens-legend">
+                {move || lens_legend(st)}
             </div>
             // Layout that the constants above depend on is inline (works without the page's CSS).
             <canvas node_ref=head class="timeline-head" data-testid="timeline-head" role="img"
@@ -260,7 +285,7 @@ pub fn Timeline() -> impl IntoView {
                 <div class="timeline-lanes" style:position="relative" style:height=height>
                     <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
                         style:display="block" style:width="100%" style:height=height
-                        on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up on:wheel=on_wheel></canvas>
+                        on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up on:dblclick=on_dbl on:wheel=on_wheel></canvas>
                     <canvas node_ref=overlay class="timeline-overlay" data-testid="timeline-cursor" aria-hidden="true"
                         style:position="absolute" style:left="0" style:top="0" style:width="100%" style:height="100%"
                         style:pointer-events="none"></canvas>
@@ -273,4 +298,38 @@ pub fn Timeline() -> impl IntoView {
             </ol>
         </section>
     }
+}
+
+/// The router lens' legend: each mark with its colour and how many events of the trace get it
+/// from the chosen router; a hint when no router is chosen.
+fn lens_legend(st: AppState) -> AnyView {
+    let theme = st.theme.get();
+    let Some(k) = st.router() else {
+        return view! { <span class="muted">"Router lens: choose a router to mark what it did with each event"</span> }.into_any();
+    };
+    let counts = st
+        .model
+        .with(|m| m.as_ref().and_then(|m| crate::lens::mark_counts(m, k)));
+    let Some(counts) = counts else {
+        return view! { <span class="muted">{format!("Router lens ({}): waiting for the analysis", k.as_str())}</span> }.into_any();
+    };
+    let items = crate::lens::LensMark::ALL
+        .iter()
+        .zip(counts)
+        .map(|(m, c)| {
+            let colour = lens_colour(theme, *m);
+            view! {
+                <span class=format!("lens-item lens-{}", m.as_str()) data-testid=format!("lens-{}", m.as_str())>
+                    <span class="sw" style:background=colour aria-hidden="true"></span>
+                    {format!("{} {}", m.as_str(), c)}
+                </span>
+            }
+        })
+        .collect_view();
+    view! {
+        <span>{format!("{} (final verdicts):", k.as_str())}</span>
+        {items}
+        <span class="muted">"dropped: struck + hatched · misrooted: box · pending: dot · replayed: bar · ignored: cross"</span>
+    }
+    .into_any()
 }
