@@ -169,11 +169,13 @@ impl Interner {
     }
 
     /// The hash of `id`.
+    #[allow(dead_code)] // the replay's block tables use the analysis' (group, hash) ids now
     pub(crate) fn hash(&self, id: u32) -> Option<u64> {
         self.hashes.get(id as usize).copied()
     }
 
     /// Approximate heap bytes.
+    #[allow(dead_code)] // the replay's block tables use the analysis' (group, hash) ids now
     pub(crate) fn bytes(&self) -> usize {
         self.ids.capacity() * 13 + self.hashes.capacity() * 8
     }
