@@ -3,8 +3,8 @@
 //!
 //! A DEALER sends `("", start_seq)`; vLLM answers every buffered batch with `seq >= start_seq`
 //! (its ring holds the last `buffer_steps` = 10 000 batches), then the end marker `seq = -1`.
-//! A REQ socket would read only the first reply, so a DEALER is used (DECISIONS.md; llm-d's
-//! replay consumer, llm-d-router #1887, does the same). Each request uses a fresh socket, so a
+//! A REQ socket would read only the first reply, so a DEALER is used (llm-d's replay consumer,
+//! llm-d-router #1887, does the same; `docs/capture.md`). Each request uses a fresh socket, so a
 //! late answer to a timed-out request can never be mistaken for the next one.
 
 use std::time::{Duration, Instant};

@@ -1,10 +1,9 @@
 //! The capture loop: SUB sockets → frame validation → sequence tracking → gap recovery over
-//! the replay socket → JSON Lines trace, flushed after every record.
+//! the replay socket (`crate::gaps`) → JSON Lines trace, flushed after every record.
 //!
-//! One publisher per (endpoint, DP rank), as vLLM binds one `ZmqEventPublisher` per
-//! data-parallel rank at `PORT + rank` (`offset_endpoint_port`). Sequence numbers are tracked
-//! per publisher. A batch's `dp_rank` is its own `data_parallel_rank`, falling back to the port
-//! offset when `--data-parallel-size` is given (DECISIONS.md, trace model).
+//! One publisher per (endpoint, DP rank) (`crate::plan`). Sequence numbers are tracked per
+//! publisher. A batch's `dp_rank` is its own `data_parallel_rank`, falling back to the port
+//! offset when `--data-parallel-size` is given (`docs/capture.md`).
 
 use std::fmt;
 use std::io::{self, Write};
@@ -17,61 +16,17 @@ use kvscope_core::trace::{SeqGap, TraceBatch, TraceHeader, TraceRecord};
 use kvscope_core::wire::{msgpack, WireError};
 use serde_json::{json, Value};
 
-use crate::endpoint::{EndpointError, EndpointSpec};
+use crate::diag::{Diagnostic, Observer, Stats, StopReason};
+use crate::endpoint::EndpointError;
 use crate::frame::parse_live;
-use crate::replay::{fetch_range, ReplayedBatch};
-use crate::seq::{SeqStep, SeqTracker};
-use crate::writer::TraceWriter;
+use crate::plan::{plan, CaptureConfig, Publisher};
+use crate::seq::SeqStep;
+use crate::writer::{emit, note, TraceWriter};
 
 /// vLLM's default `KVEventsConfig.hwm`; the subscriber queues as much.
 const RCV_HWM: i32 = 100_000;
 /// Messages taken from one socket before looking at the others and the stop conditions.
 const DRAIN_LIMIT: usize = 1024;
-
-/// What to capture and when to stop.
-#[derive(Clone, Debug)]
-pub struct CaptureConfig {
-    /// The publishers' endpoints (one source each).
-    pub endpoints: Vec<EndpointSpec>,
-    /// Replay endpoints: `NAME=URL` applies to the endpoint of that source name, a plain URL to
-    /// the endpoint at the same position.
-    pub replay_endpoints: Vec<EndpointSpec>,
-    /// ZMQ subscription prefix (vLLM's `KVEventsConfig.topic`, default empty = everything).
-    pub topic: String,
-    /// Data-parallel ranks per endpoint (ports `PORT..PORT+N-1`), at least 1.
-    pub data_parallel_size: u32,
-    /// Keep the exact payload bytes (base64 `raw` key next to the decoded batch).
-    pub raw: bool,
-    /// Stop once this many batches were written. Checked between messages: a live message
-    /// whose gap is being recovered writes its replayed batches and itself first, so the count
-    /// can exceed the limit by one recovery (never leaving a recovered gap half-written).
-    pub max_batches: Option<u64>,
-    /// Stop after this long.
-    pub duration: Option<Duration>,
-    /// How long a replay request waits for each reply.
-    pub replay_timeout: Duration,
-    /// How often [`Observer::progress`] is called.
-    pub progress_interval: Duration,
-    /// After this long, report each publisher nothing was received from (once).
-    pub silence_warning: Duration,
-}
-
-impl Default for CaptureConfig {
-    fn default() -> Self {
-        Self {
-            endpoints: Vec::new(),
-            replay_endpoints: Vec::new(),
-            topic: String::new(),
-            data_parallel_size: 1,
-            raw: false,
-            max_batches: None,
-            duration: None,
-            replay_timeout: Duration::from_secs(5),
-            progress_interval: Duration::from_millis(250),
-            silence_warning: Duration::from_secs(5),
-        }
-    }
-}
 
 /// Why a capture could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
@@ -97,223 +52,13 @@ pub enum CaptureError {
     Io(#[from] io::Error),
 }
 
-/// Why the capture ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// `max_batches` reached.
-    MaxBatches,
-    /// `duration` elapsed.
-    Duration,
-    /// The stop flag was set (Ctrl-C).
-    Interrupted,
-}
-
-impl StopReason {
-    fn as_str(self) -> &'static str {
-        match self {
-            StopReason::MaxBatches => "max-batches",
-            StopReason::Duration => "duration",
-            StopReason::Interrupted => "interrupted",
-        }
-    }
-}
-
-/// Counters of a running or finished capture.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Stats {
-    /// Batch records written (live and recovered).
-    pub batches: u64,
-    /// Events in those batches.
-    pub events: u64,
-    /// Batches recovered over a replay socket (included in `batches`).
-    pub replayed: u64,
-    /// Sequence gaps detected (resets not included).
-    pub gaps: u64,
-    /// Gaps whose batches were all recovered.
-    pub gaps_recovered: u64,
-    /// Batches that stayed missing.
-    pub missing: u64,
-    /// Publisher restarts (sequence number lower than expected).
-    pub resets: u64,
-    /// Messages or payloads rejected (wrong frames, bad sequence frame, undecodable payload).
-    pub malformed: u64,
-    /// Time since the capture started.
-    pub elapsed: Duration,
-    /// Why it ended, once it has.
-    pub stop: Option<StopReason>,
-}
-
-impl Stats {
-    /// One status line: counts and rates.
-    pub fn status_line(&self) -> String {
-        let secs = self.elapsed.as_secs_f64();
-        let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
-        format!(
-            "{} batches, {} events | gaps {} ({} recovered, {} batches missing), resets {}, \
-             malformed {} | {:.1} batches/s, {:.1} events/s | {:.1} s",
-            self.batches,
-            self.events,
-            self.gaps,
-            self.gaps_recovered,
-            self.missing,
-            self.resets,
-            self.malformed,
-            rate(self.batches),
-            rate(self.events),
-            secs
-        )
-    }
-}
-
-/// Something the user should hear about while the capture runs (also recorded in the trace).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Diagnostic {
-    /// A message or payload was rejected and skipped.
-    Malformed {
-        /// The publisher's endpoint.
-        endpoint: String,
-        /// Its sequence number, if it had a valid one.
-        seq: Option<u64>,
-        /// What was wrong.
-        reason: String,
-    },
-    /// A gap in sequence numbers.
-    Gap {
-        /// The gap as recorded.
-        gap: SeqGap,
-        /// Batches recovered over the replay socket.
-        recovered: u64,
-        /// Batches still missing.
-        missing: u64,
-    },
-    /// The publisher restarted.
-    Reset {
-        /// The reset as recorded.
-        gap: SeqGap,
-    },
-    /// The first message of a publisher had `seq > 0`: earlier batches predate the capture.
-    JoinedMidStream {
-        /// The publisher's endpoint.
-        endpoint: String,
-        /// The first sequence number seen.
-        seq: u64,
-    },
-    /// Nothing arrived from a publisher within `silence_warning` of the start.
-    Silent {
-        /// The publisher's endpoint.
-        endpoint: String,
-        /// How long the capture has waited.
-        after: Duration,
-    },
-    /// A replay request failed; the gap stays (partly) unrecovered.
-    ReplayFailed {
-        /// What went wrong.
-        reason: String,
-    },
-}
-
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Diagnostic::Malformed {
-                endpoint,
-                seq: Some(s),
-                reason,
-            } => {
-                write!(f, "{endpoint}: skipped message seq {s}: {reason}")
-            }
-            Diagnostic::Malformed {
-                endpoint,
-                seq: None,
-                reason,
-            } => {
-                write!(f, "{endpoint}: skipped message: {reason}")
-            }
-            Diagnostic::Gap {
-                gap,
-                recovered,
-                missing,
-            } => write!(
-                f,
-                "{} (dp_rank {}): sequence gap: expected {}, received {}: \
-                 {recovered} batches recovered, {missing} missing",
-                gap.source,
-                rank_str(gap.dp_rank),
-                gap.expected_seq,
-                gap.received_seq
-            ),
-            Diagnostic::Reset { gap } => write!(
-                f,
-                "{} (dp_rank {}): publisher restarted: expected seq {}, received {}",
-                gap.source,
-                rank_str(gap.dp_rank),
-                gap.expected_seq,
-                gap.received_seq
-            ),
-            Diagnostic::JoinedMidStream { endpoint, seq } => {
-                write!(
-                    f,
-                    "{endpoint}: joined mid-stream at seq {seq} \
-                     (earlier batches predate the capture)"
-                )
-            }
-            Diagnostic::Silent { endpoint, after } => write!(
-                f,
-                "{endpoint}: nothing received after {:.1} s (is the engine publishing there? check \
-                 its --kv-events-config endpoint, the port offset per DP rank, and --topic)",
-                after.as_secs_f64()
-            ),
-            Diagnostic::ReplayFailed { reason } => write!(f, "replay failed: {reason}"),
-        }
-    }
-}
-
-fn rank_str(rank: Option<u32>) -> String {
-    rank.map_or_else(|| "-".to_string(), |r| r.to_string())
-}
-
-/// Receives diagnostics and periodic progress while a capture runs.
-pub trait Observer {
-    /// A diagnostic (malformed message, gap, reset, ...).
-    fn diagnostic(&mut self, diagnostic: &Diagnostic);
-    /// Current counters, every `progress_interval` and once at the end.
-    fn progress(&mut self, stats: &Stats);
-}
-
-/// An observer that ignores everything.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Quiet;
-
-impl Observer for Quiet {
-    fn diagnostic(&mut self, _: &Diagnostic) {}
-    fn progress(&mut self, _: &Stats) {}
-}
-
-/// One subscribed publisher (an endpoint's DP rank).
-#[derive(Debug)]
-struct Publisher {
-    source: String,
-    url: String,
-    port_rank: Option<u32>,
-    replay_url: Option<String>,
-    tracker: SeqTracker,
-    last_rank: Option<u32>,
-    heard: bool,
-}
-
-impl Publisher {
-    fn rank_hint(&self, batch_rank: Option<u32>) -> Option<u32> {
-        batch_rank.or(self.last_rank).or(self.port_rank)
-    }
-}
-
 /// A connected capture. Create with [`Capture::connect`], then [`Capture::run`].
 pub struct Capture {
-    ctx: zmq::Context,
-    config: CaptureConfig,
-    pubs: Vec<Publisher>,
+    pub(crate) ctx: zmq::Context,
+    pub(crate) config: CaptureConfig,
+    pub(crate) pubs: Vec<Publisher>,
     socks: Vec<zmq::Socket>,
-    stats: Stats,
+    pub(crate) stats: Stats,
 }
 
 impl fmt::Debug for Capture {
@@ -325,83 +70,11 @@ impl fmt::Debug for Capture {
     }
 }
 
-/// Expand the endpoints into publishers (one per DP rank) and attach replay endpoints.
-fn plan(config: &CaptureConfig) -> Result<Vec<Publisher>, CaptureError> {
-    if config.endpoints.is_empty() {
-        return Err(CaptureError::Config("no --endpoint given".into()));
-    }
-    if config.data_parallel_size == 0 {
-        return Err(CaptureError::Config(
-            "--data-parallel-size must be at least 1".into(),
-        ));
-    }
-    let mut replay: Vec<Option<&EndpointSpec>> = vec![None; config.endpoints.len()];
-    for (i, r) in config.replay_endpoints.iter().enumerate() {
-        let target = match &r.name {
-            Some(name) => config.endpoints.iter().position(|e| e.source() == name).ok_or_else(|| {
-                CaptureError::Config(format!("--replay-endpoint {r}: no --endpoint has the source name {name:?}"))
-            })?,
-            None if i < config.endpoints.len() => i,
-            None => {
-                return Err(CaptureError::Config(format!(
-                    "--replay-endpoint {r}: more unnamed replay endpoints than endpoints; name it NAME=URL"
-                )))
-            }
-        };
-        if let Some(prev) = replay[target].replace(r) {
-            return Err(CaptureError::Config(format!(
-                "--replay-endpoint {r} and {prev} both apply to {}",
-                config.endpoints[target].source()
-            )));
-        }
-    }
-    let mut pubs = Vec::new();
-    for (i, ep) in config.endpoints.iter().enumerate() {
-        if config.endpoints[..i]
-            .iter()
-            .any(|o| o.source() == ep.source())
-        {
-            return Err(CaptureError::Config(format!(
-                "two --endpoint values have the source name {:?}; give each a distinct NAME=",
-                ep.source()
-            )));
-        }
-        for rank in 0..config.data_parallel_size {
-            pubs.push(Publisher {
-                source: ep.source().to_string(),
-                url: ep.url_for_rank(rank)?,
-                port_rank: (config.data_parallel_size > 1).then_some(rank),
-                replay_url: replay[i].map(|r| r.url_for_rank(rank)).transpose()?,
-                tracker: SeqTracker::new(),
-                last_rank: None,
-                heard: false,
-            });
-        }
-    }
-    Ok(pubs)
-}
-
 fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
-}
-
-/// A non-batch line `{"kind": "note", "note": what, ...fields}`. It never has an `events` key,
-/// so readers that do not know it skip it (DECISIONS.md, trace model).
-fn note(what: &str, fields: Value) -> TraceRecord {
-    let mut v = json!({ "kind": "note", "note": what });
-    if let (Some(obj), Value::Object(extra)) = (v.as_object_mut(), fields) {
-        obj.extend(extra);
-    }
-    TraceRecord::Other(v)
-}
-
-/// Write one record and flush it, so a killed capture loses at most the record in flight.
-fn emit<W: Write>(out: &mut TraceWriter<W>, record: TraceRecord) -> io::Result<()> {
-    out.write(&record)?;
-    out.flush()
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -449,7 +122,8 @@ impl Capture {
             .map(|p| (p.source.as_str(), p.url.as_str()))
     }
 
-    /// The trace header describing this capture.
+    /// The trace header describing this capture: `meta.world_size` (when known) and
+    /// `meta.capture` (publishers, topic, options, start time).
     fn header(&self) -> TraceRecord {
         let pubs: Vec<Value> = self
             .pubs
@@ -464,6 +138,9 @@ impl Capture {
             })
             .collect();
         let mut meta = serde_json::Map::new();
+        if let Some(n) = self.config.world_size {
+            meta.insert("world_size".into(), n.into());
+        }
         meta.insert(
             "capture".into(),
             json!({
@@ -679,87 +356,9 @@ impl Capture {
         self.write_payload(i, msg.seq, msg.payload, decoded, false, out, obs)
     }
 
-    /// Record the missing range `start..end` of publisher `i`, recovering what its replay
-    /// socket still has: each recovered run is a `recovered: true` gap record followed by its
-    /// batches in order; each run still missing is a `recovered: false` gap record.
-    fn fill_gap<W: Write>(
-        &mut self,
-        i: usize,
-        rank: Option<u32>,
-        start: u64,
-        end: u64,
-        out: &mut TraceWriter<W>,
-        obs: &mut dyn Observer,
-    ) -> Result<(), CaptureError> {
-        let replayed: Vec<ReplayedBatch> = match &self.pubs[i].replay_url {
-            None => Vec::new(),
-            Some(url) => {
-                match fetch_range(&self.ctx, url, start, end, self.config.replay_timeout) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        obs.diagnostic(&Diagnostic::ReplayFailed {
-                            reason: e.to_string(),
-                        });
-                        emit(
-                            out,
-                            note(
-                                "replay-failed",
-                                json!({ "source": self.pubs[i].source, "dp_rank": rank, "from_seq": start, "to_seq": end, "reason": e.to_string() }),
-                            ),
-                        )?;
-                        Vec::new()
-                    }
-                }
-            }
-        };
-        let recovered = replayed.len() as u64;
-        let missing = (end - start).saturating_sub(recovered);
-        self.stats.missing += missing;
-        if missing == 0 {
-            self.stats.gaps_recovered += 1;
-        }
-        let source = self.pubs[i].source.clone();
-        let gap = |expected_seq, received_seq, recovered| SeqGap {
-            source: source.clone(),
-            dp_rank: rank,
-            expected_seq,
-            received_seq,
-            recovered,
-        };
-        obs.diagnostic(&Diagnostic::Gap {
-            gap: gap(start, end, missing == 0),
-            recovered,
-            missing,
-        });
-        let mut cursor = start;
-        let mut batches = replayed.into_iter().peekable();
-        while cursor < end {
-            let next_present = batches.peek().map_or(end, |b| b.seq);
-            if next_present > cursor {
-                emit(out, TraceRecord::Gap(gap(cursor, next_present, false)))?;
-                cursor = next_present;
-                continue;
-            }
-            let mut run = Vec::new();
-            while let Some(b) = batches.next_if(|b| b.seq == cursor) {
-                run.push(b);
-                cursor += 1;
-            }
-            emit(
-                out,
-                TraceRecord::Gap(gap(run.first().map_or(cursor, |b| b.seq), cursor, true)),
-            )?;
-            for b in run {
-                let decoded = msgpack::decode_batch(&b.payload);
-                self.write_payload(i, b.seq, &b.payload, decoded, true, out, obs)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Write one received payload: a batch record, or a note when it does not decode.
     #[allow(clippy::too_many_arguments)]
-    fn write_payload<W: Write>(
+    pub(crate) fn write_payload<W: Write>(
         &mut self,
         i: usize,
         seq: u64,
@@ -820,115 +419,5 @@ impl Capture {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ep(s: &str) -> EndpointSpec {
-        s.parse().unwrap()
-    }
-
-    #[test]
-    fn plan_expands_dp_ranks_and_replay() {
-        let cfg = CaptureConfig {
-            endpoints: vec![ep("a=tcp://h:5557"), ep("tcp://g:6000")],
-            replay_endpoints: vec![ep("tcp://h:5600")],
-            data_parallel_size: 2,
-            ..CaptureConfig::default()
-        };
-        let p = plan(&cfg).unwrap();
-        let got: Vec<_> = p
-            .iter()
-            .map(|p| {
-                (
-                    p.source.as_str(),
-                    p.url.as_str(),
-                    p.port_rank,
-                    p.replay_url.as_deref(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                ("a", "tcp://h:5557", Some(0), Some("tcp://h:5600")),
-                ("a", "tcp://h:5558", Some(1), Some("tcp://h:5601")),
-                ("tcp://g:6000", "tcp://g:6000", Some(0), None),
-                ("tcp://g:6000", "tcp://g:6001", Some(1), None),
-            ]
-        );
-    }
-
-    #[test]
-    fn plan_matches_named_replay_and_rejects_conflicts() {
-        let cfg = CaptureConfig {
-            endpoints: vec![ep("a=tcp://h:1"), ep("b=tcp://h:2")],
-            replay_endpoints: vec![ep("b=tcp://h:12")],
-            ..CaptureConfig::default()
-        };
-        let p = plan(&cfg).unwrap();
-        assert_eq!(p[0].replay_url, None);
-        assert_eq!(p[1].replay_url.as_deref(), Some("tcp://h:12"));
-        assert_eq!(p[1].port_rank, None);
-
-        let bad = |endpoints: Vec<EndpointSpec>, replay: Vec<EndpointSpec>, dp: u32| {
-            plan(&CaptureConfig {
-                endpoints,
-                replay_endpoints: replay,
-                data_parallel_size: dp,
-                ..CaptureConfig::default()
-            })
-            .unwrap_err()
-            .to_string()
-        };
-        assert!(bad(vec![], vec![], 1).contains("no --endpoint"));
-        assert!(bad(vec![ep("tcp://h:1")], vec![], 0).contains("at least 1"));
-        assert!(bad(vec![ep("a=tcp://h:1")], vec![ep("c=tcp://h:2")], 1).contains("\"c\""));
-        assert!(bad(
-            vec![ep("a=tcp://h:1")],
-            vec![ep("tcp://h:2"), ep("tcp://h:3")],
-            1
-        )
-        .contains("more unnamed"));
-        assert!(bad(
-            vec![ep("a=tcp://h:1")],
-            vec![ep("tcp://h:2"), ep("a=tcp://h:3")],
-            1
-        )
-        .contains("both apply"));
-        assert!(bad(vec![ep("a=tcp://h:1"), ep("a=tcp://h:2")], vec![], 1).contains("distinct"));
-        assert!(bad(vec![ep("ipc:///tmp/x")], vec![], 2).contains("tcp://"));
-    }
-
-    #[test]
-    fn status_line_has_counts_and_rates() {
-        let s = Stats {
-            batches: 10,
-            events: 40,
-            gaps: 1,
-            gaps_recovered: 1,
-            elapsed: Duration::from_secs(2),
-            ..Stats::default()
-        };
-        let line = s.status_line();
-        assert!(
-            line.contains(
-                "10 batches, 40 events | gaps 1 (1 recovered, 0 batches missing), resets 0"
-            ),
-            "{line}"
-        );
-        assert!(line.contains("5.0 batches/s, 20.0 events/s"), "{line}");
-    }
-
-    #[test]
-    fn notes_have_no_events_key() {
-        let TraceRecord::Other(v) = note("x", json!({"a": 1})) else {
-            panic!("not a note")
-        };
-        assert_eq!(v, json!({"kind": "note", "note": "x", "a": 1}));
-        assert!(v.get("events").is_none());
     }
 }

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 
 use kvscope_core::trace::TraceRecord;
 use kvscope_core::wire::jsonl;
+use serde_json::{json, Value};
 
 /// Writes trace records as JSON Lines to `W`.
 #[derive(Debug)]
@@ -50,6 +51,22 @@ impl<W: Write> TraceWriter<W> {
     }
 }
 
+/// A non-batch line `{"kind": "note", "note": what, ...fields}`. It never has an `events` key,
+/// so readers that do not know it skip it (`docs/trace-format.md`, non-batch records).
+pub(crate) fn note(what: &str, fields: Value) -> TraceRecord {
+    let mut v = json!({ "kind": "note", "note": what });
+    if let (Some(obj), Value::Object(extra)) = (v.as_object_mut(), fields) {
+        obj.extend(extra);
+    }
+    TraceRecord::Other(v)
+}
+
+/// Write one record and flush it, so a killed capture loses at most the record in flight.
+pub(crate) fn emit<W: Write>(out: &mut TraceWriter<W>, record: TraceRecord) -> io::Result<()> {
+    out.write(&record)?;
+    out.flush()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +91,14 @@ mod tests {
         assert_eq!(lines.len(), 2, "{text}");
         let back = jsonl::read_trace(text.as_bytes()).unwrap();
         assert_eq!(back.records[0], gap);
+    }
+
+    #[test]
+    fn notes_have_no_events_key() {
+        let TraceRecord::Other(v) = note("x", json!({"a": 1})) else {
+            panic!("not a note")
+        };
+        assert_eq!(v, json!({"kind": "note", "note": "x", "a": 1}));
+        assert!(v.get("events").is_none());
     }
 }

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{capture, capture_for, Captured, Peer};
-use kvscope_capture::session::StopReason;
+use kvscope_capture::StopReason;
 use kvscope_capture::{CaptureConfig, Diagnostic};
 use kvscope_core::event::KvEvent;
 use kvscope_core::hash::BlockHash;
@@ -103,9 +103,9 @@ fn plain_capture_records_every_batch_in_order() {
     assert_eq!(s.kv_cache_spec_kind.as_deref(), Some("full_attention"));
     assert_eq!(r.block_hashes, vec![BlockHash::Int(block_hash(0, 0, 1))]);
 
-    // Header first, end note last.
+    // Header first (no world size unless told), end note last.
     assert!(
-        matches!(c.trace.records.first(), Some(TraceRecord::Header(h)) if h.scenario.as_deref() == Some("capture"))
+        matches!(c.trace.records.first(), Some(TraceRecord::Header(h)) if h.scenario.as_deref() == Some("capture") && !h.meta.contains_key("world_size"))
     );
     let end = c.notes("capture-end");
     assert_eq!(end.len(), 1);

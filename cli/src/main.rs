@@ -2,6 +2,9 @@
 
 mod cmd;
 mod exit;
+mod input;
+mod out;
+mod report;
 
 use clap::{Parser, Subcommand};
 

@@ -134,14 +134,24 @@ fn max_batches_to_stdout_and_bad_arguments() {
         "--duration",
         "20",
         "--raw",
+        "--workers",
+        "2",
     ]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
+    // The world size is in the header, where a reader finds it as `meta.world_size`.
+    let first: serde_json::Value =
+        serde_json::from_slice(o.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["kind"], "header", "{first}");
+    assert_eq!(first["meta"]["world_size"], 2, "{first}");
     assert!(
         stderr.contains("done (max batches reached): 5 batches"),
         "{stderr}"
     );
     let trace = kvscope_core::wire::jsonl::read_trace(&o.stdout).unwrap();
+    assert!(
+        matches!(trace.records.first(), Some(TraceRecord::Header(h)) if h.meta.get("world_size") == Some(&serde_json::json!(2)))
+    );
     assert_eq!(trace.batches().count(), 5);
     assert!(trace.batches().all(|b| b.raw.is_some()));
 
@@ -173,6 +183,10 @@ fn max_batches_to_stdout_and_bad_arguments() {
         (
             vec!["capture", "--endpoint", "tcp://h:1", "--duration=-1"],
             "--duration",
+        ),
+        (
+            vec!["capture", "--endpoint", "tcp://h:1", "--workers", "0"],
+            "--workers",
         ),
     ] {
         let o = kvscope(&args);

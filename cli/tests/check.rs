@@ -1,8 +1,13 @@
-//! `kvscope check`, `verdicts` and `diff` end to end.
+//! `kvscope check`, `verdicts` and `diff` end to end. Reports are golden transcripts (exit
+//! code, stdout, stderr) in `snapshots/`, one per format.
 
-use std::path::PathBuf;
+mod common;
+
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::{run_in, transcript};
+use insta::assert_snapshot;
 use kvscope_core::consumers::testkit::{batch, h, removed, stored, trace};
 use kvscope_core::trace::Trace;
 use kvscope_core::wire::jsonl::write_trace;
@@ -44,75 +49,186 @@ fn scenario(legacy: bool) -> Trace {
     ])
 }
 
+/// `n` one-event batches, each storing a block whose parent is never stored: `n`
+/// `unknown-parent` findings (and a loss for every parent-strict router).
+fn orphans(n: u64) -> Trace {
+    trace(
+        (0..n)
+            .map(|i| {
+                batch(
+                    "pod",
+                    i,
+                    vec![stored(&[1000 + i], Some(i + 1), Some("GPU"), 4)],
+                )
+            })
+            .collect(),
+    )
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-#[test]
-fn check_legacy_fails_and_fixed_passes() {
-    let legacy = write("legacy.jsonl", &scenario(true));
-    let fixed = write("fixed.jsonl", &scenario(false));
-    let o = kvscope(&["check", &legacy]);
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}{}",
-        stdout(&o),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let s = stdout(&o);
-    assert!(
-        s.contains("error[child-before-parent-in-job]: line 3, event 2"),
-        "{s}"
-    );
-    assert!(s.contains("job inferred"), "{s}");
-    assert!(
-        s.contains(&format!(
-            "block {} delivered before its parent {}, which arrives at event 3",
-            h(3),
-            h(2)
-        )),
-        "{s}"
-    );
-    assert!(s.contains("llmd: dropped_orphan"), "{s}");
-    assert!(s.contains("2 error(s)"), "{s}");
-    let o = kvscope(&["check", &fixed]);
-    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert!(stdout(&o).contains("0 error(s)"));
-    // Downgrading the rule makes the legacy trace pass.
-    let o = kvscope(&[
-        "check",
-        &legacy,
-        "--rule",
-        "child-before-parent-in-job=warn",
-    ]);
-    assert_eq!(o.status.code(), Some(0));
-    assert!(stdout(&o).contains("warning[child-before-parent-in-job]"));
+/// A folder holding `legacy.jsonl`, `fixed.jsonl` and `orphans.jsonl`, for runs whose output
+/// names the file (relative, so the snapshots do not depend on the temp path).
+fn traces() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let put =
+        |name: &str, t: &Trace| std::fs::write(dir.path().join(name), write_trace(t)).unwrap();
+    put("legacy.jsonl", &scenario(true));
+    put("fixed.jsonl", &scenario(false));
+    put("orphans.jsonl", &orphans(30));
+    dir
+}
+
+fn check_in(dir: &Path, args: &[&str]) -> String {
+    let mut a = vec!["check"];
+    a.extend_from_slice(args);
+    transcript(&run_in(dir, &a))
 }
 
 #[test]
-fn check_json_report() {
-    let legacy = write("legacy-json.jsonl", &scenario(true));
-    let o = kvscope(&[
-        "check",
-        &legacy,
-        "--json",
-        "--consumer",
-        "llmd",
-        "--consumer",
-        "dynamo",
-    ]);
+fn text_report_of_legacy_fixed_and_downgraded() {
+    let d = traces();
+    assert_snapshot!("text_legacy", check_in(d.path(), &["legacy.jsonl"]));
+    assert_snapshot!("text_fixed", check_in(d.path(), &["fixed.jsonl"]));
+    // Downgrading the rule makes the legacy trace pass.
+    assert_snapshot!(
+        "text_legacy_in_job_warn",
+        check_in(
+            d.path(),
+            &["legacy.jsonl", "--rule", "child-before-parent-in-job=warn"]
+        )
+    );
+}
+
+#[test]
+fn text_report_of_a_msgpack_stream_names_batches() {
+    let vllm = common::fixtures().join("vllm");
+    assert_snapshot!(
+        "text_msgpack_max_1",
+        check_in(&vllm, &["b_chunked.legacy.msgpack", "--max-findings", "1"])
+    );
+}
+
+#[test]
+fn text_report_shows_at_most_max_findings_per_rule() {
+    let d = traces();
+    let count = |args: &[&str], prefix: &str| {
+        let o = run_in(d.path(), &[&["check", "orphans.jsonl"], args].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", transcript(&o));
+        let s = stdout(&o);
+        let more = s
+            .lines()
+            .filter(|l| {
+                l.starts_with("... ") && l.ends_with(" more (see --json or --max-findings all)")
+            })
+            .map(str::to_owned)
+            .collect::<Vec<_>>();
+        (s.lines().filter(|l| l.starts_with(prefix)).count(), more)
+    };
+    let (n, more) = count(&[], "warning[unknown-parent]");
+    assert_eq!(n, 20);
+    assert!(
+        more.contains(&"... 10 more (see --json or --max-findings all)".to_string()),
+        "{more:?}"
+    );
+    let (n, more) = count(&["--max-findings", "all"], "warning[unknown-parent]");
+    assert_eq!((n, more.len()), (30, 0));
+    let (n, _) = count(&["--max-findings", "3"], "warning[unknown-parent]");
+    assert_eq!(n, 3);
+    // The summary still counts them all.
+    let (n, _) = count(&["--max-findings", "0"], "warning[");
+    assert_eq!(n, 0);
+    let o = run_in(d.path(), &["check", "orphans.jsonl", "--max-findings", "0"]);
+    assert!(
+        stdout(&o)
+            .lines()
+            .any(|l| l.trim_start().starts_with("unknown-parent")
+                && l.contains(" 30  first at line 1, event 0")),
+        "{}",
+        stdout(&o)
+    );
+    let o = run_in(
+        d.path(),
+        &["check", "orphans.jsonl", "--max-findings", "many"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn json_report_is_one_compact_complete_document() {
+    let d = traces();
+    let o = run_in(
+        d.path(),
+        &[
+            "check",
+            "legacy.jsonl",
+            "--json",
+            "--consumer",
+            "llmd",
+            "--consumer",
+            "dynamo",
+        ],
+    );
     assert_eq!(o.status.code(), Some(1));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["deny"], 2);
-    let losses = v["losses"].as_array().unwrap();
-    assert_eq!(losses.len(), 2);
-    assert_eq!(losses[0]["consumer"], "llmd");
-    assert_eq!(losses[0]["blocks_lost"], 2);
-    assert_eq!(losses[1]["blocks_lost"], 0);
-    let f = &v["findings"][0];
-    assert_eq!(f["rule"], "child-before-parent-in-job");
-    assert_eq!(f["verdicts"]["llmd"], "dropped_orphan");
+    assert!(o.stderr.is_empty(), "{}", transcript(&o));
+    let s = stdout(&o);
+    assert_eq!(s.lines().count(), 1, "compact: one line");
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    assert_snapshot!("json_legacy", serde_json::to_string_pretty(&v).unwrap());
+    // `--format json` is the same document; every finding is in it whatever --max-findings.
+    let o2 = run_in(
+        d.path(),
+        &[
+            "check",
+            "orphans.jsonl",
+            "--format",
+            "json",
+            "--max-findings",
+            "1",
+        ],
+    );
+    let v2: serde_json::Value = serde_json::from_slice(&o2.stdout).unwrap();
+    let unknown = v2["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "unknown-parent")
+        .count();
+    assert_eq!(unknown, 30);
+    let o3 = run_in(
+        d.path(),
+        &["check", "legacy.jsonl", "--json", "--format", "text"],
+    );
+    assert_eq!(o3.status.code(), Some(2), "--json and --format conflict");
+}
+
+#[test]
+fn github_report_annotates_findings() {
+    let d = traces();
+    assert_snapshot!(
+        "github_legacy",
+        check_in(d.path(), &["legacy.jsonl", "--format", "github"])
+    );
+    assert_snapshot!(
+        "github_fixed",
+        check_in(d.path(), &["fixed.jsonl", "--format", "github"])
+    );
+    let vllm = common::fixtures().join("vllm");
+    assert_snapshot!(
+        "github_msgpack_max_1",
+        check_in(
+            &vllm,
+            &[
+                "b_chunked.legacy.msgpack",
+                "--format",
+                "github",
+                "--max-findings",
+                "1"
+            ]
+        )
+    );
 }
 
 #[test]
@@ -178,6 +294,14 @@ fn verdicts_one_line_per_event() {
     assert_eq!(lines[2]["verdict"], "replayed");
     assert_eq!(lines[2]["delivered_as"], "pending");
     assert_eq!(lines[2]["resolved_by"], 4);
+    let d = traces();
+    assert_snapshot!(
+        "verdicts_llmd",
+        transcript(&run_in(
+            d.path(),
+            &["verdicts", "legacy.jsonl", "--consumer", "llmd"]
+        ))
+    );
     assert_eq!(
         kvscope(&["verdicts", &legacy, "--consumer", "x"])
             .status
@@ -208,10 +332,11 @@ fn diff_legacy_vs_fixed() {
         ),
         (Some(2), Some(0))
     );
-    let o = kvscope(&["diff", &legacy, &fixed]);
-    let s = stdout(&o);
-    assert!(s.contains("child-before-parent-in-job"), "{s}");
-    assert!(s.contains("llmd"), "{s}");
+    let d = traces();
+    assert_snapshot!(
+        "diff_text",
+        transcript(&run_in(d.path(), &["diff", "legacy.jsonl", "fixed.jsonl"]))
+    );
 }
 
 /// Router block sizes default to `auto` (the engine block size in the trace): the built-in

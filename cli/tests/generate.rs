@@ -33,21 +33,6 @@ fn list_prints_names_first() {
 }
 
 #[test]
-fn bad_scenario_exits_2_with_line_and_column() {
-    let dir = std::env::temp_dir().join(format!("kvscope-gen-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("bad.json");
-    std::fs::write(&path, "{\n  \"block_size\": 4,\n  \"blok\": 1\n}\n").unwrap();
-    let out = kvscope(&["generate", path.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("line 3, column"), "{err}");
-    assert!(err.contains("blok"), "{err}");
-    let out = kvscope(&["generate", "no-such-builtin"]);
-    assert_eq!(out.status.code(), Some(2));
-}
-
-#[test]
 fn same_scenario_same_bytes_and_order_flag_changes_output() {
     let a = kvscope(&["generate", "single-request"]);
     let b = kvscope(&["generate", "single-request"]);

@@ -7,7 +7,7 @@
 //!   N-event trace (target: flat); the lane entries a seek applies (mean, max over all
 //!   cursors) are printed for both, as work independent of the machine.
 //!
-//! The trace follows DECISIONS.md's benchmark shape: single-block `BlockStored` events with 16
+//! The trace has the project's analysis benchmark shape: single-block `BlockStored` events with 16
 //! tokens, mixed GPU/CPU media (each request's GPU chain then its CPU offload job in prefix
 //! order), 16 events per batch. `KVSCOPE_BENCH_EVENTS` sets N (default 1 000 000); the
 //! replay index size per event is printed once.

@@ -4,6 +4,13 @@
 //! 128-token prefixes in groups of 8, arriving 20 per step, an LRU CPU tier of 8000 chunks
 //! (so evictions happen), same-step completion. Baseline in the same run: the same scenario
 //! without evictions (huge CPU tier) and in CPython order, so ratios can be compared.
+//!
+//! `prompt_len`: generate time of one request of 2^16 .. 2^22 tokens (default scheduler,
+//! budget 8192 tokens per step). The connector touches all of the request's keys at every
+//! store job, as vLLM does, so the work per step grows with the prompt; with an O(1) LRU the
+//! time per token should grow about linearly with the number of steps, not worse (compare
+//! the ratios between sizes; before the linked-slab LRU, 2^22 tokens took 20x the time of
+//! 2^20).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kvscope_core::order::OrderMode;
@@ -52,6 +59,20 @@ fn bench(c: &mut Criterion) {
         eprintln!("{name}: {events} events per run");
         g.throughput(Throughput::Elements(events));
         g.bench_function(name, |b| b.iter(|| simulate(&s).expect("simulate")));
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("generate_prompt_len");
+    g.sample_size(10);
+    for log2 in [16u32, 18, 20, 22] {
+        let s: Scenario = serde_json::from_value(serde_json::json!({
+            "name": "long", "requests": [{"id": "r0", "prompt_len": 1u64 << log2}],
+        }))
+        .expect("long-prompt scenario");
+        g.throughput(Throughput::Elements(1 << log2));
+        g.bench_function(format!("2^{log2}"), |b| {
+            b.iter(|| simulate(&s).expect("simulate"))
+        });
     }
     g.finish();
 }

@@ -312,7 +312,7 @@ mod tests {
         }
     }
 
-    // Vectors from ../shared/reference/vllm-kv-events.md §4.
+    // Vectors of docs/vllm-offloading.md, fact 2 (sha256_cbor, vllm/v1/core/kv_cache_utils.py).
     const NONE_DEFAULT: &str = "9bd96a485ad84efdafb72ee48a1d7a69bcead0f8f0433173941b276b9581eef0";
     const NONE_SEED0: &str = "4e1195df020de59e0d65a33a4279f1183e7ae4e5d980e309f8b55adff2e61c3e";
 

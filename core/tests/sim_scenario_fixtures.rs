@@ -11,18 +11,25 @@ use kvscope_core::sim::simulate;
 use kvscope_core::wire::{msgpack, EventEncoding};
 use serde_json::{json, Value};
 
-const FIXTURES: &[&str] = &[
-    "a_single_request",
-    "b_chunked",
-    "c_shared_prefix",
-    "d_lora",
-    "e_lru_eviction",
-    "e2_lru_eviction_bpc1",
-    "f_split_prefill",
-    "g_touch_eviction",
-    "h_two_requests_one_step",
-    "i_two_evicting_jobs_one_step",
-];
+/// Every upstream fixture: the stems of `tests/fixtures/vllm/*.json`, read from the directory
+/// so a new fixture is never silently skipped.
+fn fixture_names() -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/vllm");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
+        .map(|p| p.file_stem().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= 10,
+        "only {} fixtures in {}",
+        names.len(),
+        dir.display()
+    );
+    names
+}
 
 fn dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/vllm")
@@ -93,14 +100,14 @@ fn check(name: &str, mode: &str, order: Value) {
 
 #[test]
 fn fixed_order_matches_upstream_bytes() {
-    for name in FIXTURES {
+    for name in &fixture_names() {
         check(name, "fixed", json!({"mode": "fixed"}));
     }
 }
 
 #[test]
 fn legacy_cpython_order_matches_upstream_bytes() {
-    for name in FIXTURES {
+    for name in &fixture_names() {
         check(
             name,
             "legacy",

@@ -20,18 +20,25 @@ use kvscope_core::order::OrderMode;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-const SCENARIOS: &[&str] = &[
-    "a_single_request",
-    "b_chunked",
-    "c_shared_prefix",
-    "d_lora",
-    "e_lru_eviction",
-    "e2_lru_eviction_bpc1",
-    "f_split_prefill",
-    "g_touch_eviction",
-    "h_two_requests_one_step",
-    "i_two_evicting_jobs_one_step",
-];
+/// Every upstream fixture: the stems of `tests/fixtures/vllm/*.json`, read from the directory
+/// so a new fixture is never silently skipped.
+fn fixture_names() -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/vllm");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
+        .map(|p| p.file_stem().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= 10,
+        "only {} fixtures in {}",
+        names.len(),
+        dir.display()
+    );
+    names
+}
 const MODES: &[&str] = &["fixed", "legacy"];
 
 fn fixture_dir() -> PathBuf {
@@ -118,7 +125,7 @@ fn scenario(name: &str, json: &Value) -> Scenario {
 
 #[test]
 fn fixture_streams_are_whole_and_untampered() {
-    for name in SCENARIOS {
+    for name in &fixture_names() {
         let json = load_json(name);
         for mode in MODES {
             let bytes = load_msgpack(name, mode);
@@ -158,7 +165,7 @@ fn fixture_streams_are_whole_and_untampered() {
 /// `BlockRemoved` names hashes kvscope computes.
 #[test]
 fn upstream_events_match_kvscope_hashing() {
-    for name in SCENARIOS {
+    for name in &fixture_names() {
         let json = load_json(name);
         let sc = scenario(name, &json);
         // hash → (request, block index); the first request owning a block wins, as upstream's
@@ -261,7 +268,7 @@ fn keys_of(list: &Value, sc: &Scenario, ctx: &str) -> Vec<OffloadKey> {
 fn job_key_order_matches_upstream_complete_store() {
     let mut jobs_checked = 0;
     let mut legacy_differs = 0;
-    for name in SCENARIOS {
+    for name in &fixture_names() {
         let json = load_json(name);
         let sc = scenario(name, &json);
         for mode in MODES {
@@ -317,7 +324,7 @@ fn job_key_order_matches_upstream_complete_store() {
 fn wire_codec_round_trips_upstream_payloads_byte_for_byte() {
     use kvscope_core::wire::msgpack::{decode_batch, encode_batch, split_stream};
     use kvscope_core::wire::EventEncoding;
-    for name in SCENARIOS {
+    for name in &fixture_names() {
         let json = load_json(name);
         for mode in MODES {
             let bytes = load_msgpack(name, mode);
@@ -398,7 +405,7 @@ fn simulator_reproduces_upstream_streams_byte_for_byte() {
     use kvscope_core::TraceRecord;
 
     let mut failures = Vec::new();
-    for name in SCENARIOS {
+    for name in &fixture_names() {
         let path = fixture_dir().join(format!("kvscope/{name}.json"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
         for mode in MODES {

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A KV-event publisher speaking vLLM's ZMQ protocol, for kvscope capture tests.
 
-Mirrors `ZmqEventPublisher` in vllm/distributed/kv_events.py (see
-../shared/reference/vllm-kv-events.md §1.1-1.4):
+Mirrors `ZmqEventPublisher` in vllm/distributed/kv_events.py (the protocol as kvscope relies
+on it, with its upstream sources, is in docs/capture.md):
 
 - live: PUB-side socket bound on 127.0.0.1, 3 frames (topic, seq as 8-byte big-endian
   unsigned, msgspec-msgpack `KVEventBatch` payload); seq starts at 0 per publisher lifetime;

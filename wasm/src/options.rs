@@ -22,6 +22,7 @@ const TS_NAMES: &'static str = r#"
 export type ConsumerName = "llmd" | "dynamo" | "smg" | "sglang" | "ideal";
 /** A lint rule. */
 export type RuleName = "child-before-parent-in-job" | "child-before-parent-across-jobs"
+  | "child-before-parent-ambiguous"
   | "cross-tier-reorder" | "cross-source-reorder" | "promotion-reorder" | "unknown-parent"
   | "remove-unknown" | "double-store" | "seq-gap" | "seq-gap-recovered" | "consumer-loss";
 /** How a rule's findings count. */
@@ -60,6 +61,10 @@ pub struct AnalyzeOptions {
     /// Model settings (llm-d / Dynamo block sizes, Dynamo clear scope, ideal pending limit).
     #[tsify(type = "Partial<ConsumerConfig>", optional)]
     pub consumer_config: Option<ConsumerConfigOptions>,
+    /// Workers that reported the trace's store jobs (vLLM's world size; default: the trace
+    /// header's `meta.world_size`, else 1): inversions within what they allow are ambiguous.
+    #[tsify(optional)]
+    pub workers: Option<u32>,
 }
 
 /// Model settings; unset keys keep kvscope's defaults.
@@ -92,11 +97,13 @@ export interface ConsumerConfig {
 
 impl AnalyzeOptions {
     /// The keys an `AnalyzeOptions` object may have.
-    pub const KEYS: [&'static str; 4] = ["consumers", "rules", "levels", "consumer_config"];
+    pub const KEYS: [&'static str; 5] =
+        ["consumers", "rules", "levels", "consumer_config", "workers"];
 
     /// Read the options from a JS object (see [`read`]).
     pub fn from_js(value: &JsValue) -> Result<Self, String> {
-        let [consumers, rules, levels, consumer_config] = read::fields(value, &Self::KEYS)?;
+        let [consumers, rules, levels, consumer_config, workers] =
+            read::fields(value, &Self::KEYS)?;
         Ok(AnalyzeOptions {
             consumers: consumers.as_ref().map(read::strings).transpose()?,
             rules: rules.as_ref().map(read::strings).transpose()?,
@@ -108,6 +115,7 @@ impl AnalyzeOptions {
                 .as_ref()
                 .map(ConsumerConfigOptions::from_js)
                 .transpose()?,
+            workers: workers.as_ref().map(read::u32).transpose()?,
         })
     }
 }
@@ -383,6 +391,10 @@ impl AnalyzeOptions {
                 config.rules.set(parse_rule(rule)?, level);
             }
         }
+        if self.workers == Some(0) {
+            return Err("workers: expected a positive integer, got 0".into());
+        }
+        config.workers = self.workers;
         if let Some(cc) = &self.consumer_config {
             let d = ConsumerConfig::default();
             config.consumer_config = ConsumerConfig {
@@ -464,9 +476,11 @@ mod tests {
                 dynamo_kv_block_size: Some(32),
                 ..Default::default()
             }),
+            workers: Some(2),
         }
         .to_config()
         .unwrap();
+        assert_eq!(c.workers, Some(2));
         assert_eq!(c.consumers, vec![ConsumerKind::Llmd, ConsumerKind::Ideal]);
         assert_eq!(c.rules.level(Rule::ChildBeforeParentInJob), Level::Deny);
         assert_eq!(c.rules.level(Rule::SeqGap), Level::Warn);
@@ -493,6 +507,11 @@ mod tests {
             ..Default::default()
         })
         .contains("\"fatal\""));
+        assert!(bad(AnalyzeOptions {
+            workers: Some(0),
+            ..Default::default()
+        })
+        .contains("workers"));
         let f = ViolationFilterOptions {
             rule: None,
             consumer: Some("x".into()),

@@ -14,9 +14,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-use kvscope_capture::session::Capture;
 use kvscope_capture::writer::TraceWriter;
-use kvscope_capture::{CaptureConfig, Diagnostic, EndpointSpec, Observer, Stats};
+use kvscope_capture::{Capture, CaptureConfig, Diagnostic, EndpointSpec, Observer, Stats};
 use kvscope_core::trace::{Trace, TraceBatch, TraceRecord};
 
 /// `ts` of a lifetime's batch 0 (the peer uses `ts = TS0 + i`).

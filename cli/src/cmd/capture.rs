@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use kvscope_capture::session::Capture;
 use kvscope_capture::writer::TraceWriter;
-use kvscope_capture::{CaptureConfig, CaptureError, Diagnostic, EndpointSpec, Observer, Stats};
+use kvscope_capture::{
+    Capture, CaptureConfig, CaptureError, Diagnostic, EndpointSpec, Observer, Stats, StopReason,
+};
 
 use crate::exit::BadInput;
 
@@ -35,6 +36,11 @@ pub struct Args {
     /// ports likewise), all under the endpoint's source name.
     #[arg(long, value_name = "N", default_value_t = 1)]
     data_parallel_size: u32,
+    /// Workers per engine (vLLM's `parallel_config.world_size`, e.g. the tensor-parallel
+    /// size): recorded in the trace header as `world_size`, which `check` uses to tell an
+    /// in-job inversion from jobs of several workers completing in one step.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    workers: Option<u32>,
     /// Output trace (JSON Lines); `-` or absent = stdout.
     #[arg(short, long, value_name = "OUT")]
     output: Option<PathBuf>,
@@ -107,6 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         replay_endpoints: args.replay_endpoints,
         topic: args.topic,
         data_parallel_size: args.data_parallel_size,
+        world_size: args.workers,
         raw: args.raw,
         max_batches: args.max_batches,
         duration: args.duration.map(|d| seconds("duration", d)).transpose()?,
@@ -151,9 +158,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     writer.flush()?;
     obs.clear_line();
     let reason = stats.stop.map_or("stopped", |r| match r {
-        kvscope_capture::session::StopReason::MaxBatches => "max batches reached",
-        kvscope_capture::session::StopReason::Duration => "duration elapsed",
-        kvscope_capture::session::StopReason::Interrupted => "interrupted",
+        StopReason::MaxBatches => "max batches reached",
+        StopReason::Duration => "duration elapsed",
+        StopReason::Interrupted => "interrupted",
     });
     eprintln!("kvscope capture: done ({reason}): {}", stats.status_line());
     Ok(())

@@ -3,11 +3,14 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use kvscope_core::analysis::{analyze, Analysis, AnalysisConfig, Finding, Level, Rule};
+use kvscope_core::analysis::{analyze, AnalysisConfig, Level};
 use kvscope_core::consumers::ConsumerKind;
 use kvscope_core::trace::Trace;
+use kvscope_core::wire::{self, InputFormat};
 
 use crate::exit::{BadInput, Findings};
+use crate::out;
+use crate::report::{self, MaxFindings};
 
 /// Arguments of `kvscope check`.
 #[derive(clap::Args, Debug)]
@@ -20,11 +23,30 @@ pub struct Args {
     /// Override a rule's level, e.g. `--rule seq-gap=warn`; repeatable.
     #[arg(long = "rule", value_name = "NAME=allow|warn|deny")]
     pub rules: Vec<String>,
-    /// Print the report as JSON.
-    #[arg(long)]
+    /// Report format: `text` (a summary, then at most --max-findings findings per rule),
+    /// `json` (one compact document with every finding) or `github` (GitHub Actions
+    /// `::error` / `::warning` annotations).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// Findings shown per rule in the text and github reports: a number, or `all`.
+    #[arg(long, value_name = "N|all", default_value = "20", value_parser = report::parse_max_findings)]
+    pub max_findings: MaxFindings,
     #[command(flatten)]
     pub models: ModelArgs,
+}
+
+/// `check`'s report format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// For a person: summary first, then the first findings of each rule.
+    Text,
+    /// Compact JSON with every finding.
+    Json,
+    /// GitHub Actions workflow annotations.
+    Github,
 }
 
 /// A router block size: `Some(n)`, or `None` = `auto`.
@@ -62,18 +84,35 @@ pub struct ModelArgs {
     /// Ideal consumer: pending buffer size (events).
     #[arg(long, default_value_t = 1024)]
     pub ideal_pending: usize,
+    /// Workers that reported the trace's store jobs (vLLM's world size): with N workers, jobs
+    /// finishing in one step may come out of order, so inversions within what N allows are
+    /// `child-before-parent-ambiguous`, not in-job. Default: the trace header's
+    /// `meta.world_size`, else 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub workers: Option<u32>,
 }
 
 /// Read and decode a trace; any failure is bad input (exit 2).
 pub fn load_trace(path: &Path) -> anyhow::Result<Trace> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
+    load(path).map(|(trace, _)| trace)
+}
+
+/// Read and decode a trace, saying which format it was in; any failure is bad input.
+///
+/// The whole file is read before decoding starts, so a file that is bad from its first byte
+/// is still read to the end before the error. The fix is decoding from a reader, batch by
+/// batch, once `kvscope_core::wire` offers one (check, verdicts and convert would use it
+/// here); the CLI does not keep a reader of its own.
+pub fn load(path: &Path) -> anyhow::Result<(Trace, InputFormat)> {
+    let bytes = crate::input::read(path)?;
     let source = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "trace".into());
-    kvscope_core::wire::read_trace(&bytes, &source)
-        .map_err(|e| BadInput(format!("{}: {e}", path.display())).into())
+    let format = wire::detect_format(&bytes);
+    let trace = wire::read_trace(&bytes, &source)
+        .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    Ok((trace, format))
 }
 
 /// Build the analysis configuration from the command line.
@@ -107,121 +146,32 @@ pub fn config(
     config.consumer_config.dynamo_clear_all_ranks = models.dynamo_clear_all_ranks;
     config.consumer_config.llmd_replay = models.llmd_replay == "on";
     config.consumer_config.ideal_pending_limit = models.ideal_pending;
+    config.workers = models.workers;
     Ok(config)
-}
-
-fn level_word(l: Level) -> &'static str {
-    match l {
-        Level::Deny => "error",
-        Level::Warn => "warning",
-        Level::Allow => "allowed",
-    }
-}
-
-fn render_finding(f: &Finding) -> String {
-    let mut s = format!(
-        "{}[{}]: line {}, event {} (index {} in batch), source {:?}: {}\n",
-        level_word(f.level),
-        f.rule,
-        f.line,
-        f.event,
-        f.index,
-        f.source,
-        f.message
-    );
-    if !f.hashes.is_empty() || f.parent.is_some() {
-        let hashes: Vec<String> = f.hashes.iter().map(u64::to_string).collect();
-        s.push_str(&format!("    hashes: [{}]", hashes.join(", ")));
-        if let Some(p) = f.parent {
-            s.push_str(&format!("  parent: {p}"));
-        }
-        s.push('\n');
-    }
-    if !f.verdicts.is_empty() {
-        let parts: Vec<String> = f
-            .verdicts
-            .iter()
-            .map(|(c, v)| {
-                let casc = f.cascade.get(c).copied().unwrap_or(0);
-                if casc > 0 {
-                    format!("{c}: {} (cascade {casc})", v.as_str())
-                } else {
-                    format!("{c}: {}", v.as_str())
-                }
-            })
-            .collect();
-        s.push_str(&format!("    consumers: {}\n", parts.join(", ")));
-    }
-    s
-}
-
-/// The human-readable report.
-pub fn render(a: &Analysis, name: &str) -> String {
-    let mut out = format!(
-        "kvscope check {name}: {} events, {} sources, {} jobs\n\n",
-        a.event_count(),
-        a.index.sources.len(),
-        a.index.jobs.len()
-    );
-    for f in &a.findings {
-        out.push_str(&render_finding(f));
-    }
-    if !a.findings.is_empty() {
-        out.push('\n');
-    }
-    out.push_str("consumer losses:\n");
-    for l in &a.losses {
-        out.push_str(&format!(
-            "  {:<7} {} event(s), {} block(s) lost; {} unreachable prefix(es){}\n",
-            l.consumer,
-            l.events_lost,
-            l.blocks_lost,
-            l.unreachable_prefixes.len(),
-            if l.pending_at_end > 0 {
-                format!("; {} event(s) still pending", l.pending_at_end)
-            } else {
-                String::new()
-            }
-        ));
-    }
-    let deny = a.findings.iter().filter(|f| f.level == Level::Deny).count();
-    let warn = a.findings.iter().filter(|f| f.level == Level::Warn).count();
-    out.push_str(&format!("\n{deny} error(s), {warn} warning(s)\n"));
-    out
-}
-
-/// The JSON report.
-pub fn json(a: &Analysis) -> serde_json::Value {
-    let rules: Vec<serde_json::Value> = Rule::ALL
-        .iter()
-        .map(|r| serde_json::json!({"rule": r.name(), "level": a.config.rules.level(*r).name(), "explanation": r.explain()}))
-        .collect();
-    serde_json::json!({
-        "events": a.event_count(),
-        "findings": a.findings,
-        "losses": a.losses,
-        "rules": rules,
-        "deny": a.findings.iter().filter(|f| f.level == Level::Deny).count(),
-        "warn": a.findings.iter().filter(|f| f.level == Level::Warn).count(),
-    })
 }
 
 /// Run the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = config(&args.consumers, &args.rules, &args.models)?;
-    let trace = load_trace(&args.trace)?;
+    let (trace, input) = load(&args.trace)?;
     let a = analyze(&trace, &config);
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json(&a)).context("serialising the report")?
-        );
-    } else {
-        print!("{}", render(&a, &args.trace.display().to_string()));
-    }
+    let format = if args.json { Format::Json } else { args.format };
+    let name = args.trace.display().to_string();
+    let msgpack = input == InputFormat::MsgpackStream;
+    let text = match format {
+        Format::Text => report::text(&a, &name, msgpack, args.max_findings),
+        Format::Json => {
+            let mut t =
+                serde_json::to_string(&report::json(&a)).context("serialising the report")?;
+            t.push('\n');
+            t
+        }
+        Format::Github => report::github(&a, &name, msgpack, args.max_findings),
+    };
+    out::stdout(text.as_bytes())?;
     let deny = a.findings.iter().filter(|f| f.level == Level::Deny).count();
     if deny > 0 {
-        return Err(Findings(if args.json {
+        return Err(Findings(if format == Format::Json {
             String::new()
         } else {
             format!("{deny} deny-level finding(s)")

@@ -1,6 +1,6 @@
 //! `kvscope convert`: JSON Lines trace ⇄ msgpack stream (`docs/trace-format.md`).
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -60,7 +60,7 @@ const PROGRESS_MIN_BYTES: usize = 32 << 20;
 
 /// Run the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let bytes = read_input(&args.input)?;
+    let bytes = crate::input::read(&args.input)?;
     let name = if args.input == Path::new("-") {
         "stdin".to_owned()
     } else {
@@ -151,26 +151,10 @@ fn to_msgpack(trace: &kvscope_core::Trace, encoding: Encoding) -> Vec<u8> {
     out
 }
 
-fn read_input(path: &Path) -> anyhow::Result<Vec<u8>> {
-    if path == Path::new("-") {
-        let mut buf = Vec::new();
-        std::io::stdin()
-            .read_to_end(&mut buf)
-            .context("reading stdin")?;
-        Ok(buf)
-    } else {
-        std::fs::read(path).with_context(|| format!("reading {}", path.display()))
-    }
-}
-
 fn write_output(path: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
     match path {
         Some(p) => std::fs::write(p, bytes).with_context(|| format!("writing {}", p.display())),
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(bytes).context("writing stdout")?;
-            stdout.flush().context("writing stdout")
-        }
+        None => crate::out::stdout(bytes),
     }
 }
 

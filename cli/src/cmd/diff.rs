@@ -6,6 +6,7 @@ use anyhow::Context;
 use kvscope_core::analysis::{analyze, compare, TraceDiff};
 
 use super::check::{config, load_trace, ModelArgs};
+use crate::out;
 
 /// Arguments of `kvscope diff`.
 #[derive(clap::Args, Debug)]
@@ -75,20 +76,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let a = analyze(&load_trace(&args.trace_a)?, &config);
     let b = analyze(&load_trace(&args.trace_b)?, &config);
     let d = compare(&a, &b);
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&d).context("serialising the comparison")?
-        );
+    let text = if args.json {
+        let mut t = serde_json::to_string_pretty(&d).context("serialising the comparison")?;
+        t.push('\n');
+        t
     } else {
-        print!(
-            "{}",
-            render(
-                &d,
-                &args.trace_a.display().to_string(),
-                &args.trace_b.display().to_string()
-            )
-        );
-    }
-    Ok(())
+        render(
+            &d,
+            &args.trace_a.display().to_string(),
+            &args.trace_b.display().to_string(),
+        )
+    };
+    out::stdout(text.as_bytes())
 }

@@ -16,11 +16,13 @@ use crate::exit::BadInput;
 /// Key order of a store job at `complete_store`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OrderArg {
-    /// Prefix order, de-duplicated (the fix).
+    /// vLLM with the proposed key-order fix (prefix order, de-duplicated; not merged
+    /// upstream).
     Fixed,
-    /// A seeded permutation (the bug, any seed; `--seed`).
+    /// A seeded stand-in for set order (a permutation per job, `--seed`; not CPython's).
     Legacy,
-    /// CPython 3.11 `set(set(keys))` order under `--python-hash-seed` (the bug, exactly).
+    /// What vLLM does today: CPython 3.11's `set(set(keys))` order under
+    /// `--python-hash-seed`.
     Cpython,
 }
 
@@ -51,7 +53,8 @@ pub struct Args {
     /// List the built-in scenarios (name, then a short description) and exit.
     #[arg(long)]
     pub list: bool,
-    /// Override the scenario's key order.
+    /// Override the scenario's key order: cpython = what vLLM does today, fixed = with the
+    /// proposed fix, legacy = a seeded stand-in for set order.
     #[arg(long, value_enum)]
     pub order: Option<OrderArg>,
     /// Override the scenario seed (also the legacy permutation seed).
@@ -90,7 +93,7 @@ pub fn load_scenario(arg: &str) -> anyhow::Result<Scenario> {
             ))
             .into());
         }
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(e) => return Err(BadInput(format!("cannot read {}: {e}", path.display())).into()),
     };
     Scenario::from_json(&text).map_err(|e| BadInput(format!("{}: {e}", path.display())).into())
 }
@@ -165,11 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(path) => {
             std::fs::write(path, &bytes).with_context(|| format!("writing {}", path.display()))?
         }
-        None => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)?;
-            out.flush()?;
-        }
+        None => crate::out::stdout(&bytes)?,
     }
     Ok(())
 }

@@ -3,7 +3,6 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use anyhow::Context as _;
 use kvscope_core::wire;
 
 use crate::exit::BadInput;
@@ -69,7 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let trace = match &args.trace {
         Some(p) => {
-            let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+            let bytes = crate::input::read(p)?;
             let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("trace");
             wire::read_trace(&bytes, stem)
                 .map_err(|e| BadInput(format!("{}: {e}", p.display())))?;
@@ -88,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(_) => format!("http://127.0.0.1:{port}/?url=/trace"),
         None => format!("http://127.0.0.1:{port}/"),
     };
-    println!("kvscope debugger: {url}");
+    crate::out::stdout(format!("kvscope debugger: {url}\n").as_bytes())?;
     eprintln!("serving {} (Ctrl-C to stop)", args.dist.display());
     for req in server.incoming_requests() {
         let method = req.method().clone();

@@ -17,6 +17,8 @@
 //! ```
 
 pub mod compare;
+mod identity;
+mod index;
 mod pairs;
 pub mod rules;
 mod run;
@@ -24,16 +26,15 @@ mod run;
 use serde::{Deserialize, Serialize};
 
 pub use compare::{compare, TraceDiff};
+pub(crate) use identity::BlockKeys;
+pub(crate) use index::IndexBuilder;
+pub use index::{BatchOrder, EventIndex, EventLoc, Job, JobEvidence};
 pub use pairs::SortedPairs;
 pub use rules::{Level, Rule, RuleError, RuleLevels};
-pub(crate) use run::{Interner, Recorder, Run, Stage};
+pub(crate) use run::{Recorder, Run, Stage};
 
-use crate::consumers::{
-    str_hash, ConsumerConfig, ConsumerKind, EventCtx, EventVerdict, HashChain, Resolution,
-    VerdictKind,
-};
-use crate::event::{KvEvent, Tier};
-use crate::trace::{ProvenanceKind, Trace, TraceRecord};
+use crate::consumers::{ConsumerConfig, ConsumerKind, EventVerdict, Resolution, VerdictKind};
+use crate::trace::{Trace, TraceRecord};
 
 /// What to analyse and how.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +46,28 @@ pub struct AnalysisConfig {
     pub consumer_config: ConsumerConfig,
     /// Rule levels.
     pub rules: RuleLevels,
+    /// Number of workers (vLLM's `parallel_config.world_size`) that reported the trace's store
+    /// jobs: with `W` workers, jobs finishing in one step can come out with up to `W - 1`
+    /// descents (see [`BatchOrder`]). `None`: the trace header's `meta.world_size`, else 1.
+    pub workers: Option<u32>,
+}
+
+impl AnalysisConfig {
+    /// The worker count for `trace`: [`AnalysisConfig::workers`], else the header's
+    /// `meta.world_size`, else 1 (vLLM's default world size); at least 1.
+    pub fn workers_for(&self, trace: &Trace) -> u32 {
+        let from_header = || {
+            trace.records.iter().find_map(|r| match r {
+                TraceRecord::Header(h) => h
+                    .meta
+                    .get("world_size")
+                    .and_then(serde_json::Value::as_u64)
+                    .map(|w| u32::try_from(w).unwrap_or(u32::MAX)),
+                _ => None,
+            })
+        };
+        self.workers.or_else(from_header).unwrap_or(1).max(1)
+    }
 }
 
 impl Default for AnalysisConfig {
@@ -53,232 +76,8 @@ impl Default for AnalysisConfig {
             consumers: ConsumerKind::ALL.to_vec(),
             consumer_config: ConsumerConfig::default(),
             rules: RuleLevels::default(),
+            workers: None,
         }
-    }
-}
-
-/// Where one delivered event sits in the trace (compact: 24 bytes per event).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EventLoc {
-    /// Index of the batch record in `Trace::records`.
-    pub record: u32,
-    /// 0-based index of the event in its batch.
-    pub pos: u32,
-    /// Interned source id (see [`EventIndex::sources`]).
-    pub source: u32,
-    /// Interned tier id (see [`EventIndex::tiers`]).
-    pub tier: u32,
-    /// DP rank (0 when absent).
-    pub dp_rank: u32,
-    /// Interned job id (see [`EventIndex::jobs`]), `u32::MAX` for none (GPU events).
-    pub job: u32,
-}
-
-/// The flat, global index of a trace's delivered events.
-#[derive(Clone, Debug, Default)]
-pub struct EventIndex {
-    /// One entry per event, in delivery order.
-    pub events: Vec<EventLoc>,
-    /// Source names by id.
-    pub sources: Vec<String>,
-    /// Tiers by id.
-    pub tiers: Vec<Tier>,
-    /// Jobs by id.
-    pub jobs: Vec<Job>,
-    /// Engine block size per source id: the `block_size` of the source's first `BlockStored`
-    /// that carries tokens (what `auto` router block sizes resolve to).
-    pub engine_block_sizes: Vec<Option<u32>>,
-}
-
-/// A transfer job: explicit (provenance `job_id`) or inferred (a batch's run of consecutive
-/// same-medium connector events).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Job {
-    /// Interned id.
-    pub id: u32,
-    /// The provenance job id, when explicit.
-    pub job_id: Option<u64>,
-    /// True when inferred from batch structure (no provenance).
-    pub inferred: bool,
-    /// Source name.
-    pub source: String,
-    /// Tier label.
-    pub tier: String,
-    /// Provenance kind of its first event, when known.
-    pub kind: Option<ProvenanceKind>,
-    /// Global index of its first event.
-    pub first_event: usize,
-    /// Global index of its last event.
-    pub last_event: usize,
-    /// Number of events.
-    pub events: usize,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum JobKey {
-    Explicit(u32, u32, u64),
-    Inferred(u32, u32),
-}
-
-/// Builds an [`EventIndex`] record by record (resumable, see [`Run`]).
-#[derive(Default)]
-pub(crate) struct IndexBuilder {
-    pub(crate) idx: EventIndex,
-    /// Source ids by name hash.
-    sources: HashChain,
-    /// Job ids by key hash, and each job's key.
-    jobs: HashChain,
-    job_keys: Vec<JobKey>,
-}
-
-impl IndexBuilder {
-    /// Index batch record `ri`.
-    pub(crate) fn batch(&mut self, ri: usize, b: &crate::trace::TraceBatch) {
-        let idx = &mut self.idx;
-        let sh = str_hash(&b.source);
-        let found = self.sources.find(sh, |id| {
-            idx.sources.get(id as usize).map(String::as_str) == Some(b.source.as_str())
-        });
-        let sid = match found {
-            Some(id) => id,
-            None => {
-                let id = idx.sources.len() as u32;
-                idx.sources.push(b.source.clone());
-                idx.engine_block_sizes.push(None);
-                self.sources.push(sh, id);
-                id
-            }
-        };
-        let mut run = 0u32;
-        let mut prev_medium: Option<Option<&str>> = None;
-        for (pos, ev) in b.events.iter().enumerate() {
-            if let KvEvent::BlockStored(st) = ev {
-                if !st.token_ids.is_empty() {
-                    if let Some(slot @ None) = idx.engine_block_sizes.get_mut(sid as usize) {
-                        *slot = Some(st.block_size);
-                    }
-                }
-            }
-            let prov = b.provenance.as_ref().and_then(|p| p.get(pos));
-            let tier = match ev.tier() {
-                Some(Tier::Storage(None)) => match prov {
-                    Some(p) if p.tier.starts_with("STORAGE") => {
-                        Tier::Storage(p.tier.split_once(':').map(|x| x.1.to_owned()))
-                    }
-                    _ => Tier::Storage(None),
-                },
-                Some(t) => t,
-                None => Tier::Gpu,
-            };
-            // A trace has a handful of tiers: a linear search, no hash map type of its own.
-            let tid = match idx.tiers.iter().position(|t| *t == tier) {
-                Some(id) => id as u32,
-                None => {
-                    idx.tiers.push(tier.clone());
-                    (idx.tiers.len() - 1) as u32
-                }
-            };
-            let medium = ev.medium();
-            if prev_medium != Some(medium) {
-                run += 1;
-                prev_medium = Some(medium);
-            }
-            let key = match prov.and_then(|p| p.job_id) {
-                Some(j) => Some(JobKey::Explicit(sid, tid, j)),
-                None if prov.is_none()
-                    && tier != Tier::Gpu
-                    && !matches!(ev, KvEvent::AllBlocksCleared) =>
-                {
-                    Some(JobKey::Inferred(ri as u32, run))
-                }
-                None => None,
-            };
-            let gi = idx.events.len();
-            let job = match key {
-                None => u32::MAX,
-                Some(k) => {
-                    let inferred = matches!(k, JobKey::Inferred(..));
-                    let kh = {
-                        use std::hash::BuildHasher;
-                        rustc_hash::FxBuildHasher.hash_one(&k)
-                    };
-                    let keys = &self.job_keys;
-                    let found = self.jobs.find(kh, |id| keys.get(id as usize) == Some(&k));
-                    let id = found.unwrap_or_else(|| {
-                        let id = idx.jobs.len() as u32;
-                        self.jobs.push(kh, id);
-                        self.job_keys.push(k);
-                        idx.jobs.push(Job {
-                            id: idx.jobs.len() as u32,
-                            job_id: prov.and_then(|p| p.job_id),
-                            inferred,
-                            source: b.source.clone(),
-                            tier: tier.label(),
-                            kind: prov.map(|p| p.kind),
-                            first_event: gi,
-                            last_event: gi,
-                            events: 0,
-                        });
-                        (idx.jobs.len() - 1) as u32
-                    });
-                    if let Some(j) = idx.jobs.get_mut(id as usize) {
-                        j.last_event = gi;
-                        j.events += 1;
-                    }
-                    id
-                }
-            };
-            idx.events.push(EventLoc {
-                record: ri as u32,
-                pos: pos as u32,
-                source: sid,
-                tier: tid,
-                dp_rank: b.dp_rank.unwrap_or(0),
-                job,
-            });
-        }
-    }
-}
-
-impl EventIndex {
-    /// Build the index (interning sources, tiers and jobs).
-    pub fn build(trace: &Trace) -> EventIndex {
-        let mut b = IndexBuilder::default();
-        for (ri, rec) in trace.records.iter().enumerate() {
-            if let TraceRecord::Batch(batch) = rec {
-                b.batch(ri, batch);
-            }
-        }
-        b.idx
-    }
-
-    /// The event at a global index.
-    pub fn event<'t>(
-        &self,
-        trace: &'t Trace,
-        i: usize,
-    ) -> Option<(&'t crate::trace::TraceBatch, &'t KvEvent)> {
-        let loc = self.events.get(i)?;
-        match trace.records.get(loc.record as usize)? {
-            TraceRecord::Batch(b) => b.events.get(loc.pos as usize).map(|e| (b, e)),
-            _ => None,
-        }
-    }
-
-    /// The consumer context of event `i`.
-    pub fn ctx<'t>(&self, trace: &'t Trace, i: usize) -> Option<(EventCtx<'t>, &'t KvEvent)> {
-        let loc = self.events.get(i)?;
-        let (b, ev) = self.event(trace, i)?;
-        let ctx = EventCtx {
-            index: i,
-            source: loc.source,
-            dp_rank: loc.dp_rank,
-            seq: b.seq,
-            tier: loc.tier,
-            provenance: b.provenance.as_ref().and_then(|p| p.get(loc.pos as usize)),
-            batch: &b.events,
-        };
-        Some((ctx, ev))
     }
 }
 
@@ -289,7 +88,8 @@ pub struct Finding {
     pub rule: Rule,
     /// Its level in this run.
     pub level: Level,
-    /// Global index of the offending event (the child, the removal, the batch after a gap).
+    /// Global index of the offending event (the child, the removal; for a gap, the first event
+    /// at or after the batch that follows it: the event count when no event follows).
     pub event: usize,
     /// 1-based JSONL line / msgpack batch number of that event (0 when not tied to an event).
     pub line: u64,
@@ -308,6 +108,12 @@ pub struct Finding {
     /// Whether the job classification was inferred (no provenance).
     #[serde(default)]
     pub inferred: bool,
+    /// Child-before-parent findings: the class of the inversion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<ReorderClass>,
+    /// Child-before-parent findings: what the class rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
     /// Human-readable detail.
     pub message: String,
     /// Per consumer: the event's final verdict.
@@ -316,6 +122,156 @@ pub struct Finding {
     /// Per consumer: how many later events were lost because this one was dropped.
     #[serde(default)]
     pub cascade: SortedPairs<String, usize>,
+}
+
+impl Finding {
+    /// A finding of `rule` at event `event`, at the rule's default level (the configured level
+    /// is applied when the run finishes); the other fields are set by the builder methods.
+    pub(crate) fn new(rule: Rule, event: usize, message: String) -> Finding {
+        Finding {
+            rule,
+            level: rule.default_level(),
+            event,
+            line: 0,
+            index: 0,
+            source: String::new(),
+            hashes: Vec::new(),
+            parent: None,
+            related_event: None,
+            inferred: false,
+            class: None,
+            evidence: None,
+            message,
+            verdicts: SortedPairs::new(),
+            cascade: SortedPairs::new(),
+        }
+    }
+
+    /// Its batch's line (or batch number) and its position in the batch.
+    pub(crate) fn at(mut self, line: u64, index: usize) -> Finding {
+        self.line = line;
+        self.index = index;
+        self
+    }
+
+    /// Its source name.
+    pub(crate) fn source(mut self, source: &str) -> Finding {
+        source.clone_into(&mut self.source);
+        self
+    }
+
+    /// The hashes concerned.
+    pub(crate) fn hashes(mut self, hashes: Vec<u64>) -> Finding {
+        self.hashes = hashes;
+        self
+    }
+
+    /// The parent concerned.
+    pub(crate) fn parent(self, parent: u64) -> Finding {
+        self.parent_opt(Some(parent))
+    }
+
+    /// The parent concerned, if any.
+    pub(crate) fn parent_opt(mut self, parent: Option<u64>) -> Finding {
+        self.parent = parent;
+        self
+    }
+
+    /// The related event (the later parent store of a reorder).
+    pub(crate) fn related(mut self, event: usize) -> Finding {
+        self.related_event = Some(event);
+        self
+    }
+
+    /// Whether the job classification was inferred.
+    pub(crate) fn inferred(mut self, inferred: bool) -> Finding {
+        self.inferred = inferred;
+        self
+    }
+
+    /// The class of a child-before-parent finding and its evidence.
+    pub(crate) fn classed(mut self, class: ReorderClass, evidence: Evidence) -> Finding {
+        self.class = Some(class);
+        self.evidence = Some(evidence);
+        self
+    }
+}
+
+/// The class of a child-before-parent inversion (each has its rule, [`ReorderClass::rule`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReorderClass {
+    /// Child and parent in one transfer job of one lane.
+    InJob,
+    /// Parent in a later job of the same lane.
+    AcrossJobs,
+    /// Same lane and batch; the evidence cannot tell one job from several.
+    Ambiguous,
+    /// The parent only came later in another tier of the same engine.
+    CrossTier,
+    /// The parent only came later from another engine (source or DP rank).
+    CrossSource,
+    /// A promotion job delivers the child or the parent.
+    Promotion,
+}
+
+impl ReorderClass {
+    /// The class's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReorderClass::InJob => "in-job",
+            ReorderClass::AcrossJobs => "across-jobs",
+            ReorderClass::Ambiguous => "ambiguous",
+            ReorderClass::CrossTier => "cross-tier",
+            ReorderClass::CrossSource => "cross-source",
+            ReorderClass::Promotion => "promotion",
+        }
+    }
+
+    /// The rule that reports this class.
+    pub fn rule(self) -> Rule {
+        match self {
+            ReorderClass::InJob => Rule::ChildBeforeParentInJob,
+            ReorderClass::AcrossJobs => Rule::ChildBeforeParentAcrossJobs,
+            ReorderClass::Ambiguous => Rule::ChildBeforeParentAmbiguous,
+            ReorderClass::CrossTier => Rule::CrossTierReorder,
+            ReorderClass::CrossSource => Rule::CrossSourceReorder,
+            ReorderClass::Promotion => Rule::PromotionReorder,
+        }
+    }
+}
+
+/// What the class of a child-before-parent finding rests on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Evidence {
+    /// Provenance job ids of the child and the parent.
+    Provenance,
+    /// The GPU-tier events that partition the connector events into store jobs.
+    GpuEvents,
+    /// The order of the request's runs in the batch against the worker count (see
+    /// [`BatchOrder`]).
+    BatchOrder,
+    /// Child and parent in different batches (a job's events are published in one batch).
+    SeparateBatches,
+    /// Neither is in a transfer job (GPU-tier events: one per request, group and step).
+    NoJob,
+    /// The lanes that held the parent (cross-tier, cross-source, promotion).
+    Lanes,
+}
+
+impl Evidence {
+    /// The evidence's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Evidence::Provenance => "provenance",
+            Evidence::GpuEvents => "gpu-events",
+            Evidence::BatchOrder => "batch-order",
+            Evidence::SeparateBatches => "separate-batches",
+            Evidence::NoJob => "no-job",
+            Evidence::Lanes => "lanes",
+        }
+    }
 }
 
 /// A prefix a consumer can no longer route to: a lost event whose loss was not caused by an

@@ -1,4 +1,5 @@
-//! Discriminating scenarios (reference `kv-event-consumers.md` §8.3) and ordering tests.
+//! Discriminating scenarios (traces on which the router models disagree, `docs/consumers.md`)
+//! and ordering tests.
 
 use super::*;
 use crate::consumers::testkit::{batch, batch_with_jobs, h, removed, stored, trace};
@@ -787,4 +788,53 @@ fn recovered_gap_is_not_deny() {
     let a = run(&restart);
     assert_eq!(a.count(Rule::SeqGap), 1);
     assert!(a.has_deny());
+}
+
+#[test]
+fn gaps_between_empty_batches_are_seq_gaps() {
+    // Regression: batches with seq 0, 2, 4, ... and no events hid their gaps (an empty batch
+    // was checked only once an event followed, under that event's source).
+    let t = trace((0..5).map(|k| batch("a", 2 * k, vec![])).collect());
+    let a = run(&t);
+    let gaps: Vec<&Finding> = a
+        .findings
+        .iter()
+        .filter(|f| f.rule == Rule::SeqGap)
+        .collect();
+    assert_eq!(gaps.len(), 4, "{:?}", a.findings);
+    assert!(gaps
+        .iter()
+        .all(|f| f.level == Level::Deny && f.source == "a"));
+    assert_eq!(
+        gaps[0].message,
+        "dp_rank 0: expected seq 1, got 2 (1 batch(es) missing)"
+    );
+    assert!(a.has_deny());
+    // An empty batch of one source followed by another source's events is checked under its
+    // own source: "b" 0, 1 and "a" 0, 1 in order have no gap.
+    let t = trace(vec![
+        batch("b", 0, vec![]),
+        batch("a", 0, vec![stored(&[1], None, GPU, 16)]),
+        batch("b", 1, vec![]),
+        batch("a", 1, vec![stored(&[2], Some(1), GPU, 16)]),
+    ]);
+    assert_eq!(run(&t).count(Rule::SeqGap), 0);
+}
+
+#[test]
+fn gap_records_name_the_rank_as_a_number() {
+    let mut records = vec![batch("a", 0, vec![stored(&[1], None, GPU, 16)])];
+    records.push(TraceRecord::Gap(SeqGap {
+        source: "a".into(),
+        dp_rank: Some(3),
+        expected_seq: 1,
+        received_seq: 4,
+        recovered: false,
+    }));
+    let a = run(&trace(records));
+    let f = a.findings.iter().find(|f| f.rule == Rule::SeqGap).unwrap();
+    assert_eq!(
+        f.message,
+        "gap record: dp_rank 3: expected seq 1, received 4 (not recovered)"
+    );
 }

@@ -38,11 +38,6 @@ impl Interner {
     pub(crate) fn hash(&self, id: u32) -> Option<u64> {
         self.hashes.get(id as usize).copied()
     }
-
-    /// Approximate heap bytes.
-    pub(crate) fn bytes(&self) -> usize {
-        self.ids.capacity() * 13 + self.hashes.capacity() * 8
-    }
 }
 
 /// The dense ids of one event's blocks (in block order) and of its parent, with the blocks'

@@ -272,7 +272,7 @@ pub fn set_order(keys: &[OffloadKey], python_hash_seed: u32) -> Vec<OffloadKey> 
 /// Iteration order of `set(set(keys))` in CPython 3.11 under `PYTHONHASHSEED=python_hash_seed`:
 /// the order in which the legacy scheduler's `complete_store` walked `TransferJobStatus.keys`
 /// (`keys=set(keys_to_store)` with `keys_to_store = set(store_output.keys_to_store)`, see
-/// `vllm-kv-events.md` Appendix item 1). Duplicates in `keys` collapse.
+/// `docs/vllm-offloading.md`, fact 4). Duplicates in `keys` collapse.
 pub fn set_of_set_order(keys: &[OffloadKey], python_hash_seed: u32) -> Vec<OffloadKey> {
     let hasher = PyBytesHasher::new(python_hash_seed);
     let first = PySet::from_iter(keys, &hasher);
@@ -481,10 +481,10 @@ mod tests {
         }
     }
 
-    /// vllm-kv-events.md Appendix item 1: with `PYTHONHASHSEED=0`, the eight chunks of a
+    /// `docs/vllm-offloading.md`, fact 4: with `PYTHONHASHSEED=0`, the eight chunks of a
     /// 32-token request (block_size 4, tokens 1..=32) iterate as [3, 4, 0, 1, 5, 6, 7, 2].
     #[test]
-    fn reference_vector_32_tokens_seed_0() {
+    fn observed_vector_32_tokens_seed_0() {
         let tokens: Vec<_> = (1..=32).collect();
         let keys: Vec<OffloadKey> = request_block_hashes(
             &none_hash("vllm-none-hash"),

@@ -1,16 +1,18 @@
 //! How a transfer job's keys are ordered when `complete_store` receives them.
 //!
-//! * [`OrderMode::Fixed`]: the fix, prefix order de-duplicated ([`crate::keys::JobKeys`]).
-//! * [`OrderMode::Legacy`]: a seeded deterministic permutation, standing in for the
-//!   unspecified order of the old `set[OffloadKey]`.
-//! * [`OrderMode::CPython`]: CPython 3.11's exact iteration order of `set(set(keys))` for
-//!   36-byte `bytes` keys under a given `PYTHONHASHSEED` (see [`cpython`]).
+//! * [`OrderMode::CPython`] (`cpython`): what vLLM does today, CPython 3.11's exact iteration
+//!   order of `set(set(keys))` for 36-byte `bytes` keys under a given `PYTHONHASHSEED` (see
+//!   [`cpython`]).
+//! * [`OrderMode::Fixed`] (`fixed`): vLLM with the proposed key-order fix (not merged
+//!   upstream), prefix order de-duplicated ([`crate::keys::JobKeys`]).
+//! * [`OrderMode::Legacy`] (`legacy`): a seeded stand-in for set order, a deterministic
+//!   permutation per job (any seed; not CPython's order).
 //!
 //! Upstream: `TransferJobStatus.keys` in
-//! `vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py` was
-//! `set(set(store_output.keys_to_store))` before the fix and is an insertion-ordered,
-//! de-duplicated collection after it; `complete_store` emits one `BlockStored` per key in that
-//! order (`vllm-kv-events.md` §2 and Appendix item 1).
+//! `vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py` is
+//! `set(set(store_output.keys_to_store))`; the proposed fix makes it an insertion-ordered,
+//! de-duplicated collection; `complete_store` emits one `BlockStored` per key in that order
+//! (`docs/vllm-offloading.md`, fact 4).
 
 pub mod cpython;
 pub mod legacy;
@@ -24,14 +26,15 @@ use crate::keys::{JobKeys, OffloadKey};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case", try_from = "OrderRepr")]
 pub enum OrderMode {
-    /// Prefix order, de-duplicated, first occurrence kept (the fix).
+    /// vLLM with the proposed key-order fix (not merged upstream): prefix order,
+    /// de-duplicated, first occurrence kept.
     Fixed,
-    /// The bug, as a seeded permutation of the de-duplicated keys (any seed).
+    /// A seeded stand-in for set order: a permutation of the de-duplicated keys (any seed).
     Legacy {
         /// Permutation seed (combined with the job id so jobs differ).
         seed: u64,
     },
-    /// The bug, exactly as CPython 3.11 iterates `set(set(keys_to_store))`.
+    /// What vLLM does today: exactly as CPython 3.11 iterates `set(set(keys_to_store))`.
     #[serde(rename = "cpython")]
     CPython {
         /// `PYTHONHASHSEED` (0 = hash randomisation off, zero SipHash key).

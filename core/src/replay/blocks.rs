@@ -2,7 +2,7 @@
 //! children (in first-store order) and every event that named it, indexed by the analysis'
 //! dense block ids (no per-block hash map or vector: flat arrays and intrusive lists).
 
-use crate::analysis::Interner;
+use crate::analysis::BlockKeys;
 
 /// "No event / no block".
 const NONE: u32 = u32::MAX;
@@ -23,7 +23,7 @@ const EMPTY: Ends = Ends {
 #[derive(Default)]
 pub(super) struct BlockTables {
     /// Hash ↔ id.
-    pub(super) interner: Interner,
+    pub(super) interner: BlockKeys,
     /// By id: `(event of the first store, parent id)`, [`NONE`] when absent.
     first_store: Vec<(u32, u32)>,
     /// Number of distinct blocks stored so far.
@@ -91,32 +91,32 @@ impl BlockTables {
     }
 
     /// `(event, parent hash)` of the first store of `hash`.
-    pub(super) fn first_store(&self, hash: u64) -> Option<(usize, Option<u64>)> {
-        let id = self.interner.get(hash)?;
+    pub(super) fn first_store(&self, group: u32, hash: u64) -> Option<(usize, Option<u64>)> {
+        let id = self.interner.get(group, hash)?;
         let (e, p) = *self.first_store.get(id as usize)?;
-        (e != NONE).then(|| (e as usize, self.interner.hash(p)))
+        (e != NONE).then(|| (e as usize, self.interner.key(p).map(|k| k.1)))
     }
 
     /// Children of `hash` (hashes, in first-store order).
-    pub(super) fn children(&self, hash: u64) -> impl Iterator<Item = u64> + '_ {
+    pub(super) fn children(&self, group: u32, hash: u64) -> impl Iterator<Item = u64> + '_ {
         let mut next = self
             .interner
-            .get(hash)
+            .get(group, hash)
             .and_then(|id| self.children.get(id as usize))
             .map_or(NONE, |e| e.first);
         std::iter::from_fn(move || {
             let id = next;
-            let h = self.interner.hash(id)?;
+            let h = self.interner.key(id)?.1;
             next = self.next_sibling.get(id as usize).copied().unwrap_or(NONE);
             Some(h)
         })
     }
 
     /// Events naming `hash`, in order.
-    pub(super) fn touches(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
+    pub(super) fn touches(&self, group: u32, hash: u64) -> impl Iterator<Item = usize> + '_ {
         let mut next = self
             .interner
-            .get(hash)
+            .get(group, hash)
             .and_then(|id| self.touches.get(id as usize))
             .map_or(NONE, |e| e.first);
         std::iter::from_fn(move || {

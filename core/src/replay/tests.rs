@@ -5,6 +5,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::consumers::testkit::{batch, h, removed, stored, trace};
 use crate::consumers::{AnyConsumer, Consumer, EventIds, Interner};
+use crate::event::KvEvent;
+use crate::trace::TraceRecord;
 
 #[derive(Clone, Debug)]
 enum Op {

@@ -52,12 +52,20 @@ pub const BUILTINS: &[Builtin] = &[
         "two workers: store jobs of one step completing reversed"
     ),
     builtin!(
+        "two-workers-late-report",
+        "two workers, worker 1 reports job 0 late: job 1 completes first (fixed order)"
+    ),
+    builtin!(
+        "two-workers-late-report-cpython",
+        "the same late report in cpython order (what vLLM does today)"
+    ),
+    builtin!(
         "two-pods-dp",
         "two pods, one with two DP ranks, interleaved"
     ),
     builtin!(
         "legacy-vs-fixed",
-        "demo: the same requests in cpython (bug) order; use --order to flip"
+        "demo: two requests in cpython order (what vLLM does today); --order fixed shows the proposed fix"
     ),
 ];
 

@@ -9,8 +9,10 @@
 
 pub mod builtin;
 mod overrides;
+mod validate;
 
 pub use overrides::{OrderChoice, Overrides};
+pub use validate::limits;
 
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +33,8 @@ pub struct Scenario {
     /// Seed for generated token ids, latencies, worker lag and legacy permutations.
     #[serde(default)]
     pub seed: u64,
-    /// How a store job's keys are ordered at `complete_store` (the fix or the bug).
+    /// How a store job's keys are ordered at `complete_store`: `cpython` (what vLLM does
+    /// today), `fixed` (the proposed fix) or `legacy` (a seeded stand-in for set order).
     #[serde(default = "default_order")]
     pub order: OrderMode,
     /// Block hashing options.
@@ -93,6 +96,10 @@ pub struct Scenario {
     /// Safety limit on engine steps per engine.
     #[serde(default = "default_max_steps")]
     pub max_steps: u64,
+    /// Run exactly this many engine steps per engine with generated scheduling (requests
+    /// need not finish; jobs still in flight at the end publish nothing).
+    #[serde(default)]
+    pub num_steps: Option<u64>,
 }
 
 /// Block hashing options (`prefix_caching_hash_algo = sha256_cbor` only).
@@ -177,7 +184,7 @@ pub struct CpuConfig {
     /// Pop tracker metadata on CPU removal. Default `true`: vLLM 0.28.0 pops unconditionally
     /// and 0.29.0 pops when the last residency goes (`tests/fixtures/vllm/README.md`, finding
     /// 2). `false` models the ~2026-08-03 source whose `event.medium == MEDIUM_CPU` test never
-    /// matched (reference §3.6).
+    /// matched.
     #[serde(default = "yes")]
     pub pop_metadata_on_removal: bool,
 }
@@ -223,7 +230,7 @@ pub struct SecondaryTierConfig {
 #[serde(deny_unknown_fields)]
 pub struct CompletionConfig {
     /// `same_step` (the job completes in the step that created it) or `next_step` (the
-    /// worker reports at the next step, Appendix 3).
+    /// worker reports at the next step, `docs/vllm-offloading.md` fact 10).
     #[serde(default)]
     pub timing: CompletionTiming,
     /// Number of workers (`parallel_config.world_size`): each must report a job.
@@ -232,6 +239,28 @@ pub struct CompletionConfig {
     /// With `workers > 1`: probability that a worker reports a job one step late.
     #[serde(default = "half")]
     pub worker_lag_probability: f64,
+    /// Explicit worker reports: worker W reports job J at global step S (the others keep
+    /// the default timing).
+    #[serde(default)]
+    pub reports: Vec<WorkerReport>,
+}
+
+/// One worker's report of one job (`completion.reports[]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerReport {
+    /// The connector's job id (one counter for loads and stores, from 0 per engine).
+    pub job: u64,
+    /// 0-based worker index (not a DP rank), below `completion.workers`.
+    pub worker: u32,
+    /// Global step whose `update_connector_output` receives the report.
+    pub step: u64,
+    /// The engine's `source` (required when the scenario has `engines`).
+    #[serde(default)]
+    pub source: Option<String>,
+    /// The engine's `dp_rank` (with `source`; default 0).
+    #[serde(default)]
+    pub dp_rank: u32,
 }
 
 impl Default for CompletionConfig {
@@ -240,6 +269,7 @@ impl Default for CompletionConfig {
             timing: CompletionTiming::SameStep,
             workers: 1,
             worker_lag_probability: 0.5,
+            reports: Vec::new(),
         }
     }
 }
@@ -379,7 +409,7 @@ pub struct ScenarioError {
 }
 
 impl ScenarioError {
-    fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         ScenarioError {
             position: None,
             message: message.into(),
@@ -422,123 +452,7 @@ impl Scenario {
             self.engines.clone()
         }
     }
-
-    /// Check cross-field constraints.
-    pub fn validate(&self) -> Result<(), ScenarioError> {
-        let bad = |m: String| Err(ScenarioError::invalid(m));
-        if self.block_size == 0 {
-            return bad("block_size must be positive".into());
-        }
-        if self.blocks_per_chunk == 0 {
-            return bad("blocks_per_chunk must be positive".into());
-        }
-        if u64::from(self.block_size) * u64::from(self.blocks_per_chunk) > MAX_TOKENS_PER_CHUNK {
-            return bad(format!(
-                "block_size * blocks_per_chunk must be at most {MAX_TOKENS_PER_CHUNK}"
-            ));
-        }
-        if self.groups.is_empty() {
-            return bad("groups must not be empty".into());
-        }
-        if self.completion.workers == 0 {
-            return bad("completion.workers must be positive".into());
-        }
-        if !self.ts_start.is_finite() || !self.ts_step.is_finite() {
-            return bad("ts_start and ts_step must be finite".into());
-        }
-        for p in [self.completion.worker_lag_probability]
-            .into_iter()
-            .chain(self.secondary_tiers.iter().map(|t| t.failure_probability))
-        {
-            if !(0.0..=1.0).contains(&p) {
-                return bad(format!("probability {p} is outside [0, 1]"));
-            }
-        }
-        if self.scheduler.max_num_batched_tokens == 0 || self.scheduler.max_num_seqs == 0 {
-            return bad(
-                "scheduler.max_num_batched_tokens and max_num_seqs must be positive".into(),
-            );
-        }
-        if self.scheduler.vocab_size == 0 {
-            return bad("scheduler.vocab_size must be positive".into());
-        }
-        let mut tier_names = std::collections::HashSet::new();
-        for t in &self.secondary_tiers {
-            if !tier_names.insert(t.name.as_str()) {
-                return bad(format!("duplicate secondary tier name {:?}", t.name));
-            }
-            if t.min_latency_steps == 0 || t.max_latency_steps < t.min_latency_steps {
-                return bad(format!(
-                    "tier {:?}: need 1 <= min_latency_steps <= max_latency_steps",
-                    t.name
-                ));
-            }
-        }
-        for g in &self.groups {
-            if g.kind == GroupKind::SlidingWindow && g.sliding_window.unwrap_or(0) == 0 {
-                return bad("sliding_window groups need a positive sliding_window".into());
-            }
-        }
-        let mut publishers = std::collections::HashSet::new();
-        for engine in self.engine_specs() {
-            if !publishers.insert((engine.source.clone(), engine.dp_rank)) {
-                return bad(format!(
-                    "two engines publish as source {:?} dp_rank {}",
-                    engine.source, engine.dp_rank
-                ));
-            }
-            let mut ids: Vec<&str> = Vec::new();
-            for r in &engine.requests {
-                if ids.contains(&r.id.as_str()) {
-                    return bad(format!("duplicate request id {:?}", r.id));
-                }
-                if let Some(p) = &r.shared_prefix {
-                    if !ids.contains(&p.request.as_str()) {
-                        return bad(format!(
-                            "request {:?}: shared_prefix names {:?}, which is not declared before it",
-                            r.id, p.request
-                        ));
-                    }
-                }
-                let explicit_len = r.token_ids.as_ref().map_or(0, Vec::len) as u64;
-                let outputs = r
-                    .output_token_ids
-                    .as_ref()
-                    .map_or(u64::from(r.max_tokens), |o| o.len() as u64);
-                if u64::from(r.prompt_len.unwrap_or(0)).max(explicit_len) > MAX_REQUEST_TOKENS
-                    || outputs > MAX_REQUEST_TOKENS
-                {
-                    return bad(format!(
-                        "request {:?}: prompts and outputs are limited to {MAX_REQUEST_TOKENS} tokens",
-                        r.id
-                    ));
-                }
-                if r.token_ids.is_none() && r.prompt_len.is_none() && r.shared_prefix.is_none() {
-                    return bad(format!(
-                        "request {:?} needs token_ids, prompt_len or shared_prefix",
-                        r.id
-                    ));
-                }
-                ids.push(&r.id);
-            }
-            if let Some(steps) = &engine.steps {
-                for (i, s) in steps.iter().enumerate() {
-                    for id in s.schedule.keys().chain(s.finish.iter()) {
-                        if !ids.contains(&id.as_str()) {
-                            return bad(format!("steps[{i}] names unknown request {id:?}"));
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
 }
-
-/// Largest `block_size * blocks_per_chunk` accepted.
-pub const MAX_TOKENS_PER_CHUNK: u64 = 1 << 20;
-/// Largest prompt (and output) length of one request accepted.
-pub const MAX_REQUEST_TOKENS: u64 = 1 << 24;
 
 fn default_order() -> OrderMode {
     OrderMode::Fixed

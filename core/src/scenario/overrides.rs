@@ -7,11 +7,11 @@ use crate::order::OrderMode;
 /// Which family of key order to use; the seeds come from [`Overrides`] or the scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OrderChoice {
-    /// Prefix order (the fix).
+    /// vLLM with the proposed key-order fix (prefix order; not merged upstream).
     Fixed,
-    /// Seeded permutation, seeded from the scenario seed.
+    /// A seeded stand-in for set order (a permutation seeded from the scenario seed).
     Legacy,
-    /// CPython 3.11 `set` order under `PYTHONHASHSEED`.
+    /// What vLLM does today: CPython 3.11 `set` order under `PYTHONHASHSEED`.
     CPython,
 }
 

@@ -4,7 +4,7 @@
 //! (upstream, ~August 2026):
 //! * `prepare_store(keys)`: `keys_to_store` = keys not in the policy, **in caller order**
 //!   (duplicates that are both absent are both kept: slots are allocated per occurrence,
-//!   Appendix 11); if more slots are needed than are free, `policy.evict(n, protected =
+//!   `docs/vllm-offloading.md`, fact 7); if more slots are needed than are free, `policy.evict(n, protected =
 //!   set(keys))` walks the evictable `OrderedDict` from the LRU end skipping protected keys;
 //!   all evicted keys → **one** raw `Removed` event appended at prepare time; `None` when the
 //!   evictable count or the unprotected candidates do not suffice (allocation failure).
@@ -17,11 +17,11 @@
 //!   unpins (`mark_evictable` on 1 → 0, i.e. moves the key to the MRU end).
 //! * `reset_cache()`: clears everything, no events.
 
-use std::collections::VecDeque;
-
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 
 use crate::keys::OffloadKey;
+
+use super::lru::LruPolicy;
 
 /// `LookupResult` (`vllm/v1/kv_offload/base.py`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,81 +43,6 @@ pub struct RawEvent {
     pub keys: Vec<OffloadKey>,
     /// `event.removed`.
     pub removed: bool,
-}
-
-/// The LRU policy state: `blocks` (key → ref_cnt) plus the evictable ordered dict.
-///
-/// The ordered dict is a queue of `(tick, key)` in tick order plus `ticks` (key → its current
-/// tick): an entry is live iff `ticks[key] == tick`; moving or removing a key just changes
-/// `ticks` and leaves a stale entry behind, dropped lazily. O(1) amortised per operation, and
-/// in wasm much smaller than an ordered tree map.
-#[derive(Clone, Debug, Default)]
-struct LruPolicy {
-    /// key → ref_cnt (−1 = store in flight, 0 = evictable, > 0 = pinned by loads).
-    blocks: FxHashMap<OffloadKey, i32>,
-    /// Evictable keys in LRU order (oldest tick first), with stale entries.
-    queue: VecDeque<(u64, OffloadKey)>,
-    /// Evictable key → its tick in `queue`.
-    ticks: FxHashMap<OffloadKey, u64>,
-    next_tick: u64,
-}
-
-impl LruPolicy {
-    fn push(&mut self, key: OffloadKey) -> u64 {
-        let t = self.next_tick;
-        self.next_tick += 1;
-        self.queue.push_back((t, key));
-        t
-    }
-
-    /// Evictable keys with their ticks, LRU first.
-    fn evictable(&self) -> impl Iterator<Item = &OffloadKey> + '_ {
-        self.queue
-            .iter()
-            .filter(|(t, k)| self.ticks.get(k) == Some(t))
-            .map(|(_, k)| k)
-    }
-
-    fn num_evictable(&self) -> usize {
-        self.ticks.len()
-    }
-
-    /// Drop stale entries at the front, and all of them once they outnumber the live ones.
-    fn compact(&mut self) {
-        let ticks = &self.ticks;
-        while let Some((t, k)) = self.queue.front() {
-            if ticks.get(k) == Some(t) {
-                break;
-            }
-            self.queue.pop_front();
-        }
-        if self.queue.len() > 2 * ticks.len() + 64 {
-            self.queue.retain(|(t, k)| ticks.get(k) == Some(t));
-        }
-    }
-
-    fn mark_evictable(&mut self, key: OffloadKey) {
-        // `evictable_blocks[key] = None`: an existing entry keeps its position.
-        if self.ticks.contains_key(&key) {
-            return;
-        }
-        let t = self.push(key);
-        self.ticks.insert(key, t);
-    }
-
-    fn mark_non_evictable(&mut self, key: &OffloadKey) {
-        if self.ticks.remove(key).is_some() {
-            self.compact();
-        }
-    }
-
-    fn move_to_end(&mut self, key: &OffloadKey) {
-        if self.ticks.contains_key(key) {
-            let t = self.push(*key);
-            self.ticks.insert(*key, t);
-            self.compact();
-        }
-    }
 }
 
 /// `CPUOffloadingManager` with LRU.
@@ -169,11 +94,11 @@ impl CpuManager {
 
     /// Evictable keys, LRU first.
     pub fn evictable_order(&self) -> Vec<OffloadKey> {
-        self.policy.evictable().copied().collect()
+        self.policy.evictable.iter().copied().collect()
     }
 
     fn num_evictable(&self) -> u64 {
-        self.policy.num_evictable() as u64
+        self.policy.evictable.len() as u64
     }
 
     /// `lookup(key)`.
@@ -209,7 +134,8 @@ impl CpuManager {
             let protected: FxHashSet<&OffloadKey> = keys.iter().collect();
             let candidates: Vec<OffloadKey> = self
                 .policy
-                .evictable()
+                .evictable
+                .iter()
                 .filter(|k| !protected.contains(k))
                 .take(n)
                 .copied()
@@ -218,11 +144,10 @@ impl CpuManager {
                 return None;
             }
             for k in candidates {
-                self.policy.ticks.remove(&k);
+                self.policy.evictable.remove(&k);
                 self.policy.blocks.remove(&k);
                 evicted.push(k);
             }
-            self.policy.compact();
             self.used -= n as u64;
             if self.events_enabled {
                 self.events.push(RawEvent {
@@ -373,43 +298,6 @@ mod tests {
         let stored = m.complete_store(&[k(1), k(2)]);
         assert_eq!(stored, vec![k(1), k(2)]);
         assert_eq!(m.used(), 3, "the duplicate's slot is never freed");
-    }
-
-    proptest::proptest! {
-        /// The lazy queue behaves like a plain ordered list (Python's `OrderedDict`).
-        #[test]
-        fn lru_queue_matches_an_ordered_list(ops in proptest::collection::vec((0u8..3, 0u8..6), 0..400)) {
-            let mut p = LruPolicy::default();
-            let mut model: Vec<OffloadKey> = Vec::new();
-            for (op, i) in ops {
-                let key = k(i);
-                let pos = model.iter().position(|m| *m == key);
-                match op {
-                    0 => {
-                        p.mark_evictable(key);
-                        if pos.is_none() {
-                            model.push(key);
-                        }
-                    }
-                    1 => {
-                        p.mark_non_evictable(&key);
-                        if let Some(i) = pos {
-                            model.remove(i);
-                        }
-                    }
-                    _ => {
-                        p.move_to_end(&key);
-                        if let Some(i) = pos {
-                            model.remove(i);
-                            model.push(key);
-                        }
-                    }
-                }
-                proptest::prop_assert_eq!(p.evictable().copied().collect::<Vec<_>>(), model.clone());
-                proptest::prop_assert_eq!(p.num_evictable(), model.len());
-                proptest::prop_assert!(p.queue.len() <= 2 * model.len() + 65);
-            }
-        }
     }
 
     #[test]

@@ -3,19 +3,26 @@
 //!
 //! Modelled from upstream vLLM (~August 2026; see `docs/scenario-format.md` for the list of
 //! behaviours and simplifications):
-//! * [`cpu`] — `vllm/v1/kv_offload/cpu/manager.py` + `cpu/policies/lru.py`;
+//! * [`cpu`] — `vllm/v1/kv_offload/cpu/manager.py`, with `lru` — `cpu/policies/lru.py`;
 //! * [`tracker`] — `vllm/distributed/kv_transfer/kv_connector/v1/offloading/events.py`;
-//! * [`engine`] — `.../offloading/scheduler.py` (`_build_store_jobs`, `_touch`, `_lookup`,
-//!   `update_state_after_alloc`, `update_connector_output`, `reset_cache`),
-//!   `vllm/v1/kv_offload/tiering/manager.py` (cascade, promotions, `take_events` by tier),
-//!   `vllm/v1/core/sched/scheduler.py` (batch order, one batch per step, GPU events first),
-//!   `.../offloading/common.py` (`OffloadingWorkerMetadata.aggregate`).
+//! * [`engine`] — one engine's state and its step (`vllm/v1/core/sched/scheduler.py`: batch
+//!   order, one batch per step, GPU events first), split by upstream class into `scheduler`
+//!   (`Scheduler.schedule`), `block_pool` (GPU prefix cache, `BlockPool` events), `connector`
+//!   (`.../offloading/scheduler.py`: `_build_store_jobs`, `_touch`, `_lookup`,
+//!   `update_state_after_alloc`, `update_connector_output`, `reset_cache`; worker reports
+//!   merged as `.../offloading/common.py` `OffloadingWorkerMetadata.aggregate`) and `tiering`
+//!   (`vllm/v1/kv_offload/tiering/manager.py`: cascade, promotions, `take_events` by tier).
 //!
 //! Deterministic: the same scenario (including its seed) gives the same trace.
 
+mod block_pool;
+mod connector;
 pub mod cpu;
 pub mod engine;
+mod lru;
 pub mod request;
+mod scheduler;
+mod tiering;
 pub mod tracker;
 
 use crate::scenario::{HashFormat, Scenario};
@@ -61,6 +68,9 @@ pub fn simulate_with_progress(
                 continue;
             }
             let out = e.step();
+            if let Some(err) = e.take_error() {
+                return Err(err);
+            }
             if out.events.is_empty() {
                 continue;
             }
@@ -84,6 +94,15 @@ pub fn simulate_with_progress(
         if steps_done > limit {
             return Err(SimError(format!(
                 "did not finish within max_steps = {limit} steps (a request never completes?)"
+            )));
+        }
+    }
+    for e in &engines {
+        if let Some((job, worker)) = e.unused_reports().first() {
+            let (source, dp_rank) = e.source();
+            return Err(SimError(format!(
+                "completion.reports: worker {worker} reports job {job} of engine {source:?} \
+                 dp_rank {dp_rank}, which never ran"
             )));
         }
     }

@@ -1,0 +1,295 @@
+//! `kvscope check`'s report in its three formats (`docs/cli.md`, check report):
+//!
+//! - **text**, for a person: a summary first (per rule: level, count, first occurrence; per
+//!   router: events and blocks lost, unreachable prefixes), then at most `--max-findings`
+//!   findings per rule, then how many more there are;
+//! - **json**, for programs: one compact JSON document, complete (every finding);
+//! - **github**: GitHub Actions workflow commands (`::error ...`, `::warning ...`), one per
+//!   shown finding, so `check` gates a CI job natively.
+//!
+//! The analysis decides; this module only renders what it found.
+
+use std::fmt::Write as _;
+
+use kvscope_core::analysis::{Analysis, Finding, Level, Rule};
+
+/// How many findings of each rule the text and github reports show: `Some(n)`, or `None` =
+/// all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxFindings(pub Option<usize>);
+
+impl Default for MaxFindings {
+    fn default() -> Self {
+        MaxFindings(Some(20))
+    }
+}
+
+/// Parse `--max-findings`: a number (0 = summary only) or `all`.
+pub fn parse_max_findings(s: &str) -> Result<MaxFindings, String> {
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(MaxFindings(None));
+    }
+    s.parse::<usize>()
+        .map(|n| MaxFindings(Some(n)))
+        .map_err(|_| format!("{s:?} is not a number of findings or `all`"))
+}
+
+/// Rules about whether the trace itself is whole (lost or recovered batches): what every
+/// other finding rests on, so they come first in the summary and the findings.
+fn is_precondition(rule: Rule) -> bool {
+    matches!(rule, Rule::SeqGap | Rule::SeqGapRecovered)
+}
+
+/// The rules in report order: preconditions first, then the analysis' own order.
+fn report_order() -> impl Iterator<Item = Rule> {
+    let pre = Rule::ALL.into_iter().filter(|r| is_precondition(*r));
+    pre.chain(Rule::ALL.into_iter().filter(|r| !is_precondition(*r)))
+}
+
+/// One rule's findings, in event order.
+struct RuleFindings<'a> {
+    rule: Rule,
+    level: Level,
+    findings: Vec<&'a Finding>,
+}
+
+/// The findings grouped per rule, in report order; rules without findings left out.
+fn by_rule(a: &Analysis) -> Vec<RuleFindings<'_>> {
+    report_order()
+        .filter_map(|rule| {
+            let findings: Vec<&Finding> = a.findings.iter().filter(|f| f.rule == rule).collect();
+            let level = findings.first()?.level;
+            Some(RuleFindings {
+                rule,
+                level,
+                findings,
+            })
+        })
+        .collect()
+}
+
+fn count(a: &Analysis, level: Level) -> usize {
+    a.findings.iter().filter(|f| f.level == level).count()
+}
+
+/// How many findings a rule shows and how many it leaves out.
+fn shown(max: MaxFindings, total: usize) -> (usize, usize) {
+    let n = max.0.map_or(total, |m| m.min(total));
+    (n, total - n)
+}
+
+fn level_word(l: Level) -> &'static str {
+    match l {
+        Level::Deny => "error",
+        Level::Warn => "warning",
+        Level::Allow => "allowed",
+    }
+}
+
+/// Where a finding is, in words: `line 3, event 2` (msgpack: `batch 3, event 2`).
+fn location(f: &Finding, msgpack: bool) -> String {
+    let unit = if msgpack { "batch" } else { "line" };
+    format!("{unit} {}, event {}", f.line, f.event)
+}
+
+fn render_finding(out: &mut String, f: &Finding, msgpack: bool) {
+    let _ = writeln!(
+        out,
+        "{}[{}]: {} (index {} in batch), source {:?}: {}",
+        level_word(f.level),
+        f.rule,
+        location(f, msgpack),
+        f.index,
+        f.source,
+        f.message
+    );
+    if !f.hashes.is_empty() || f.parent.is_some() {
+        let hashes: Vec<String> = f.hashes.iter().map(u64::to_string).collect();
+        let _ = write!(out, "    hashes: [{}]", hashes.join(", "));
+        if let Some(p) = f.parent {
+            let _ = write!(out, "  parent: {p}");
+        }
+        out.push('\n');
+    }
+    if !f.verdicts.is_empty() {
+        let parts: Vec<String> = f
+            .verdicts
+            .iter()
+            .map(|(c, v)| match f.cascade.get(c).copied().unwrap_or(0) {
+                0 => format!("{c}: {}", v.as_str()),
+                casc => format!("{c}: {} (cascade {casc})", v.as_str()),
+            })
+            .collect();
+        let _ = writeln!(out, "    consumers: {}", parts.join(", "));
+    }
+}
+
+/// The text report. `msgpack` says the input was a msgpack stream (locations are batch
+/// numbers, not lines).
+pub fn text(a: &Analysis, name: &str, msgpack: bool, max: MaxFindings) -> String {
+    let (deny, warn) = (count(a, Level::Deny), count(a, Level::Warn));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "kvscope check {name}: {} events, {} sources, {} jobs: {deny} error(s), {warn} warning(s)",
+        a.event_count(),
+        a.index.sources.len(),
+        a.index.jobs.len()
+    );
+    let groups = by_rule(a);
+    if !groups.is_empty() {
+        out.push_str("\nfindings per rule (level, count, first occurrence):\n");
+        let width = groups
+            .iter()
+            .map(|g| g.rule.name().len())
+            .max()
+            .unwrap_or(0);
+        for g in &groups {
+            let first = g.findings[0];
+            let _ = writeln!(
+                out,
+                "  {:<width$}  {:<7}  {:>6}  first at {}, source {:?}",
+                g.rule.name(),
+                level_word(g.level),
+                g.findings.len(),
+                location(first, msgpack),
+                first.source,
+            );
+        }
+    }
+    out.push_str("\nrouter losses (events lost, blocks lost, unreachable prefixes):\n");
+    for l in &a.losses {
+        let _ = write!(
+            out,
+            "  {:<7} {} event(s), {} block(s) lost; {} unreachable prefix(es)",
+            l.consumer,
+            l.events_lost,
+            l.blocks_lost,
+            l.unreachable_prefixes.len(),
+        );
+        if l.pending_at_end > 0 {
+            let _ = write!(out, "; {} event(s) still pending", l.pending_at_end);
+        }
+        out.push('\n');
+    }
+    for g in &groups {
+        let (n, more) = shown(max, g.findings.len());
+        out.push('\n');
+        for f in &g.findings[..n] {
+            render_finding(&mut out, f, msgpack);
+        }
+        if more > 0 {
+            let _ = writeln!(out, "... {more} more (see --json or --max-findings all)");
+        }
+    }
+    out
+}
+
+/// The JSON report: one compact document with every finding.
+pub fn json(a: &Analysis) -> serde_json::Value {
+    let rules: Vec<serde_json::Value> = Rule::ALL
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "rule": r.name(),
+                "level": a.config.rules.level(*r).name(),
+                "explanation": r.explain(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "events": a.event_count(),
+        "findings": a.findings,
+        "losses": a.losses,
+        "rules": rules,
+        "deny": count(a, Level::Deny),
+        "warn": count(a, Level::Warn),
+    })
+}
+
+/// Escape the message of a workflow command (`%`, CR, LF).
+fn escape_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// Escape a property value of a workflow command (also `:` and `,`).
+fn escape_property(s: &str) -> String {
+    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// GitHub Actions workflow commands: one `::error` / `::warning` per shown finding (at most
+/// `max` per rule), then one `::notice` with the totals. A JSON Lines trace's findings point
+/// at their line; a msgpack stream has no lines, so its findings name the file only.
+pub fn github(a: &Analysis, file: &str, msgpack: bool, max: MaxFindings) -> String {
+    let mut out = String::new();
+    let mut hidden = 0;
+    for g in by_rule(a) {
+        let (n, more) = shown(max, g.findings.len());
+        hidden += more;
+        for f in &g.findings[..n] {
+            let command = match f.level {
+                Level::Deny => "error",
+                _ => "warning",
+            };
+            let mut props = format!("file={}", escape_property(file));
+            if !msgpack && f.line > 0 {
+                let _ = write!(props, ",line={}", f.line);
+            }
+            let _ = write!(props, ",title={}", escape_property(f.rule.name()));
+            let text = format!(
+                "{}: source {:?}: {}",
+                location(f, msgpack),
+                f.source,
+                f.message
+            );
+            let _ = writeln!(out, "::{command} {props}::{}", escape_data(&text));
+        }
+    }
+    let mut totals = format!(
+        "kvscope check: {} error(s), {} warning(s)",
+        count(a, Level::Deny),
+        count(a, Level::Warn)
+    );
+    if hidden > 0 {
+        let _ = write!(
+            totals,
+            "; {hidden} more finding(s) not annotated (see --json or --max-findings all)"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "::notice title=kvscope check::{}",
+        escape_data(&totals)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_findings_parses_numbers_and_all() {
+        assert_eq!(parse_max_findings("all"), Ok(MaxFindings(None)));
+        assert_eq!(parse_max_findings("0"), Ok(MaxFindings(Some(0))));
+        assert_eq!(parse_max_findings("7"), Ok(MaxFindings(Some(7))));
+        assert!(parse_max_findings("-1").is_err());
+        assert!(parse_max_findings("lots").is_err());
+    }
+
+    #[test]
+    fn workflow_command_escapes() {
+        assert_eq!(escape_data("50% a\nb\r"), "50%25 a%0Ab%0D");
+        assert_eq!(escape_property("a:b,c%"), "a%3Ab%2Cc%25");
+    }
+
+    #[test]
+    fn preconditions_come_first() {
+        let order: Vec<Rule> = report_order().collect();
+        assert_eq!(order.len(), Rule::ALL.len());
+        assert!(order[..2].iter().all(|r| is_precondition(*r)));
+        assert!(order[2..].iter().all(|r| !is_precondition(*r)));
+    }
+}

@@ -1,0 +1,31 @@
+//! Per-consumer loss bookkeeping: unreachable prefixes and their cascades.
+
+use super::super::UnreachablePrefix;
+use crate::consumers::VerdictKind;
+
+type HashMap<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
+
+/// Per-consumer loss bookkeeping during a run.
+#[derive(Default)]
+pub(super) struct LossTrack {
+    /// Lost block → root lost event.
+    /// Keyed by `(group, hash)`: a lost block of one KV group does not cascade into another.
+    pub(super) root_of: HashMap<(u32, u64), u32>,
+    /// Unreachable prefixes, by root event (ascending: a root is created at the event being
+    /// processed). Its cascade (later events lost because of it) is `events - 1`.
+    pub(super) roots: Vec<UnreachablePrefix>,
+    /// Final verdict counts (kept up to date as pending events resolve).
+    pub(super) counts: [usize; VerdictKind::COUNT],
+}
+
+impl LossTrack {
+    pub(super) fn root(&self, event: usize) -> Option<&UnreachablePrefix> {
+        let i = self.roots.binary_search_by_key(&event, |r| r.event).ok()?;
+        self.roots.get(i)
+    }
+
+    /// Events lost later because `event` was lost.
+    pub(super) fn cascade(&self, event: usize) -> usize {
+        self.root(event).map_or(0, |r| r.events.saturating_sub(1))
+    }
+}

@@ -1,0 +1,151 @@
+//! Moving the cursor: steps, seeks and the next / previous finding.
+
+use super::record::Row;
+use super::{set_lane, Replay, Step, ViolationFilter};
+use crate::analysis::Finding;
+use crate::consumers::VerdictKind;
+
+impl Replay {
+    /// Apply the event at the cursor and advance. Returns what changed, `None` at the end.
+    pub fn step_forward(&mut self) -> Option<Step> {
+        if self.cursor >= self.len() {
+            return None;
+        }
+        let e = self.cursor;
+        let (a, b) = (self.rec.changes_begin(e), self.rec.changes_end(e));
+        for idx in a..b {
+            if let Some(ch) = self.rec.changes.get(idx as usize).copied() {
+                set_lane(&mut self.lanes_now, ch.consumer, ch.lane, ch.counts);
+            }
+        }
+        self.cursor += 1;
+        self.step_at(e)
+    }
+
+    /// Revert the event at the cursor and move back. Returns what that event had changed.
+    pub fn step_back(&mut self) -> Option<Step> {
+        if self.cursor == 0 {
+            return None;
+        }
+        let e = self.cursor - 1;
+        let (a, b) = (self.rec.changes_begin(e), self.rec.changes_end(e));
+        for idx in (a..b).rev() {
+            let before = self.before_change(idx);
+            if let Some(ch) = self.rec.changes.get(idx as usize).copied() {
+                set_lane(&mut self.lanes_now, ch.consumer, ch.lane, before);
+            }
+        }
+        self.cursor = e;
+        self.step_at(e)
+    }
+
+    /// Move the cursor to `cursor` (clamped to `0..=len()`): restore the lane checkpoint at or
+    /// before it, then apply the recorded changes of the events in between (one contiguous
+    /// run of `changes`).
+    pub fn seek(&mut self, cursor: usize) {
+        let cursor = cursor.min(self.len());
+        for m in &mut self.lanes_now {
+            m.fill(None);
+        }
+        let (from, to) = self.seek_run(cursor);
+        for ch in self.rec.changes.get(from..to).unwrap_or(&[]) {
+            set_lane(&mut self.lanes_now, ch.consumer, ch.lane, ch.counts);
+        }
+        self.cursor = cursor;
+    }
+
+    /// The run of `changes` a seek to `cursor` applies: the entries of the checkpoint at or
+    /// before it, then the changes of the events up to the cursor.
+    fn seek_run(&self, cursor: usize) -> (usize, usize) {
+        let every = self.rec.checkpoint_every.max(1);
+        let Some((at, m)) = self.rec.checkpoint_header(cursor - cursor % every) else {
+            return (0, 0);
+        };
+        let from = at + 1;
+        let to = if cursor.is_multiple_of(every) {
+            from + m
+        } else {
+            self.rec.changes_end(cursor - 1) as usize
+        };
+        (from, to.max(from))
+    }
+
+    /// How many recorded lane entries (checkpoint entries plus changes) a seek to `cursor`
+    /// applies: at most the lanes seen plus `K - 1` events' changes, whatever the trace length
+    /// (what `benches/analysis.rs` reports next to the seek time).
+    pub fn seek_work(&self, cursor: usize) -> usize {
+        let (from, to) = self.seek_run(cursor.min(self.len()));
+        to - from
+    }
+
+    fn matches(&self, event: usize, finding: Option<&Finding>, filter: &ViolationFilter) -> bool {
+        if let Some(rule) = filter.rule {
+            if finding.is_none_or(|f| f.rule != rule) {
+                return false;
+            }
+        }
+        if let Some(kind) = filter.consumer {
+            let lost = matches!(self.event_kind(event), Some("BlockStored"))
+                && self
+                    .analysis
+                    .verdict_kind(kind, event)
+                    .is_some_and(|v| !matches!(v, VerdictKind::Applied | VerdictKind::Replayed));
+            if !lost {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn event_kind(&self, event: usize) -> Option<&'static str> {
+        (event < self.len())
+            .then(|| self.rec.rows.get(event))
+            .flatten()
+            .map(Row::kind_name)
+    }
+
+    pub(super) fn finding(&self, k: usize) -> Option<&Finding> {
+        let reorders = self.analysis.violations.len();
+        if k < reorders {
+            self.analysis.violations.get(k)
+        } else {
+            self.analysis
+                .findings
+                .iter()
+                .filter(|f| !f.rule.is_reorder())
+                .nth(k - reorders)
+        }
+    }
+
+    /// The next event after the cursor's event (index ≥ cursor) that matches `filter`: a
+    /// finding (violation) when `rule` is set or neither is set, an event the consumer loses
+    /// when only `consumer` is set. Seek to `index + 1` to apply it.
+    pub fn next_violation(&self, filter: &ViolationFilter) -> Option<usize> {
+        if filter.rule.is_none() && filter.consumer.is_some() {
+            return (self.cursor..self.len()).find(|e| self.matches(*e, None, filter));
+        }
+        let start = self
+            .finding_events
+            .partition_point(|(e, _)| *e < self.cursor);
+        self.finding_events
+            .get(start..)?
+            .iter()
+            .find(|(e, k)| self.matches(*e, self.finding(*k), filter))
+            .map(|(e, _)| *e)
+    }
+
+    /// The previous matching event before the cursor's event (index < cursor - 1).
+    pub fn prev_violation(&self, filter: &ViolationFilter) -> Option<usize> {
+        let end = self.cursor.saturating_sub(1);
+        if filter.rule.is_none() && filter.consumer.is_some() {
+            return (0..end).rev().find(|e| self.matches(*e, None, filter));
+        }
+        let stop = self.finding_events.partition_point(|(e, _)| *e < end);
+        self.finding_events
+            .get(..stop)?
+            .iter()
+            .rev()
+            .find(|(e, k)| self.matches(*e, self.finding(*k), filter))
+            .map(|(e, _)| *e)
+    }
+}
