@@ -10,8 +10,6 @@ cargo fmt --all -- --check
 
 step "cargo clippy (workspace, all targets, -D warnings)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# The jsonl_ab bench (new JSON Lines reader vs the legacy serde one) needs a feature.
-cargo clippy -p kvscope-core --all-targets --features legacy-jsonl --locked -- -D warnings
 
 step "cargo test (workspace)"
 cargo test --workspace --locked

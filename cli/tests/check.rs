@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use common::{run_in, transcript};
 use insta::assert_snapshot;
-use kvscope_core::consumers::testkit::{batch, removed, stored, trace};
+use kvscope_core::consumers::testkit::{batch, h, removed, stored, trace};
 use kvscope_core::trace::Trace;
 use kvscope_core::wire::jsonl::write_trace;
 
@@ -283,8 +283,8 @@ fn verdicts_one_line_per_event() {
         (Some(3), Some(0))
     );
     assert_eq!(lines[2]["verdict"], "dropped_orphan");
-    assert_eq!(lines[2]["missing_parent"], 2);
-    assert_eq!(lines[2]["blocks"][0]["hash"], 3);
+    assert_eq!(lines[2]["missing_parent"], h(2));
+    assert_eq!(lines[2]["blocks"][0]["hash"], h(3));
     assert_eq!(lines[4]["verdict"], "applied");
     let o = kvscope(&["verdicts", &legacy, "--consumer", "ideal"]);
     let lines: Vec<serde_json::Value> = stdout(&o)

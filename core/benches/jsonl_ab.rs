@@ -1,8 +1,10 @@
-//! The JSON Lines reader against the serde-based reader it replaced (`wire::jsonl_legacy`), on
-//! the same text in the same run: prints best-of-N times and the ratio new/legacy (below 1.0
-//! means the current reader is faster).
+//! The JSON Lines reader against the msgpack decoder on the same trace in the same run: prints
+//! best-of-N times and the ratio JSON Lines / msgpack (how many times longer reading the JSON
+//! Lines text takes than decoding the same batches from msgpack). Before, the baseline was the
+//! serde-based JSON Lines reader the current one replaced; that reader is gone (its outcomes
+//! are frozen in `tests/fixtures/wire/jsonl-legacy/`).
 //!
-//! `cargo bench -p kvscope-core --features legacy-jsonl --bench jsonl_ab`
+//! `cargo bench -p kvscope-core --bench jsonl_ab`
 //!
 //! * `KVSCOPE_BENCH_EVENTS=N` sets the trace size (default 200,000 events).
 //! * `KVSCOPE_BENCH_RUNS=N` sets the number of interleaved runs of each reader (default 15).
@@ -13,7 +15,7 @@
 //!   `BlockStored` events (one block hash each, the previous block as parent, 16 token ids of
 //!   realistic size, GPU or CPU medium, `lora_id`/`lora_name` null), and now and then a
 //!   `BlockRemoved` of several blocks; hashes are full-range `u64`s, one in 50 a hex string.
-//! * `envelope`, the trace of `benches/wire.rs` (DECISIONS.md "Performance envelope"):
+//! * `envelope`, the trace of `benches/wire.rs`:
 //!   16 `BlockStored` events per batch, small token ids, `group_idx` and `kv_cache_spec_kind`
 //!   set.
 
@@ -23,7 +25,7 @@ use std::time::{Duration, Instant};
 use kvscope_core::event::{BlockRemoved, BlockStored, KvEvent};
 use kvscope_core::hash::BlockHash;
 use kvscope_core::trace::{Trace, TraceBatch, TraceHeader, TraceRecord};
-use kvscope_core::wire::{jsonl, jsonl_legacy};
+use kvscope_core::wire::{jsonl, msgpack, EventEncoding};
 
 // Not every bench uses every shared helper (`build_trace` is analysis.rs's).
 #[allow(dead_code)]
@@ -156,51 +158,62 @@ fn main() {
     compare("envelope", &envelope_trace(n), n, runs);
 }
 
-/// Time both readers on `trace`'s JSON Lines text, interleaved, and print the ratio.
+/// Time both readers on `trace` (its JSON Lines text, its msgpack stream), interleaved, and
+/// print the ratio.
 fn compare(name: &str, trace: &Trace, n: usize, runs: usize) {
     let text = jsonl::write_trace(trace);
     let bytes = text.as_bytes();
-    let new = jsonl::read_trace(bytes).expect("new reader reads the bench trace");
-    let old = jsonl_legacy::read_trace(bytes).expect("legacy reader reads the bench trace");
-    assert_eq!(new, old, "both readers build the same trace");
-    println!(
-        "jsonl_ab {name}: {n} events, {} lines, {:.1} MB of JSON Lines, {runs} interleaved runs each",
-        new.records.len(),
-        bytes.len() as f64 / 1e6
+    let mut stream = Vec::new();
+    for b in trace.batches() {
+        msgpack::encode_trace_batch_into(&mut stream, b, EventEncoding::Map);
+    }
+    let from_jsonl = jsonl::read_trace(bytes).expect("the JSON Lines reader reads the bench trace");
+    let from_msgpack =
+        msgpack::decode_stream(&stream, "pod-0").expect("the decoder reads the bench stream");
+    assert_eq!(
+        from_jsonl.event_count(),
+        from_msgpack.event_count(),
+        "both formats hold the same events"
     );
-    drop((new, old));
-    let read_new = || jsonl::read_trace(black_box(bytes)).map_or(0, |t| t.records.len());
-    let read_old = || jsonl_legacy::read_trace(black_box(bytes)).map_or(0, |t| t.records.len());
-    let (mut best_new, mut best_old) = (Duration::MAX, Duration::MAX);
+    println!(
+        "jsonl_ab {name}: {n} events, {} lines, {:.1} MB of JSON Lines, {:.1} MB of msgpack, {runs} interleaved runs each",
+        from_jsonl.records.len(),
+        bytes.len() as f64 / 1e6,
+        stream.len() as f64 / 1e6
+    );
+    drop((from_jsonl, from_msgpack));
+    let read_jsonl = || jsonl::read_trace(black_box(bytes)).map_or(0, |t| t.records.len());
+    let read_msgpack =
+        || msgpack::decode_stream(black_box(&stream), "pod-0").map_or(0, |t| t.records.len());
+    let (mut best_jsonl, mut best_msgpack) = (Duration::MAX, Duration::MAX);
     let mut ratios = Vec::with_capacity(runs);
     for i in 0..runs {
         // Alternate which reader goes first, so neither always runs on a warmer cache.
         let (a, b) = if i % 2 == 0 {
-            let a = time(read_new);
-            (a, time(read_old))
+            let a = time(read_jsonl);
+            (a, time(read_msgpack))
         } else {
-            let b = time(read_old);
-            (time(read_new), b)
+            let b = time(read_msgpack);
+            (time(read_jsonl), b)
         };
-        best_new = best_new.min(a);
-        best_old = best_old.min(b);
+        best_jsonl = best_jsonl.min(a);
+        best_msgpack = best_msgpack.min(b);
         ratios.push(a.as_secs_f64() / b.as_secs_f64());
     }
     ratios.sort_by(f64::total_cmp);
-    let mb = |d: Duration| bytes.len() as f64 / d.as_secs_f64() / 1e6;
     println!(
-        "jsonl_ab {name}: new    best {:8.2} ms  {:6.1} MB/s",
-        best_new.as_secs_f64() * 1e3,
-        mb(best_new)
+        "jsonl_ab {name}: jsonl   best {:8.2} ms  {:6.1} MB/s",
+        best_jsonl.as_secs_f64() * 1e3,
+        bytes.len() as f64 / best_jsonl.as_secs_f64() / 1e6
     );
     println!(
-        "jsonl_ab {name}: legacy best {:8.2} ms  {:6.1} MB/s",
-        best_old.as_secs_f64() * 1e3,
-        mb(best_old)
+        "jsonl_ab {name}: msgpack best {:8.2} ms  {:6.1} MB/s",
+        best_msgpack.as_secs_f64() * 1e3,
+        stream.len() as f64 / best_msgpack.as_secs_f64() / 1e6
     );
     println!(
-        "jsonl_ab {name}: ratio new/legacy: best-of-{runs} {:.3}, per-run median {:.3} (min {:.3}, max {:.3})",
-        best_new.as_secs_f64() / best_old.as_secs_f64(),
+        "jsonl_ab {name}: ratio jsonl/msgpack: best-of-{runs} {:.3}, per-run median {:.3} (min {:.3}, max {:.3})",
+        best_jsonl.as_secs_f64() / best_msgpack.as_secs_f64(),
         ratios[ratios.len() / 2],
         ratios[0],
         ratios[ratios.len() - 1]

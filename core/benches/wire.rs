@@ -1,4 +1,4 @@
-//! Wire-format throughput on the DECISIONS.md "Performance envelope" trace: 1M single-block
+//! Wire-format throughput on the benchmark trace shape of issue 17 (the "anchor stream"): 1M single-block
 //! `BlockStored` events (16 tokens, mixed GPU/CPU media, a parent chain), 16 events per batch.
 //!
 //! * `KVSCOPE_BENCH_EVENTS=N` scales the trace (default 1,000,000).

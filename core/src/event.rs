@@ -41,51 +41,302 @@ pub enum ExtraValue {
     Map(Vec<(ExtraValue, ExtraValue)>),
 }
 
-/// `BlockStored`: blocks became resident in some tier (`medium`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct BlockStored {
-    /// One hash per block, prefix order (no default: always written).
-    pub block_hashes: Vec<BlockHash>,
-    /// Hash of the block preceding `block_hashes[0]`, `None` for a root (always written).
-    pub parent_block_hash: Option<BlockHash>,
-    /// Concatenated token ids of all blocks (always written).
-    pub token_ids: Vec<TokenId>,
-    /// Tokens per block (always written; 0 for token-less placeholders).
-    pub block_size: u32,
-    /// Deprecated LoRA adapter id (always written, nil when absent).
-    pub lora_id: Option<i64>,
-    /// `"GPU"`, `"CPU"`, `"STORAGE"`, or another producer's string (always written).
-    pub medium: Option<String>,
-    /// LoRA adapter name (always written, nil when absent).
-    pub lora_name: Option<String>,
-    /// Per-block extra hash keys; default `None` (omitted when `None`).
-    pub extra_keys: Option<Vec<Option<ExtraValue>>>,
-    /// KV cache group index; default `None`.
-    pub group_idx: Option<u32>,
-    /// `KVCacheSpecKind` string, e.g. `"full_attention"`; default `None`.
-    pub kv_cache_spec_kind: Option<String>,
-    /// Sliding window (tokens) for SWA groups; default `None`.
-    pub kv_cache_spec_sliding_window: Option<u64>,
-    /// `"LOCAL"` / `"REMOTE"`; default `None` (unspecified).
-    pub locality: Option<String>,
-    /// Secondary-tier owner id; default `None` (primary / framework-owned).
-    pub ownership: Option<String>,
+/// vLLM's event fields, written once: `BlockStored` and `BlockRemoved` with each field's wire
+/// name (the Rust name is the wire name), its value kind ([`FieldRef`]'s variants, which fix
+/// the Rust type and every codec's encoding), whether upstream gives it a default, and whether
+/// it existed in the legacy array form. Upstream: `vllm/distributed/kv_events.py`
+/// (`docs/trace-format.md` §1.2 lists the fields with the vLLM PRs that added them).
+///
+/// * `always`: no default upstream, so msgspec writes it even when `None` (as nil / `null`);
+///   `omitted`: default `None`, omitted from the map form when `None` (msgspec `omit_defaults`).
+/// * `positional`: a field of the legacy array form (vLLM before #42892), in declaration
+///   order; `map_only`: added after #42892, so never in an array upstream (kvscope appends the
+///   map-only fields positionally only when one is set, so no data is dropped).
+/// * Non-`Option` kinds (`Hashes`, `Tokens`, `U32`) are required on read; the others read as
+///   `None` when missing.
+///
+/// Every codec is derived from this list: the struct definitions and [`EventFields`] here,
+/// the msgpack map and array encoders and decoders (`wire::msgpack`), the JSON Lines reader
+/// and writer (`wire::jsonl`) and the npm package's JS objects (`wasm/src/dto.rs`, through
+/// this macro). Adding a vLLM field of an existing kind is one line here plus tests.
+/// `BlockRemoved`'s fields must be a subset of `BlockStored`'s (true upstream): decoding
+/// collects either event's keys in one [`EventFields`] before the tag is known.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! kv_event_schema {
+    ($then:path) => {
+        $then! {
+            /// `BlockStored`: blocks became resident in some tier (`medium`).
+            BlockStored {
+                /// One hash per block, prefix order.
+                block_hashes: Hashes [always, positional],
+                /// Hash of the block preceding `block_hashes[0]`, `None` for a root.
+                parent_block_hash: Hash [always, positional],
+                /// Concatenated token ids of all blocks.
+                token_ids: Tokens [always, positional],
+                /// Tokens per block (0 for token-less placeholders).
+                block_size: U32 [always, positional],
+                /// Deprecated LoRA adapter id.
+                lora_id: OptI64 [always, positional],
+                /// `"GPU"`, `"CPU"`, `"STORAGE"`, or another producer's string.
+                medium: OptStr [always, positional],
+                /// LoRA adapter name.
+                lora_name: OptStr [always, positional],
+                /// Per-block extra hash keys.
+                extra_keys: ExtraKeys [omitted, positional],
+                /// KV cache group index.
+                group_idx: OptU32 [omitted, positional],
+                /// `KVCacheSpecKind` string, e.g. `"full_attention"`.
+                kv_cache_spec_kind: OptStr [omitted, positional],
+                /// Sliding window (tokens) for SWA groups.
+                kv_cache_spec_sliding_window: OptU64 [omitted, positional],
+                /// `"LOCAL"` / `"REMOTE"` (`None`: unspecified).
+                locality: OptStr [omitted, map_only],
+                /// Secondary-tier owner id (`None`: primary / framework-owned).
+                ownership: OptStr [omitted, map_only],
+            }
+            /// `BlockRemoved`: blocks left a tier.
+            BlockRemoved {
+                /// Hashes of the removed blocks.
+                block_hashes: Hashes [always, positional],
+                /// Tier the blocks left.
+                medium: OptStr [always, positional],
+                /// KV cache group index.
+                group_idx: OptU32 [omitted, positional],
+                /// Locality.
+                locality: OptStr [omitted, map_only],
+                /// Secondary-tier owner id.
+                ownership: OptStr [omitted, map_only],
+            }
+        }
+    };
 }
 
-/// `BlockRemoved`: blocks left a tier.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BlockRemoved {
-    /// Hashes of the removed blocks (always written).
-    pub block_hashes: Vec<BlockHash>,
-    /// Tier the blocks left (always written).
-    pub medium: Option<String>,
-    /// KV cache group index; default `None`.
-    pub group_idx: Option<u32>,
-    /// Locality; default `None`.
-    pub locality: Option<String>,
-    /// Secondary-tier owner id; default `None`.
-    pub ownership: Option<String>,
+/// The Rust type of a field kind.
+macro_rules! field_type {
+    (Hashes) => { Vec<BlockHash> };
+    (Hash) => { Option<BlockHash> };
+    (Tokens) => { Vec<TokenId> };
+    (U32) => { u32 };
+    (OptU32) => { Option<u32> };
+    (OptU64) => { Option<u64> };
+    (OptI64) => { Option<i64> };
+    (OptStr) => { Option<String> };
+    (ExtraKeys) => { Option<Vec<Option<ExtraValue>>> };
 }
+
+/// The event structs, their field tables and [`EventFields`], from [`kv_event_schema!`].
+macro_rules! define_events {
+    (
+        $(#[$sdoc:meta])* BlockStored {
+            $( $(#[$sfdoc:meta])* $sname:ident : $skind:ident [$spres:ident, $sera:ident], )*
+        }
+        $(#[$rdoc:meta])* BlockRemoved {
+            $( $(#[$rfdoc:meta])* $rname:ident : $rkind:ident [$rpres:ident, $rera:ident], )*
+        }
+    ) => {
+        define_events!(@struct $(#[$sdoc])* BlockStored { $( $(#[$sfdoc])* $sname : $skind [$spres, $sera], )* });
+        define_events!(@struct $(#[$rdoc])* BlockRemoved { $( $(#[$rfdoc])* $rname : $rkind [$rpres, $rera], )* });
+
+        /// Every event field as decoded so far (`None`: not in the input), before the event's
+        /// tag is known: a map's keys come in any order.
+        #[derive(Default)]
+        pub struct EventFields {
+            $( #[doc = concat!("`", stringify!($sname), "`.")] pub $sname: Option<field_type!($skind)>, )*
+        }
+
+        impl EventFields {
+            /// The slot of the field named `name`, with its `'static` name.
+            pub fn slot(&mut self, name: &str) -> Option<(&'static str, FieldSlot<'_>)> {
+                match name {
+                    $( stringify!($sname) => Some((stringify!($sname), FieldValue::slot(&mut self.$sname))), )*
+                    _ => None,
+                }
+            }
+
+            /// A `BlockStored` of the fields read; `Err(name)` for a missing required field.
+            pub fn block_stored(self) -> Result<BlockStored, &'static str> {
+                Ok(BlockStored { $( $sname: FieldValue::take(self.$sname, stringify!($sname))?, )* })
+            }
+
+            /// A `BlockRemoved` of the fields read; `Err(name)` for a missing required field.
+            pub fn block_removed(self) -> Result<BlockRemoved, &'static str> {
+                Ok(BlockRemoved { $( $rname: FieldValue::take(self.$rname, stringify!($rname))?, )* })
+            }
+        }
+    };
+    (@struct $(#[$doc:meta])* $ty:ident { $( $(#[$fdoc:meta])* $name:ident : $kind:ident [$pres:ident, $era:ident], )* }) => {
+        $(#[$doc])*
+        ///
+        /// `Default` is an event with no blocks and every optional field `None` (for building
+        /// events with `..Default::default()` without naming every field).
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub struct $ty {
+            $(
+                $(#[$fdoc])*
+                #[doc = concat!("\n\nWire: ", stringify!($kind), ", ", stringify!($pres), ", ", stringify!($era), ".")]
+                pub $name: field_type!($kind),
+            )*
+        }
+
+        impl $ty {
+            /// The upstream class name, which is also the wire tag.
+            pub const TAG: &'static str = stringify!($ty);
+
+            /// The fields, in declaration order.
+            pub const FIELDS: &'static [FieldSpec] = &[
+                $( FieldSpec { name: stringify!($name), presence: Presence::$pres, era: Era::$era }, )*
+            ];
+
+            /// The field values, in [`Self::FIELDS`] order.
+            pub fn fields(&self) -> [FieldRef<'_>; Self::FIELDS.len()] {
+                [ $( FieldValue::as_ref(&self.$name), )* ]
+            }
+        }
+    };
+}
+
+kv_event_schema!(define_events);
+
+/// Whether a field is written when `None` (see [`kv_event_schema!`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum Presence {
+    /// No default upstream: always written (nil / `null` when `None`).
+    always,
+    /// Default `None`: omitted from the map form when `None`.
+    omitted,
+}
+
+/// Which encodings a field exists in (see [`kv_event_schema!`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum Era {
+    /// A field of the legacy positional array form.
+    positional,
+    /// Map form only upstream (added after vLLM #42892).
+    map_only,
+}
+
+/// One field of an event type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldSpec {
+    /// The wire name (map key, JSON key, JS property).
+    pub name: &'static str,
+    /// Written when `None`, or omitted.
+    pub presence: Presence,
+    /// In the legacy array form or map-only.
+    pub era: Era,
+}
+
+impl FieldSpec {
+    /// Whether the map form (msgpack or JSON) writes this field when its value is `value`.
+    pub fn in_map(&self, value: &FieldRef<'_>) -> bool {
+        self.presence == Presence::always || !value.is_none()
+    }
+}
+
+/// A field's value by kind: what every codec matches on (one arm per kind, never per field).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FieldRef<'a> {
+    /// Block hashes (required).
+    Hashes(&'a [BlockHash]),
+    /// One block hash or `None`.
+    Hash(Option<&'a BlockHash>),
+    /// Token ids (required).
+    Tokens(&'a [TokenId]),
+    /// A `u32` (required).
+    U32(u32),
+    /// A `u32` or `None`.
+    OptU32(Option<u32>),
+    /// A `u64` or `None`.
+    OptU64(Option<u64>),
+    /// An `i64` or `None`.
+    OptI64(Option<i64>),
+    /// A string or `None`.
+    OptStr(Option<&'a str>),
+    /// `extra_keys`: per-block extra values, or `None`.
+    ExtraKeys(Option<&'a [Option<ExtraValue>]>),
+}
+
+impl FieldRef<'_> {
+    /// Whether the value is `None` (required kinds never are).
+    pub fn is_none(&self) -> bool {
+        match self {
+            FieldRef::Hashes(_) | FieldRef::Tokens(_) | FieldRef::U32(_) => false,
+            FieldRef::Hash(v) => v.is_none(),
+            FieldRef::OptU32(v) => v.is_none(),
+            FieldRef::OptU64(v) => v.is_none(),
+            FieldRef::OptI64(v) => v.is_none(),
+            FieldRef::OptStr(v) => v.is_none(),
+            FieldRef::ExtraKeys(v) => v.is_none(),
+        }
+    }
+}
+
+/// Where a decoder puts a field's value, by kind (the outer `Option`: whether it was read).
+#[derive(Debug)]
+pub enum FieldSlot<'a> {
+    /// See [`FieldRef::Hashes`].
+    Hashes(&'a mut Option<Vec<BlockHash>>),
+    /// See [`FieldRef::Hash`].
+    Hash(&'a mut Option<Option<BlockHash>>),
+    /// See [`FieldRef::Tokens`].
+    Tokens(&'a mut Option<Vec<TokenId>>),
+    /// See [`FieldRef::U32`].
+    U32(&'a mut Option<u32>),
+    /// See [`FieldRef::OptU32`].
+    OptU32(&'a mut Option<Option<u32>>),
+    /// See [`FieldRef::OptU64`].
+    OptU64(&'a mut Option<Option<u64>>),
+    /// See [`FieldRef::OptI64`].
+    OptI64(&'a mut Option<Option<i64>>),
+    /// See [`FieldRef::OptStr`].
+    OptStr(&'a mut Option<Option<String>>),
+    /// See [`FieldRef::ExtraKeys`].
+    ExtraKeys(&'a mut Option<Option<Vec<Option<ExtraValue>>>>),
+}
+
+/// The Rust type of a field kind (each kind has its own type).
+pub trait FieldValue: Sized {
+    /// The value as a [`FieldRef`].
+    fn as_ref(&self) -> FieldRef<'_>;
+    /// A decoder's slot for the value.
+    fn slot(slot: &mut Option<Self>) -> FieldSlot<'_>;
+    /// The decoded value: a missing required field is `Err(name)`, a missing optional one
+    /// `None`.
+    fn take(read: Option<Self>, name: &'static str) -> Result<Self, &'static str>;
+}
+
+macro_rules! field_value {
+    ($kind:ident, $ty:ty, $required:tt, |$v:ident| $as_ref:expr) => {
+        impl FieldValue for $ty {
+            fn as_ref(&self) -> FieldRef<'_> {
+                let $v = self;
+                FieldRef::$kind($as_ref)
+            }
+            fn slot(slot: &mut Option<Self>) -> FieldSlot<'_> {
+                FieldSlot::$kind(slot)
+            }
+            fn take(read: Option<Self>, name: &'static str) -> Result<Self, &'static str> {
+                field_value!(@take $required, read, name)
+            }
+        }
+    };
+    (@take true, $read:ident, $name:ident) => { $read.ok_or($name) };
+    (@take false, $read:ident, $name:ident) => {{ let _ = $name; Ok($read.flatten()) }};
+}
+
+field_value!(Hashes, Vec<BlockHash>, true, |v| v);
+field_value!(Hash, Option<BlockHash>, false, |v| v.as_ref());
+field_value!(Tokens, Vec<TokenId>, true, |v| v);
+field_value!(U32, u32, true, |v| *v);
+field_value!(OptU32, Option<u32>, false, |v| *v);
+field_value!(OptU64, Option<u64>, false, |v| *v);
+field_value!(OptI64, Option<i64>, false, |v| *v);
+field_value!(OptStr, Option<String>, false, |v| v.as_deref());
+field_value!(ExtraKeys, Option<Vec<Option<ExtraValue>>>, false, |v| v
+    .as_deref());
 
 /// One KV-cache event (`KVCacheEvent` tagged union; the msgpack tag key is `"type"`).
 #[derive(Clone, Debug, PartialEq)]

@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
+use kvscope_core::trace::{TraceBatch, TraceRecord};
 use kvscope_core::wire::msgpack::{decode_batch, decode_stream, encode_batch};
-use kvscope_core::wire::EventEncoding;
+use kvscope_core::wire::{jsonl, EventEncoding};
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/wire")
@@ -43,10 +44,24 @@ fn every_fixture_decodes_to_the_expected_batch_and_re_encodes_identically() {
             expected["data_parallel_rank"].as_u64(),
             "{name}: rank"
         );
-        let events = serde_json::to_value(&batch.events).unwrap();
-        assert_eq!(events, expected["events"], "{name}: events");
+        // The events as the JSON Lines writer writes them (vLLM's map form).
+        let line = TraceRecord::Batch(TraceBatch {
+            source: "s".into(),
+            dp_rank: batch.data_parallel_rank,
+            seq: 0,
+            ts: batch.ts,
+            events: batch.events.clone(),
+            provenance: None,
+            raw: None,
+            origin: 1,
+        });
+        let mut text = Vec::new();
+        jsonl::write_record(&mut text, &line);
+        let written: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        let events = &written["events"];
+        assert_eq!(events, &expected["events"], "{name}: events");
         // Key order of every event object must be vLLM's (type first, declaration order).
-        let got_text = serde_json::to_string(&batch.events).unwrap();
+        let got_text = serde_json::to_string(events).unwrap();
         let want_text = serde_json::to_string(&expected["events"]).unwrap();
         assert_eq!(got_text, want_text, "{name}: event key order");
         let encoding = match expected["encoding"].as_str().unwrap() {

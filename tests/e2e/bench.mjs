@@ -1,6 +1,6 @@
 // Headless benchmark of the web debugger (not part of the test run):
 //   node tests/e2e/bench.mjs [SIZES...]        e.g. node tests/e2e/bench.mjs 100000 1000000
-// For each size it writes the DECISIONS.md benchmark trace (single-block BlockStored events, 16
+// For each size it writes the benchmark trace (single-block BlockStored events, 16
 // tokens each, mixed GPU/CPU media, a parent chain, 16 events per batch) as JSON Lines, converts
 // it to msgpack with `kvscope convert` (KVSCOPE_BIN, default target/release/kvscope), then loads
 // each into the page through the file input and reports:
@@ -149,7 +149,7 @@ try {
       const wallDone = Date.now() - t0;
       const state = await page.locator('[data-testid=analysis-state]').innerText();
       const analysisMs = Number((state.match(/analysed in (\d+) ms/) || [])[1]);
-      // In-page marks (DECISIONS "load": bytes in memory -> first rendered timeline).
+      // In-page marks ("load" = bytes in memory -> first rendered timeline).
       const marks = await page.evaluate(() => Object.fromEntries(['bytes', 'first-timeline', 'analysed']
         .map((k) => [k, (performance.getEntriesByName(`kvscope:${k}`).pop() || {}).startTime])));
       const firstMs = marks['first-timeline'] - marks.bytes, doneMs = marks.analysed - marks.bytes;

@@ -86,8 +86,9 @@ test('the demo opens on first visit, with lanes, violations and no page error', 
   await page.waitForSelector('[data-testid=stats]:has-text("events")');
   assert.match(await text(page, 'trace-name'), /demo/);
   assert.match(await text(page, 'status'), /Loaded demo: 12 events/);
-  // The analysis runs in slices after the first paint: its rule names arrive when it is done.
-  await page.waitForSelector('[data-testid=violations]:has-text("child-before-parent-in-job")');
+  // The analysis runs in slices after the first paint: wait for it to finish (a signal other
+  // than the text under test), then its rule names must be in the violations list.
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
   assert.match(await text(page, 'violations'), /child-before-parent-in-job/);
   await page.screenshot({ path: join(shots, 'demo.png') });
   await page.close();
@@ -163,7 +164,9 @@ test('load a legacy trace through the file input, press n: first violation selec
   assert.match(detail, /child-before-parent-in-job/);
   const details = await text(page, 'details');
   assert.match(details, /parent_block_hash/);
-  assert.match(details, /0x[0-9a-f]{16}/, 'hashes are shown in hex too');
+  // Hashes are shortened in the middle; the hover text holds the full decimal and hex values.
+  const hashTitle = await page.locator('[data-testid=details] .hash-text .hash').first().getAttribute('title');
+  assert.match(hashTitle, /^\d{15,20} \(0x[0-9a-f]{16}\)$/, 'full decimal and hex on hover');
   assert.match(details, /llmd\s+dropped_orphan/, 'llm-d drops the orphan');
   // The violation list marks the same row as current.
   assert.match(await page.locator('.vlist li.current').innerText(), new RegExp(`#${FIRST_VIOLATION}\\b`));
@@ -269,6 +272,217 @@ test('compare: generate legacy-vs-fixed in cpython and fixed order in the page',
   await page.waitForSelector('[data-testid=status]:has-text("Loaded legacy-vs-fixed (fixed)")');
   await page.keyboard.press('n');
   assert.equal(await text(page, 'counter'), '0 / 12', 'no ordering violation to jump to in the fixed trace');
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, point 7: text that fits.
+test('text that fits: hashes shortened in the middle inside their cards, copy button, numbers on one line, plurals, 1280x720 layout', async () => {
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+  const page = await open();
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  await page.keyboard.press('n');
+  await page.waitForSelector('[data-testid=details-verdicts]');
+  const hashes = page.locator('.hash-text .hash');
+  assert.ok(await hashes.count() >= 3, 'hashes in details and consumer cards');
+  const report = await hashes.evaluateAll((els) => els.map((el) => {
+    const box = el.parentElement.getBoundingClientRect();
+    const holder = el.closest('.card') || el.closest('td') || el.closest('.pane');
+    const hb = holder.getBoundingClientRect();
+    return { text: el.textContent, full: el.dataset.full, title: el.title,
+      inside: box.left >= hb.left - 0.5 && box.right <= hb.right + 0.5, rects: el.getClientRects().length };
+  }));
+  for (const h of report) {
+    assert.ok(h.title.startsWith(h.full), `full value on hover: ${JSON.stringify(h)}`);
+    if (h.full.length > 13) assert.match(h.text, /^.{6}….{6}$/, `ellipsis in the middle: ${JSON.stringify(h)}`);
+    assert.ok(h.inside, `the hash stays inside its card or cell: ${JSON.stringify(h)}`);
+    assert.equal(h.rects, 1, `on one line: ${JSON.stringify(h)}`);
+  }
+  // The copy button copies the full value.
+  const first = report.find((h) => h.full.length > 13);
+  await page.getByRole('button', { name: `Copy hash ${first.full}` }).first().click();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), first.full);
+  // Numbers and counters never wrap.
+  const wrapped = await page.locator('.mono, .counter, .verdict, .card td').evaluateAll((els) => els
+    .filter((el) => el.getClientRects().length > 1 || (el.tagName === 'TD' && el.getBoundingClientRect().height > 2 * parseFloat(getComputedStyle(el).lineHeight)))
+    .map((el) => el.textContent));
+  assert.deepEqual(wrapped, []);
+  // 1280x720: the timeline, the details and the consumer cards are all on screen.
+  for (const sel of ['[data-testid=timeline]', '[data-testid=details-title]', '[data-testid=consumer-llmd] h4', '[data-testid=verdict-llmd]']) {
+    const b = await page.locator(sel).first().boundingBox();
+    assert.ok(b && b.y >= 0 && b.y + b.height <= 720 && b.x >= 0 && b.x + b.width <= 1280, `${sel} on screen: ${JSON.stringify(b)}`);
+  }
+  await page.screenshot({ path: join(shots, 'text-fits-1280.png') });
+  // Plurals: one event, one batch, one lane.
+  const one = join(mkdtempSync(join(tmpdir(), 'kvscope-one-')), 'one.jsonl');
+  writeFileSync(one, '{"source":"p","dp_rank":0,"seq":0,"ts":1700000000.0,"events":[{"type":"BlockStored","block_hashes":[7],"parent_block_hash":null,"token_ids":[1,2],"block_size":2,"lora_id":null,"medium":"CPU","lora_name":null}]}\n');
+  await page.setInputFiles('[data-testid=file-input]', one);
+  // Wait for the new trace's analysis (its stats start with its event count, no "analysing").
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded one.jsonl")');
+  await page.waitForFunction(() => {
+    const s = document.querySelector('[data-testid=stats]').textContent;
+    return /^1 event\b/.test(s) && !s.includes('analysing');
+  });
+  assert.equal(await text(page, 'stats'), '1 event · 1 batch · 1 lane · 0 violations · 0 loss findings');
+  assert.match(await text(page, 'status'), /Loaded one\.jsonl: 1 event in/);
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, point 6: keyboard everywhere.
+test('keyboard: shortcuts work after the slider, a select and a button; text fields keep their keys; focus is visible', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  const counter = () => text(page, 'counter');
+  // The slider: one arrow press is one step (not two), and n/p reach the page.
+  const slider = page.getByRole('slider', { name: 'Cursor position' });
+  await slider.focus();
+  await page.keyboard.press('Home');
+  assert.equal(await counter(), '0 / 12');
+  await page.keyboard.press('ArrowRight');
+  assert.equal(await counter(), '1 / 12');
+  await page.keyboard.press('n');
+  assert.notEqual(await counter(), '1 / 12', 'n after the slider jumps to a violation');
+  await page.keyboard.press('Home');
+  await page.keyboard.press('n');
+  const firstViolation = await counter();
+  assert.notEqual(firstViolation, '0 / 12');
+  // A select whose value was chosen: keys go to the page, the value stays.
+  const speed = page.getByRole('combobox', { name: 'Speed' });
+  await speed.focus();
+  await speed.selectOption('15');
+  await page.keyboard.press('Home');
+  assert.equal(await counter(), '0 / 12');
+  await page.keyboard.press('n');
+  assert.equal(await counter(), firstViolation);
+  await page.keyboard.press('End');
+  assert.equal(await counter(), '12 / 12');
+  assert.equal(await speed.inputValue(), '15', 'shortcut letters do not pick options');
+  const outline = (loc) => loc.evaluate((el) => { const s = getComputedStyle(el); return `${s.outlineStyle} ${s.outlineWidth}`; });
+  assert.match(await outline(speed), /^solid [1-9]/, 'the focused select shows its focus');
+  const lanes = page.getByRole('combobox', { name: 'Lanes' });
+  await lanes.focus();
+  await lanes.selectOption('job');
+  await page.waitForSelector('[data-testid=stats]:has-text("2 lanes")');
+  await page.keyboard.press('Home');
+  assert.equal(await counter(), '0 / 12');
+  // A button: after a click, the shortcuts act.
+  await page.getByRole('button', { name: 'Step forward' }).click();
+  assert.equal(await counter(), '1 / 12');
+  await page.keyboard.press('ArrowRight');
+  assert.equal(await counter(), '2 / 12');
+  // Keyboard focus is visible on a button.
+  await page.keyboard.press('Tab');
+  const focused = page.locator(':focus');
+  assert.match(await outline(focused), /^solid [1-9]/, `focus ring on ${await focused.evaluate((el) => el.outerHTML.slice(0, 80))}`);
+  // A text field keeps its keys.
+  await page.getByRole('searchbox', { name: 'Search' }).focus();
+  await page.keyboard.type('np');
+  assert.equal(await counter(), '2 / 12');
+  assert.equal(await page.getByRole('searchbox', { name: 'Search' }).inputValue(), 'np');
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('ArrowRight');
+  assert.equal(await counter(), '3 / 12', 'Esc leaves the search box, then keys act again');
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, point 4 (last sentence): keys pressed in a dialog never act on the page behind it.
+test('keys pressed in a dialog never act on the page behind it', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  const counter = () => text(page, 'counter');
+  assert.equal(await counter(), '0 / 12');
+  const theme = () => page.evaluate(() => document.documentElement.dataset.theme);
+  const themeBefore = await theme();
+  await page.keyboard.press('?');
+  await page.waitForSelector('[data-testid=help]');
+  for (const k of ['ArrowRight', 'n', 'End', 't', 'f']) await page.keyboard.press(k);
+  assert.equal(await counter(), '0 / 12', 'help open: no step');
+  assert.equal(await theme(), themeBefore, 'help open: t does not toggle the theme behind it');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('[data-testid=help]', { state: 'detached' });
+  // The paste dialog: keys in its text area and on its buttons stay in the dialog.
+  await page.getByRole('button', { name: 'Paste trace' }).click();
+  const dialog = page.getByRole('dialog');
+  await dialog.locator('textarea').focus();
+  await page.keyboard.type('n p');
+  await page.keyboard.press('Tab');
+  for (const k of ['ArrowRight', 'n', 'End', 't']) await page.keyboard.press(k);
+  assert.equal(await counter(), '0 / 12', 'paste dialog open: no step');
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('ArrowRight');
+  assert.equal(await counter(), '1 / 12', 'dialog closed: keys act on the page again');
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, point 1: the router lens.
+test('router lens: pick llm-d, the legend counts its verdicts, n/p and the violation buttons walk its loss roots, a click inspects without moving the cursor', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  await page.setInputFiles('[data-testid=file-input]', LEGACY);
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded legacy.jsonl")');
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  const counter = () => text(page, 'counter');
+  const router = page.getByRole('combobox', { name: 'Router' });
+  assert.match(await text(page, 'lens-legend'), /choose a router/);
+  await router.selectOption('llmd');
+  await page.waitForSelector('[data-testid=lens-dropped]');
+  const count = async (mark) => Number((await text(page, `lens-${mark}`)).match(/(\d+)$/)[1]);
+  const marks = {};
+  for (const mark of ['applied', 'dropped', 'misrooted', 'pending', 'replayed', 'ignored']) marks[mark] = await count(mark);
+  assert.equal(Object.values(marks).reduce((a, b) => a + b, 0), 48, `every event has one mark: ${JSON.stringify(marks)}`);
+  assert.ok(marks.dropped > 0, `llm-d drops events of the legacy trace: ${JSON.stringify(marks)}`);
+  await page.screenshot({ path: join(shots, 'lens-llmd.png') });
+  // n goes to llm-d's loss roots: each is an event llm-d dropped.
+  const roots = [];
+  for (let k = 0; k < 60; k++) {
+    const before = await counter();
+    await page.keyboard.press('n');
+    const now = await counter();
+    if (now === before) break;
+    roots.push(Number(now.split(' / ')[0]) - 1);
+    assert.match(await text(page, 'details-verdicts'), /llmd\s+(dropped_orphan|truncated)/, `root #${roots.at(-1)} is dropped by llm-d`);
+  }
+  assert.ok(roots.length > 0 && roots.length <= marks.dropped, `roots ${roots} within the ${marks.dropped} dropped events`);
+  assert.deepEqual([...roots].sort((a, b) => a - b), roots, 'ascending');
+  // p and the named buttons walk them back and forth.
+  if (roots.length > 1) {
+    await page.keyboard.press('p');
+    assert.equal(await counter(), `${roots.at(-2) + 1} / 48`);
+    await page.getByRole('button', { name: 'Next violation', exact: true }).click();
+    assert.equal(await counter(), `${roots.at(-1) + 1} / 48`);
+    await page.getByRole('button', { name: 'Previous violation', exact: true }).click();
+    assert.equal(await counter(), `${roots.at(-2) + 1} / 48`);
+  }
+  // The ideal model loses nothing: n does not move.
+  await router.selectOption('ideal');
+  await page.keyboard.press('Home');
+  await page.keyboard.press('n');
+  assert.equal(await counter(), '0 / 48', 'the ideal model has no loss root');
+  // All routers: n goes to the ordering violations as before.
+  await router.selectOption('');
+  await page.keyboard.press('n');
+  assert.equal(await counter(), `${FIRST_VIOLATION + 1} / 48`);
+  // A click on the timeline inspects an event; the cursor stays. A double click goes there.
+  await page.keyboard.press('f');
+  const canvas = page.locator('[data-testid=timeline]');
+  const box = await canvas.boundingBox();
+  const perPx = Math.max(48 / (box.width - 128), 1 / 48);
+  const target = 40;
+  const x = 128 + (target + 0.5) / perPx, y = box.height / 2;
+  await canvas.click({ position: { x, y } });
+  await page.waitForSelector('[data-testid=inspecting]');
+  const inspecting = await text(page, 'inspecting');
+  const picked = Number(inspecting.match(/Inspecting #(\d+)/)[1]);
+  assert.ok(Math.abs(picked - target) <= 2, `picked #${picked} near #${target}`);
+  assert.equal(await counter(), `${FIRST_VIOLATION + 1} / 48`, 'the cursor did not move');
+  assert.match(await text(page, 'details-title'), new RegExp(`^#${picked} `));
+  assert.match(await text(page, 'details-verdicts'), /llmd/);
+  await canvas.dblclick({ position: { x, y } });
+  assert.equal(await counter(), `${picked + 1} / 48`, 'double click moves the cursor');
+  assert.equal(await page.locator('[data-testid=inspecting]').count(), 0);
   await page.close();
   assert.deepEqual(pageErrors, []);
 });

@@ -129,116 +129,88 @@ impl ToJs for ExtraJs<'_> {
     }
 }
 
-/// `BlockStored` with vLLM's field names; hashes as strings.
-#[derive(Debug, Tsify)]
-#[tsify(large_number_types_as_bigints, missing_as_null)]
-pub struct BlockStoredEvent {
-    /// One hash per block, prefix order.
-    #[tsify(type = "BlockHashString[]")]
-    pub block_hashes: Vec<String>,
-    /// Hash of the block preceding `block_hashes[0]`; `null` for a root.
-    #[tsify(type = "BlockHashString | null")]
-    pub parent_block_hash: Option<String>,
-    /// Concatenated token ids of all blocks.
-    pub token_ids: Vec<u32>,
-    /// Tokens per block.
-    pub block_size: u32,
-    /// Deprecated LoRA adapter id.
-    pub lora_id: Option<i64>,
-    /// `"GPU"`, `"CPU"`, `"STORAGE"`, ...
-    pub medium: Option<String>,
-    /// LoRA adapter name.
-    pub lora_name: Option<String>,
-    /// Per-block extra hash keys.
-    #[tsify(type = "(ExtraValue | null)[] | null")]
-    pub extra_keys: Option<ExtraKeysDto>,
-    /// KV cache group index.
-    pub group_idx: Option<u32>,
-    /// `KVCacheSpecKind` string.
-    pub kv_cache_spec_kind: Option<String>,
-    /// Sliding window in tokens.
-    pub kv_cache_spec_sliding_window: Option<u64>,
-    /// `"LOCAL"` / `"REMOTE"`.
-    pub locality: Option<String>,
-    /// Secondary-tier owner id.
-    pub ownership: Option<String>,
+/// The JS mirrors of vLLM's events, derived from the core's one field list
+/// ([`kvscope_core::kv_event_schema!`]): for each event type a struct with vLLM's field names
+/// (its TypeScript declaration by `tsify`), its conversion from the core event and its JS
+/// object (every field, `null` for `None`).
+macro_rules! event_dtos {
+    (
+        $(#[$sdoc:meta])* BlockStored { $( $(#[$sfdoc:meta])* $sname:ident : $skind:ident [$sp:ident, $se:ident], )* }
+        $(#[$rdoc:meta])* BlockRemoved { $( $(#[$rfdoc:meta])* $rname:ident : $rkind:ident [$rp:ident, $re:ident], )* }
+    ) => {
+        event_dtos!(@struct ["`BlockStored` with vLLM's field names; hashes as strings."] BlockStoredEvent [] $( $(#[$sfdoc])* $sname : $skind, )*);
+        event_dtos!(@struct ["`BlockRemoved` with vLLM's field names; hashes as strings."] BlockRemovedEvent [] $( $(#[$rfdoc])* $rname : $rkind, )*);
+        event_dtos!(@impl BlockStoredEvent BlockStored $( $sname : $skind, )*);
+        event_dtos!(@impl BlockRemovedEvent BlockRemoved $( $rname : $rkind, )*);
+    };
+    // The struct, one field per step (each kind's Rust type and TypeScript override).
+    (@struct [$doc:literal] $dto:ident [$($acc:tt)*]) => {
+        #[doc = $doc]
+        #[derive(Debug, Tsify)]
+        #[tsify(large_number_types_as_bigints, missing_as_null)]
+        pub struct $dto { $($acc)* }
+    };
+    (@struct $doc:tt $dto:ident [$($acc:tt)*] $(#[$f:meta])* $name:ident : Hashes, $($rest:tt)*) => {
+        event_dtos!(@struct $doc $dto [$($acc)* $(#[$f])* #[tsify(type = "BlockHashString[]")] pub $name: Vec<String>,] $($rest)*);
+    };
+    (@struct $doc:tt $dto:ident [$($acc:tt)*] $(#[$f:meta])* $name:ident : Hash, $($rest:tt)*) => {
+        event_dtos!(@struct $doc $dto [$($acc)* $(#[$f])* #[tsify(type = "BlockHashString | null")] pub $name: Option<String>,] $($rest)*);
+    };
+    (@struct $doc:tt $dto:ident [$($acc:tt)*] $(#[$f:meta])* $name:ident : Tokens, $($rest:tt)*) => {
+        event_dtos!(@struct $doc $dto [$($acc)* $(#[$f])* pub $name: Vec<u32>,] $($rest)*);
+    };
+    (@struct $doc:tt $dto:ident [$($acc:tt)*] $(#[$f:meta])* $name:ident : U32, $($rest:tt)*) => {
+        event_dtos!(@struct $doc $dto [$($acc)* $(#[$f])* pub $name: u32,] $($rest)*);
+    };
+    (@struct $doc:tt $dto:ident [$($acc:tt)*] $(#[$f:meta])* $name:ident : OptU32, $($rest:tt)*) => {
+        event_dtos!(@struct $doc $dto [$($acc)* $(#[$f])* pub $name: Option<u32>,] $($rest)*);
+    };
+    (@struct $doc:tt $dto:ident [$($acc:tt)*] $(#[$f:meta])* $name:ident : OptU64, $($rest:tt)*) => {
+        event_dtos!(@struct $doc $dto [$($acc)* $(#[$f])* pub $name: Option<u64>,] $($rest)*);
+    };
+    (@struct $doc:tt $dto:ident [$($acc:tt)*] $(#[$f:meta])* $name:ident : OptI64, $($rest:tt)*) => {
+        event_dtos!(@struct $doc $dto [$($acc)* $(#[$f])* pub $name: Option<i64>,] $($rest)*);
+    };
+    (@struct $doc:tt $dto:ident [$($acc:tt)*] $(#[$f:meta])* $name:ident : OptStr, $($rest:tt)*) => {
+        event_dtos!(@struct $doc $dto [$($acc)* $(#[$f])* pub $name: Option<String>,] $($rest)*);
+    };
+    (@struct $doc:tt $dto:ident [$($acc:tt)*] $(#[$f:meta])* $name:ident : ExtraKeys, $($rest:tt)*) => {
+        event_dtos!(@struct $doc $dto [$($acc)* $(#[$f])* #[tsify(type = "(ExtraValue | null)[] | null")] pub $name: Option<ExtraKeysDto>,] $($rest)*);
+    };
+    (@impl $dto:ident $core:ident $( $name:ident : $kind:ident, )*) => {
+        impl From<&$core> for $dto {
+            fn from(e: &$core) -> Self {
+                $dto { $( $name: event_dtos!(@from $kind, &e.$name), )* }
+            }
+        }
+
+        impl $dto {
+            /// Write the fields into `o` (after the `type` tag), in declaration order.
+            fn write(&self, o: &Obj) {
+                $( event_dtos!(@js $kind, o, stringify!($name), &self.$name); )*
+            }
+        }
+    };
+    (@from Hashes, $v:expr) => { $v.iter().map(hash_to_js).collect() };
+    (@from Hash, $v:expr) => { $v.as_ref().map(hash_to_js) };
+    (@from ExtraKeys, $v:expr) => { $v.clone().map(ExtraKeysDto) };
+    (@from $kind:ident, $v:expr) => { Clone::clone($v) };
+    (@js Hashes, $o:ident, $k:expr, $v:expr) => { $o.val($k, &str_array($v)) };
+    (@js Hash, $o:ident, $k:expr, $v:expr) => { $o.opt_str($k, $v.as_deref()) };
+    (@js Tokens, $o:ident, $k:expr, $v:expr) => { $o.val($k, &u32_array($v)) };
+    (@js U32, $o:ident, $k:expr, $v:expr) => { $o.num($k, f64::from(*$v)) };
+    (@js OptU32, $o:ident, $k:expr, $v:expr) => { $o.opt_num($k, $v.map(f64::from)) };
+    (@js OptU64, $o:ident, $k:expr, $v:expr) => { $o.opt_big($k, *$v) };
+    (@js OptI64, $o:ident, $k:expr, $v:expr) => { $o.val($k, &$v.map_or(JsValue::NULL, JsValue::from)) };
+    (@js OptStr, $o:ident, $k:expr, $v:expr) => { $o.opt_str($k, $v.as_deref()) };
+    (@js ExtraKeys, $o:ident, $k:expr, $v:expr) => { $o.to($k, $v) };
 }
 
-impl BlockStoredEvent {
-    /// Write the fields into `o` (after the `type` tag).
-    fn write(&self, o: &Obj) {
-        let BlockStoredEvent {
-            block_hashes,
-            parent_block_hash,
-            token_ids,
-            block_size,
-            lora_id,
-            medium,
-            lora_name,
-            extra_keys,
-            group_idx,
-            kv_cache_spec_kind,
-            kv_cache_spec_sliding_window,
-            locality,
-            ownership,
-        } = self;
-        o.val("block_hashes", &str_array(block_hashes))
-            .opt_str("parent_block_hash", parent_block_hash.as_deref())
-            .val("token_ids", &u32_array(token_ids))
-            .num("block_size", f64::from(*block_size))
-            .val("lora_id", &lora_id.map_or(JsValue::NULL, JsValue::from))
-            .opt_str("medium", medium.as_deref())
-            .opt_str("lora_name", lora_name.as_deref())
-            .to("extra_keys", extra_keys)
-            .opt_num("group_idx", group_idx.map(f64::from))
-            .opt_str("kv_cache_spec_kind", kv_cache_spec_kind.as_deref())
-            .opt_big(
-                "kv_cache_spec_sliding_window",
-                *kv_cache_spec_sliding_window,
-            )
-            .opt_str("locality", locality.as_deref())
-            .opt_str("ownership", ownership.as_deref());
-    }
-}
+kvscope_core::kv_event_schema!(event_dtos);
 
 /// `values` as a JS array of numbers.
 pub fn u32_array(values: &[u32]) -> JsValue {
     crate::js::num_array(values.iter().map(|&v| f64::from(v)))
-}
-
-/// `BlockRemoved` with vLLM's field names; hashes as strings.
-#[derive(Debug, Tsify)]
-#[tsify(large_number_types_as_bigints, missing_as_null)]
-pub struct BlockRemovedEvent {
-    /// Hashes of the removed blocks.
-    #[tsify(type = "BlockHashString[]")]
-    pub block_hashes: Vec<String>,
-    /// Tier the blocks left.
-    pub medium: Option<String>,
-    /// KV cache group index.
-    pub group_idx: Option<u32>,
-    /// Locality.
-    pub locality: Option<String>,
-    /// Secondary-tier owner id.
-    pub ownership: Option<String>,
-}
-
-impl BlockRemovedEvent {
-    /// Write the fields into `o` (after the `type` tag).
-    fn write(&self, o: &Obj) {
-        let BlockRemovedEvent {
-            block_hashes,
-            medium,
-            group_idx,
-            locality,
-            ownership,
-        } = self;
-        o.val("block_hashes", &str_array(block_hashes))
-            .opt_str("medium", medium.as_deref())
-            .opt_num("group_idx", group_idx.map(f64::from))
-            .opt_str("locality", locality.as_deref())
-            .opt_str("ownership", ownership.as_deref());
-    }
 }
 
 /// One event, tagged by `type` exactly like vLLM's msgpack `"type"` key.
@@ -276,50 +248,9 @@ impl ToJs for Event {
 
 impl From<&KvEvent> for Event {
     fn from(event: &KvEvent) -> Self {
-        let hashes = |hs: &[BlockHash]| hs.iter().map(hash_to_js).collect::<Vec<_>>();
         match event {
-            KvEvent::BlockStored(BlockStored {
-                block_hashes,
-                parent_block_hash,
-                token_ids,
-                block_size,
-                lora_id,
-                medium,
-                lora_name,
-                extra_keys,
-                group_idx,
-                kv_cache_spec_kind,
-                kv_cache_spec_sliding_window,
-                locality,
-                ownership,
-            }) => Event::BlockStored(BlockStoredEvent {
-                block_hashes: hashes(block_hashes),
-                parent_block_hash: parent_block_hash.as_ref().map(hash_to_js),
-                token_ids: token_ids.clone(),
-                block_size: *block_size,
-                lora_id: *lora_id,
-                medium: medium.clone(),
-                lora_name: lora_name.clone(),
-                extra_keys: extra_keys.clone().map(ExtraKeysDto),
-                group_idx: *group_idx,
-                kv_cache_spec_kind: kv_cache_spec_kind.clone(),
-                kv_cache_spec_sliding_window: *kv_cache_spec_sliding_window,
-                locality: locality.clone(),
-                ownership: ownership.clone(),
-            }),
-            KvEvent::BlockRemoved(BlockRemoved {
-                block_hashes,
-                medium,
-                group_idx,
-                locality,
-                ownership,
-            }) => Event::BlockRemoved(BlockRemovedEvent {
-                block_hashes: hashes(block_hashes),
-                medium: medium.clone(),
-                group_idx: *group_idx,
-                locality: locality.clone(),
-                ownership: ownership.clone(),
-            }),
+            KvEvent::BlockStored(e) => Event::BlockStored(e.into()),
+            KvEvent::BlockRemoved(e) => Event::BlockRemoved(e.into()),
             KvEvent::AllBlocksCleared => Event::AllBlocksCleared,
         }
     }

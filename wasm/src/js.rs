@@ -101,7 +101,34 @@ fn set_named(target: &js_sys::Object, key: &str, value: &JsValue) {
     })
 }
 
-/// Call `f` with `key` as a cached JS string.
+/// Where a key's id is in the open-addressing table [`KEYS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Probe {
+    /// Cached in this slot.
+    Hit(usize),
+    /// Not cached; this slot is free for it.
+    Free(usize),
+    /// Not cached and every slot is taken.
+    Full,
+}
+
+/// Linear probing from the id's hash, over at most every slot once (so it ends even when more
+/// distinct keys than slots exist). `(0, 0)` marks a free slot.
+fn probe(ids: impl Fn(usize) -> (usize, usize), slots: usize, id: (usize, usize)) -> Probe {
+    let start = ((id.0 as u32).wrapping_mul(0x9E37_79B1) >> 24) as usize;
+    for step in 0..slots {
+        let i = (start + step) % slots;
+        match ids(i) {
+            found if found == id => return Probe::Hit(i),
+            (0, 0) => return Probe::Free(i),
+            _ => {}
+        }
+    }
+    Probe::Full
+}
+
+/// Call `f` with `key` as a JS string, cached for the first [`KEY_SLOTS`] distinct keys (a
+/// key beyond them gets a fresh JS string each time).
 fn with_key(key: &'static str, f: impl FnOnce(&JsValue)) {
     KEYS.with(|cell| {
         let mut slots = cell.borrow_mut();
@@ -109,17 +136,13 @@ fn with_key(key: &'static str, f: impl FnOnce(&JsValue)) {
             slots.resize_with(KEY_SLOTS, || ((0, 0), JsValue::UNDEFINED));
         }
         let id = (key.as_ptr() as usize, key.len());
-        let mut i = ((id.0 as u32).wrapping_mul(0x9E37_79B1) >> 24) as usize;
-        loop {
-            let slot = &mut slots[i % KEY_SLOTS];
-            if slot.0 == id {
-                return f(&slot.1);
+        match probe(|i| slots[i].0, KEY_SLOTS, id) {
+            Probe::Hit(i) => f(&slots[i].1),
+            Probe::Free(i) => {
+                slots[i] = (id, JsValue::from_str(key));
+                f(&slots[i].1)
             }
-            if slot.0 == (0, 0) {
-                *slot = (id, JsValue::from_str(key));
-                return f(&slot.1);
-            }
-            i += 1;
+            Probe::Full => f(&JsValue::from_str(key)),
         }
     })
 }
@@ -353,4 +376,32 @@ pub fn wire_error(err: &WireError) -> JsValue {
         }
     }
     e.done()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More distinct keys than slots: every probe ends, hits what was inserted, and reports
+    /// a full table instead of looping.
+    #[test]
+    fn probing_ends_when_the_table_is_full() {
+        let slots = 8;
+        let mut table = vec![(0usize, 0usize); slots];
+        let ids: Vec<(usize, usize)> = (1..=20).map(|k| (k * 4096, k)).collect();
+        for (n, &id) in ids.iter().enumerate() {
+            match probe(|i| table[i], slots, id) {
+                Probe::Free(i) => {
+                    assert!(n < slots, "a free slot with {n} keys in {slots} slots");
+                    table[i] = id;
+                }
+                Probe::Full => assert!(n >= slots),
+                Probe::Hit(_) => panic!("{id:?} was never inserted"),
+            }
+        }
+        for &id in &ids[..slots] {
+            assert!(matches!(probe(|i| table[i], slots, id), Probe::Hit(i) if table[i] == id));
+        }
+        assert_eq!(probe(|i| table[i], slots, ids[slots]), Probe::Full);
+    }
 }

@@ -19,7 +19,7 @@ use crate::js::{js_error, Pairs};
 #[wasm_bindgen(typescript_custom_section)]
 const TS_NAMES: &'static str = r#"
 /** A consumer (router) model. */
-export type ConsumerName = "llmd" | "dynamo" | "sglang" | "ideal";
+export type ConsumerName = "llmd" | "dynamo" | "smg" | "sglang" | "ideal";
 /** A lint rule. */
 export type RuleName = "child-before-parent-in-job" | "child-before-parent-across-jobs"
   | "child-before-parent-ambiguous"
@@ -49,7 +49,7 @@ extern "C" {
 #[derive(Clone, Debug, Default, Tsify)]
 #[serde(default, deny_unknown_fields)]
 pub struct AnalyzeOptions {
-    /// Consumer models to run (default: all, in the order llmd, dynamo, sglang, ideal).
+    /// Consumer models to run (default: all, in the order llmd, dynamo, smg, sglang, ideal).
     #[tsify(type = "ConsumerName[]", optional)]
     pub consumers: Option<Vec<String>>,
     /// Only report these rules (the others are set to `allow`); default: every rule.
@@ -333,7 +333,7 @@ pub mod read {
     }
 }
 
-/// Parse a consumer name (`llmd`/`llm-d`, `dynamo`, `sglang`, `ideal`).
+/// Parse a consumer name (`llmd`/`llm-d`, `dynamo`, `smg`, `sglang`, `ideal`).
 pub fn parse_consumer(name: &str) -> Result<ConsumerKind, String> {
     ConsumerKind::parse(name).ok_or_else(|| {
         let mut m = format!("unknown consumer {} (known: ", Quoted(name));

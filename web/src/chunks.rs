@@ -175,10 +175,7 @@ mod tests {
                         ExtraValue::Int(-70000),
                     ]))]),
                     group_idx: Some(i as u32),
-                    kv_cache_spec_kind: None,
-                    kv_cache_spec_sliding_window: None,
-                    locality: None,
-                    ownership: None,
+                    ..BlockStored::default()
                 }),
                 KvEvent::AllBlocksCleared,
             ],

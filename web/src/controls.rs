@@ -10,6 +10,7 @@ use wasm_bindgen::JsCast;
 
 use crate::load;
 use crate::model::LaneMode;
+use crate::text::count;
 use crate::{AppState, LoadStatus, Theme};
 
 /// Every keyboard shortcut, as shown by the `?` overlay.
@@ -29,11 +30,55 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
     ("Esc", "Close dialogs, leave the search box"),
 ];
 
+/// Whether the key belongs to the focused element rather than to the page: text fields
+/// (text-like inputs, text areas, editable content) keep every key. A select keeps only what
+/// opens or changes it (arrows up/down, Enter; an open select's popup gets its keys before the
+/// page does); sliders, buttons, checkboxes and closed selects hand the shortcuts to the page.
+pub fn keeps_key(tag: &str, input_type: &str, editable: bool, key: &str) -> bool {
+    if editable {
+        return true;
+    }
+    match tag {
+        "TEXTAREA" => true,
+        "INPUT" => !matches!(
+            input_type,
+            "range"
+                | "checkbox"
+                | "radio"
+                | "button"
+                | "submit"
+                | "reset"
+                | "file"
+                | "color"
+                | "image"
+        ),
+        "SELECT" => matches!(key, "ArrowUp" | "ArrowDown" | "Enter"),
+        _ => false,
+    }
+}
+
 fn is_typing(e: &web_sys::KeyboardEvent) -> bool {
-    e.target()
-        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-        .map(|el| matches!(el.tag_name().as_str(), "INPUT" | "TEXTAREA" | "SELECT"))
-        .unwrap_or(false)
+    let Some(el) = e
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::HtmlElement>().ok())
+    else {
+        return false;
+    };
+    let input_type = el
+        .dyn_ref::<web_sys::HtmlInputElement>()
+        .map(|i| i.type_())
+        .unwrap_or_default();
+    keeps_key(
+        &el.tag_name(),
+        &input_type,
+        el.is_content_editable(),
+        &e.key(),
+    )
+}
+
+/// Whether a dialog (help, paste, compare) is open: keys pressed in it never act on the page.
+fn dialog_open(st: AppState) -> bool {
+    st.help.get_untracked() || st.paste.get_untracked() || st.compare.get_untracked()
 }
 
 fn focus_search() {
@@ -72,6 +117,14 @@ pub fn install_global_handlers(st: AppState) {
                 .and_then(|a| a.dyn_into::<web_sys::HtmlElement>().ok())
             {
                 let _ = el.blur();
+            }
+            return;
+        }
+        if dialog_open(st) {
+            // Only `?` (toggles the help it opened) reaches the app; the dialog handles the rest.
+            if e.key() == "?" && st.help.get_untracked() && !is_typing(&e) {
+                st.help.set(false);
+                e.prevent_default();
             }
             return;
         }
@@ -294,20 +347,20 @@ pub fn Header() -> impl IntoView {
                         .filter(|v| v.rule == crate::model::CONSUMER_LOSS)
                         .count();
                     if m.is_analysed() {
-                        format!(
-                            "{} events · {} batches · {} lanes · {} violations · {} loss findings",
-                            m.len(),
-                            m.batch_count,
-                            m.lanes.len(),
-                            m.violations().len() - losses,
-                            losses
-                        )
+                        [
+                            count(m.len(), "event", "events"),
+                            count(m.batch_count, "batch", "batches"),
+                            count(m.lanes.len(), "lane", "lanes"),
+                            count(m.violations().len() - losses, "violation", "violations"),
+                            count(losses, "loss finding", "loss findings"),
+                        ]
+                        .join(" · ")
                     } else {
                         format!(
-                            "{} events · {} batches · {} lanes · {} child-first · analysing…",
-                            m.len(),
-                            m.batch_count,
-                            m.lanes.len(),
+                            "{} · {} · {} · {} child-first · analysing…",
+                            count(m.len(), "event", "events"),
+                            count(m.batch_count, "batch", "batches"),
+                            count(m.lanes.len(), "lane", "lanes"),
                             m.violations().len(),
                         )
                     }
@@ -408,6 +461,24 @@ pub fn StepBar() -> impl IntoView {
     }
 }
 
+/// The router lens' picker: one router model (the timeline marks its verdicts, `n`/`p` go to
+/// its loss roots) or all models (ordering violations, as without a lens). Shares its state
+/// with the inspector's consumer picker.
+#[component]
+pub fn RouterPicker() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    view! {
+        <select aria-label="Router" title="Router lens: mark what this router did with each event" data-testid="router"
+            on:change:target=move |e| { let v = e.target().value(); st.consumer.set(if v.is_empty() { None } else { Some(v) }) }>
+            <option value="" selected=move || st.consumer.get().is_none()>"all routers"</option>
+            {kvscope_core::consumers::ConsumerKind::ALL.iter().map(|k| {
+                let name = k.as_str();
+                view! { <option value=name selected=move || st.consumer.get().as_deref() == Some(name)>{name}</option> }
+            }).collect_view()}
+        </select>
+    }
+}
+
 /// The lane layout picker (tier, source × tier, or tier × job).
 #[component]
 pub fn LanePicker() -> impl IntoView {
@@ -421,5 +492,32 @@ pub fn LanePicker() -> impl IntoView {
                 <option value=m.as_str() selected=move || st.lane_mode.get() == m>{m.label()}</option>
             })}
         </select>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keeps_key;
+
+    #[test]
+    fn text_fields_keep_their_keys_other_controls_hand_shortcuts_to_the_page() {
+        for t in ["text", "search", "number", "url", ""] {
+            assert!(keeps_key("INPUT", t, false, "n"), "input type {t:?}");
+        }
+        assert!(keeps_key("TEXTAREA", "", false, "ArrowRight"));
+        assert!(keeps_key("DIV", "", true, "n"), "editable content");
+        for t in ["range", "checkbox", "button", "file"] {
+            assert!(!keeps_key("INPUT", t, false, "n"), "input type {t}");
+            assert!(
+                !keeps_key("INPUT", t, false, "ArrowRight"),
+                "input type {t}"
+            );
+        }
+        // A (closed) select keeps only what opens or changes it.
+        assert!(!keeps_key("SELECT", "", false, "n"));
+        assert!(!keeps_key("SELECT", "", false, "ArrowRight"));
+        assert!(keeps_key("SELECT", "", false, "ArrowDown"));
+        assert!(keeps_key("SELECT", "", false, "Enter"));
+        assert!(!keeps_key("BUTTON", "", false, " "));
     }
 }

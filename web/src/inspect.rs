@@ -16,6 +16,7 @@ use kvscope_core::replay::{Snapshot, Step};
 use leptos::prelude::*;
 
 use crate::model::Model;
+use crate::text::{count, hash_text, mid_ellipsis, HASH_CHARS};
 use crate::{AnalysisStatus, AppState};
 
 /// Topology nodes rendered at most.
@@ -44,12 +45,7 @@ pub fn selected_consumers(sel: Option<&str>) -> Vec<ConsumerKind> {
 }
 
 fn short(h: u64) -> String {
-    let s = h.to_string();
-    if s.len() > 10 {
-        format!("{}…{}", &s[..4], &s[s.len() - 4..])
-    } else {
-        s
-    }
+    mid_ellipsis(&h.to_string(), HASH_CHARS)
 }
 
 /// State of a block for the topology colouring.
@@ -86,7 +82,7 @@ pub fn analysing_view(st: AppState, m: &Model) -> AnyView {
     view! {
         <div class="muted analysing-box" data-testid="analysing" role="status">
             <p class="analysing"><span class="spinner" aria-hidden="true"></span>
-                {move || format!("Analysing {n} events with the consumer models: {}%", crate::fixed(pct().floor(), 0))}</p>
+                {move || format!("Analysing {} with the consumer models: {}%", count(n, "event", "events"), crate::fixed(pct().floor(), 0))}</p>
             <progress max="100" prop:value=pct aria-label="Analysis progress"></progress>
             <p class="small">"The timeline is ready (pan, zoom, step, jump between child-first deliveries). Verdicts, snapshots, the topology, job order and the full violation list follow."</p>
         </div>
@@ -107,12 +103,12 @@ fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>
             let cs = step.as_ref().and_then(|s| s.verdicts.iter().find(|v| v.consumer == k));
             let verdict = cs.map(|c| {
                 let v = c.verdict.verdict.as_str();
+                let missing = c.verdict.missing_parent.map(|p| view! { <div class="muted small">"missing parent "{hash_text(p.to_string(), None)}</div> });
                 let extra = [
-                    c.verdict.missing_parent.map(|p| format!("missing parent {p}")),
                     c.verdict.reason.as_ref().map(|r| r.to_string()),
                     c.verdict.status.as_ref().map(|s| format!("status {s}")),
                     c.final_verdict.map(|f| format!("later: {}", f.as_str())),
-                    (!c.resolved.is_empty()).then(|| format!("resolved {} pending event(s)", c.resolved.len())),
+                    (!c.resolved.is_empty()).then(|| format!("resolved {}", count(c.resolved.len(), "pending event", "pending events"))),
                 ]
                 .into_iter()
                 .flatten()
@@ -120,6 +116,7 @@ fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>
                 .join(" · ");
                 view! {
                     <div><span class=format!("verdict v-{v}") data-testid=format!("verdict-{}", k.as_str())>{v}</span></div>
+                    {missing}
                     <div class="muted small">{extra}</div>
                 }
                 .into_any()
@@ -149,7 +146,7 @@ fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>
             });
             let n_prefixes = so_far.len();
             let prefixes: Vec<_> = so_far.iter().take(5).cloned().collect();
-            let whole = loss.map(|l| format!("whole trace: {} blocks, {} events lost", l.blocks_lost, l.events_lost)).unwrap_or_default();
+            let whole = loss.map(|l| format!("whole trace: {} lost, {} lost", count(l.blocks_lost, "block", "blocks"), count(l.events_lost, "event", "events"))).unwrap_or_default();
             view! {
                 <div class="card" data-testid=format!("consumer-{}", k.as_str())>
                     <h4>{k.as_str()}</h4>
@@ -164,8 +161,9 @@ fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>
                     <ul class="plain">
                         {prefixes.into_iter().take(5).map(|p| {
                             let e = p.event as u32;
-                            let label = format!("#{e}: {} blocks{}", p.blocks, p.missing_parent.map(|m| format!(", parent {} missing", short(m))).unwrap_or_default());
-                            view! { <li><button class="link" on:click=move |_| st.seek(e)>{label}</button></li> }
+                            let label = format!("#{e}: {}", count(p.blocks, "block", "blocks"));
+                            let parent = p.missing_parent.map(|m| view! { <span class="muted small">", parent "{hash_text(m.to_string(), None)}" missing"</span> });
+                            view! { <li><button class="link" on:click=move |_| st.seek(e)>{label}</button>{parent}</li> }
                         }).collect_view()}
                     </ul>
                     <div class="muted small">{whole}</div>
@@ -176,7 +174,7 @@ fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>
         .collect_view();
     let findings = step.as_ref().map(|s| s.findings.len()).unwrap_or(0);
     view! {
-        <p class="muted small">{format!("{} of {} events applied · {} distinct blocks stored · {} findings so far{}", snap.cursor, snap.total, snap.blocks_seen, snap.findings_so_far, if findings > 0 { format!(" · {findings} at this event") } else { String::new() })}</p>
+        <p class="muted small">{format!("{} of {} applied · {} stored · {} so far{}", snap.cursor, count(snap.total, "event", "events"), count(snap.blocks_seen, "distinct block", "distinct blocks"), count(snap.findings_so_far, "finding", "findings"), if findings > 0 { format!(" · {findings} at this event") } else { String::new() })}</p>
         <div class="consumers">{cards}</div>
     }
     .into_any()
@@ -379,18 +377,18 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
         .map(|(i, _, _)| *i)
         .collect();
     let title = format!(
-        "Job {}{} · {} · {} · {} events{}",
+        "Job {}{} · {} · {} · {}{}",
         job.job_id
             .map(|j| j.to_string())
             .unwrap_or_else(|| format!("#{}", job.id)),
         if job.inferred { " (inferred)" } else { "" },
         job.source,
         job.tier,
-        job.events,
+        count(job.events, "event", "events"),
         if inverted.is_empty() {
             String::new()
         } else {
-            format!(" · {} inversion(s)", inverted.len())
+            format!(" · {}", count(inverted.len(), "inversion", "inversions"))
         }
     );
     drop(r);
@@ -398,7 +396,7 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
         let e = i as u32;
         view! {
             <li class:inv=inv class:cur=e == cur>
-                <button class="link" on:click=move |_| st.seek(e)>{format!("#{i}")}</button>" "<span class="mono">{short(h)}</span>{inv.then_some(" ← child first")}
+                <button class="link" on:click=move |_| st.seek(e)>{format!("#{i}")}</button>" "<span class="mono" title=h.to_string()>{short(h)}</span>{inv.then_some(" ← child first")}
             </li>
         }
     };

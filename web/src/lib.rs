@@ -8,6 +8,7 @@
 //! * [`permalink`]: URL-hash state.
 //! * [`load`]: reading bytes from files, URLs, pastes and the demo into a [`model::Model`].
 //! * [`timeline`], [`panels`], [`inspect`], [`controls`]: the components.
+//! * [`text`]: text that fits (plurals, hashes shortened in the middle with a copy button).
 //!
 //! Trace strings are always rendered as text nodes (never `inner_html`).
 #![deny(missing_docs)]
@@ -17,12 +18,14 @@ pub mod chunks;
 pub mod compare;
 pub mod controls;
 pub mod inspect;
+pub mod lens;
 pub mod load;
 pub mod model;
 pub mod panels;
 pub mod permalink;
 #[cfg(feature = "compare")]
 pub mod sim_params;
+pub mod text;
 pub mod timeline;
 
 use std::sync::Arc;
@@ -212,8 +215,11 @@ pub struct AppState {
     pub viewport: RwSignal<Viewport>,
     /// Timeline plot width in CSS pixels (set by the timeline).
     pub plot_width: RwSignal<f64>,
-    /// Selected consumer name.
+    /// Selected consumer name: the router lens' router (`None`: all models).
     pub consumer: RwSignal<Option<String>>,
+    /// The event being inspected (a timeline click): the details show it while the cursor
+    /// stays where it is. `None`: the details follow the cursor.
+    pub inspected: RwSignal<Option<u32>>,
     /// A file is being dragged over the page.
     pub dragging: RwSignal<bool>,
     /// Compare dialog open.
@@ -222,6 +228,9 @@ pub struct AppState {
     pub analysis: RwSignal<AnalysisStatus>,
     /// Generation of the newest load: loads and analyses of older ones stop.
     pub load_gen: RwSignal<u64>,
+    /// While `true`, the running analysis waits between slices (the page stays interactive).
+    /// Lets a test hold the analysis part-way to check what the page does meanwhile.
+    pub analysis_hold: RwSignal<bool>,
 }
 
 impl AppState {
@@ -244,10 +253,12 @@ impl AppState {
             viewport: RwSignal::new(Viewport::default()),
             plot_width: RwSignal::new(1000.0),
             consumer: RwSignal::new(None),
+            inspected: RwSignal::new(None),
             dragging: RwSignal::new(false),
             compare: RwSignal::new(false),
             analysis: RwSignal::new(AnalysisStatus::Idle),
             load_gen: RwSignal::new(0),
+            analysis_hold: RwSignal::new(false),
         }
     }
 
@@ -299,13 +310,33 @@ impl AppState {
         }
     }
 
-    /// Jump to the next violation after the current event (respecting the rule filter).
+    /// The router the lens shows (tracked), if one is chosen.
+    pub fn router(&self) -> Option<kvscope_core::consumers::ConsumerKind> {
+        self.consumer.with(|c| {
+            c.as_deref()
+                .and_then(kvscope_core::consumers::ConsumerKind::parse)
+        })
+    }
+
+    /// Whether the router lens navigates: a router chosen and the analysis done.
+    fn lens_router(&self, m: &Model) -> Option<kvscope_core::consumers::ConsumerKind> {
+        let k = self.consumer.with_untracked(|c| {
+            c.as_deref()
+                .and_then(kvscope_core::consumers::ConsumerKind::parse)
+        })?;
+        m.is_analysed().then_some(k)
+    }
+
+    /// Jump to the next violation after the current event (respecting the rule filter), or,
+    /// with a router chosen, to that router's next loss root.
     pub fn next_violation(&self) -> bool {
         let rule = self.rule.get_untracked();
         let cur = self.cursor.get_untracked().checked_sub(1);
         let target = self.model.with_untracked(|m| {
-            m.as_ref()
-                .and_then(|m| m.next_violation(cur, rule.as_deref()))
+            m.as_ref().and_then(|m| match self.lens_router(m) {
+                Some(k) => lens::next_loss_root(m, k, cur),
+                None => m.next_violation(cur, rule.as_deref()),
+            })
         });
         if let Some(t) = target {
             self.playing.set(false);
@@ -314,15 +345,17 @@ impl AppState {
         target.is_some()
     }
 
-    /// Jump to the previous violation.
+    /// Jump to the previous violation (or, with a router chosen, its previous loss root).
     pub fn prev_violation(&self) -> bool {
         let rule = self.rule.get_untracked();
         let Some(cur) = self.cursor.get_untracked().checked_sub(1) else {
             return false;
         };
         let target = self.model.with_untracked(|m| {
-            m.as_ref()
-                .and_then(|m| m.prev_violation(cur, rule.as_deref()))
+            m.as_ref().and_then(|m| match self.lens_router(m) {
+                Some(k) => lens::prev_loss_root(m, k, cur),
+                None => m.prev_violation(cur, rule.as_deref()),
+            })
         });
         if let Some(t) = target {
             self.playing.set(false);

@@ -215,6 +215,12 @@ pub fn spawn_analysis(st: AppState) {
                 events_per_s: p.done as f64 / secs,
                 indexing: p.phase == kvscope_core::replay::BuildPhase::Index,
             });
+            // Held (see `AppState::analysis_hold`): wait, a frame at a time, until released or
+            // a newer load takes over.
+            while st.analysis_hold.get_untracked() && is_current(st, gen) {
+                after_paint().await;
+                last_paint = now_ms();
+            }
             // Let the browser handle input; give it a frame now and then.
             if now_ms() - last_paint > 100.0 {
                 after_paint().await;

@@ -66,7 +66,7 @@ pub fn StatusBanner() -> impl IntoView {
                 let rate = if ms > 0.0 { events as f64 / (ms / 1000.0) } else { 0.0 };
                 view! {
                     <div class="status ok" data-testid="status" role="status">
-                        <span title=format!("milliseconds per phase: {breakdown}")>{format!("Loaded {name}: {events} events in {} ms ({} events/s)", fixed(ms, 0), fixed(rate, 0))}</span>
+                        <span title=format!("milliseconds per phase: {breakdown}")>{format!("Loaded {name}: {} in {} ms ({} events/s)", crate::text::count(events, "event", "events"), fixed(ms, 0), fixed(rate, 0))}</span>
                         // The per-phase breakdown once the analysis is done (while it runs, the
                         // line holds its progress).
                         {move || (!matches!(st.analysis.get(), AnalysisStatus::Running { .. })).then(|| {
@@ -101,12 +101,7 @@ pub fn StatusBanner() -> impl IntoView {
 fn hash_row(label: &'static str, h: &BlockHash) -> impl IntoView {
     let dec = h.to_display_string();
     let hex = h.to_hex_string();
-    let both = if dec == hex {
-        dec.clone()
-    } else {
-        format!("{dec}  ({hex})")
-    };
-    view! { <tr><th>{label}</th><td class="mono hash">{both}</td></tr> }
+    view! { <tr><th>{label}</th><td class="mono">{crate::text::hash_text(dec, Some(hex))}</td></tr> }
 }
 
 fn extra_text(v: &ExtraValue) -> String {
@@ -161,12 +156,12 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
             <table class="kv" data-testid="details-verdicts">
                 {s.verdicts.into_iter().map(|c| {
                     let v = c.verdict.verdict.as_str();
+                    let missing = c.verdict.missing_parent.map(|p| view! { <span class="muted small">" missing parent "{crate::text::hash_text(p.to_string(), None)}</span> });
                     let note = [
-                        c.verdict.missing_parent.map(|p| format!("missing parent {p}")),
                         c.verdict.reason.map(|r| r.to_string()),
                         c.final_verdict.map(|f| format!("later {}", f.as_str())),
                     ].into_iter().flatten().collect::<Vec<_>>().join(" · ");
-                    view! { <tr><th>{c.consumer.as_str()}</th><td><span class=format!("verdict v-{v}")>{v}</span>" "<span class="muted small">{note}</span></td></tr> }
+                    view! { <tr><th>{c.consumer.as_str()}</th><td><span class=format!("verdict v-{v}")>{v}</span>" "{missing}" "<span class="muted small">{note}</span></td></tr> }
                 }).collect_view()}
             </table>
         }
@@ -243,7 +238,7 @@ fn event_view(
             view! {
                 {s.block_hashes.iter().map(|h| hash_row("block_hash", h)).collect_view()}
                 {match &s.parent_block_hash { Some(p) => hash_row("parent_block_hash", p).into_any(), None => row("parent_block_hash", "None (root)".into()).into_any() }}
-                {row("token_ids", toks)}
+                <tr><th>"token_ids"</th><td class="mono wrap">{toks}</td></tr>
                 {row("block_size", s.block_size.to_string())}
                 {row("medium", opt(&s.medium))}
                 {row("lora_id", opt(&s.lora_id))}
@@ -315,15 +310,29 @@ fn event_view(
 #[component]
 pub fn Details() -> impl IntoView {
     let st = expect_context::<AppState>();
+    // A cursor move ends the inspection: the details follow the cursor again.
+    Effect::new(move |_| {
+        st.cursor.track();
+        st.inspected.set(None);
+    });
     view! {
         <section class="pane details" aria-label="Details" data-testid="details">
             <h2>"Details"</h2>
             {move || {
                 let cur = st.current();
-                st.model.with(|m| match (m, cur) {
-                    (Some(m), Some(i)) => details_view(st, m, i),
-                    (Some(m), None) if !m.is_empty() => view! {
-                        <p class="muted" data-testid="details-title">{format!("Start of the trace: nothing applied yet. {} events; press → to step or n to jump to the first violation.", m.len())}</p>
+                let inspected = st.inspected.get().filter(|i| Some(*i) != cur);
+                st.model.with(|m| match (m, cur, inspected) {
+                    (Some(m), _, Some(i)) => view! {
+                        <div class="inspecting" data-testid="inspecting" role="status">
+                            {format!("Inspecting #{i}: the cursor stays at {} / {}. ", st.cursor.get_untracked(), m.len())}
+                            <button class="link" on:click=move |_| st.seek(i)>{format!("Go to #{i}")}</button>" · "
+                            <button class="link" on:click=move |_| st.inspected.set(None)>"Back to the cursor"</button>
+                        </div>
+                        {details_view(st, m, i)}
+                    }.into_any(),
+                    (Some(m), Some(i), None) => details_view(st, m, i),
+                    (Some(m), None, None) if !m.is_empty() => view! {
+                        <p class="muted" data-testid="details-title">{format!("Start of the trace: nothing applied yet. {}; press → to step or n to jump to the first violation.", crate::text::count(m.len(), "event", "events"))}</p>
                     }.into_any(),
                     _ => view! { <p class="muted" data-testid="details-title">"Load a trace to see its events."</p> }.into_any(),
                 })

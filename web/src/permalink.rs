@@ -124,7 +124,9 @@ export async function deflate_raw_limited(bytes, limit) {
 export async function inflate_raw_limited(bytes, limit) {
   const ds = new DecompressionStream('deflate-raw');
   const writer = ds.writable.getWriter();
-  writer.write(bytes).catch(() => {});
+  // `bytes` is a view into wasm memory, valid only during this call: the stream reads it
+  // later, so hand it a copy (a view read after Rust reused the memory came out truncated).
+  writer.write(bytes.slice()).catch(() => {});
   writer.close().catch(() => {});
   const reader = ds.readable.getReader();
   const parts = [];

@@ -17,7 +17,7 @@ use crate::report::{self, MaxFindings};
 pub struct Args {
     /// Trace to check (JSON Lines or msgpack stream; auto-detected).
     pub trace: PathBuf,
-    /// Consumer model to run (llmd, dynamo, sglang, ideal); repeatable; default all.
+    /// Consumer model to run (llmd, dynamo, smg, sglang, ideal); repeatable; default all.
     #[arg(long = "consumer", value_name = "NAME")]
     pub consumers: Vec<String>,
     /// Override a rule's level, e.g. `--rule seq-gap=warn`; repeatable.
@@ -124,7 +124,7 @@ pub fn config(
             .map(|c| {
                 ConsumerKind::parse(c).ok_or_else(|| {
                     BadInput(format!(
-                        "unknown consumer {c:?} (llmd, dynamo, sglang, ideal)"
+                        "unknown consumer {c:?} (llmd, dynamo, smg, sglang, ideal)"
                     ))
                 })
             })

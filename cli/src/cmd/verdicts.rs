@@ -15,7 +15,7 @@ use crate::exit::BadInput;
 pub struct Args {
     /// Trace (JSON Lines or msgpack stream; auto-detected).
     pub trace: PathBuf,
-    /// Consumer model (llmd, dynamo, sglang, ideal).
+    /// Consumer model (llmd, dynamo, smg, sglang, ideal).
     #[arg(long = "consumer", value_name = "NAME")]
     pub consumer: String,
     #[command(flatten)]
@@ -26,7 +26,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let kind = ConsumerKind::parse(&args.consumer).ok_or_else(|| {
         BadInput(format!(
-            "unknown consumer {:?} (llmd, dynamo, sglang, ideal)",
+            "unknown consumer {:?} (llmd, dynamo, smg, sglang, ideal)",
             args.consumer
         ))
     })?;

@@ -2,7 +2,7 @@
 //! and ordering tests.
 
 use super::*;
-use crate::consumers::testkit::{batch, batch_with_jobs, removed, stored, trace};
+use crate::consumers::testkit::{batch, batch_with_jobs, h, removed, stored, trace};
 use crate::consumers::ConsumerKind::{Dynamo, Ideal, Llmd, Sglang};
 use crate::consumers::VerdictKind::*;
 use crate::event::KvEvent;
@@ -82,7 +82,10 @@ fn scenario1_offload_child_first_parent_gpu_mapping_evicted() {
         .find(|f| f.rule == Rule::ChildBeforeParentInJob)
         .unwrap();
     assert!(f.inferred);
-    assert_eq!((f.event, f.parent, f.related_event), (3, Some(11), Some(4)));
+    assert_eq!(
+        (f.event, f.parent, f.related_event),
+        (3, Some(h(11)), Some(4))
+    );
     assert_eq!(f.cascade.get("llmd"), Some(&1));
     assert_eq!(f.cascade.get("dynamo"), Some(&0));
     assert!(a.has_deny());
@@ -139,7 +142,7 @@ fn scenario3_parent_only_on_another_pod() {
     let all = verdicts(&t, &AnalysisConfig::default());
     let d = verdict_of(&all, 1, Dynamo);
     assert_eq!(d.status.as_deref(), Some("parent_block_not_found"));
-    assert_eq!(d.missing_parent, Some(10));
+    assert_eq!(d.missing_parent, Some(h(10)));
     assert_eq!(v(&a, Sglang, 1), Applied, "attaches under A's node");
     assert_eq!(v(&a, Ideal, 1), Applied);
     // Not an ordering violation: the parent came first (from another pod).
@@ -219,7 +222,7 @@ fn scenario6_multi_block_unknown_parent() {
     for k in [Llmd, Dynamo] {
         let e = verdict_of(&all, 0, k);
         assert_eq!(e.verdict, DroppedOrphan);
-        assert_eq!(e.missing_parent, Some(99));
+        assert_eq!(e.missing_parent, Some(h(99)));
         assert_eq!(
             e.blocks.iter().map(|b| b.verdict).collect::<Vec<_>>(),
             vec![DroppedOrphan; 3]
@@ -323,7 +326,7 @@ fn dynamo_removal_drops_later_blocks_of_the_chain_and_reports_unknown() {
     assert!(r
         .blocks
         .iter()
-        .any(|b| b.hash == 3 && b.reason.as_deref() == Some("dropped_with_chain")));
+        .any(|b| b.hash == h(3) && b.reason.as_deref() == Some("dropped_with_chain")));
     assert_eq!(
         verdict_of(&all, 2, Dynamo).verdict,
         DroppedOrphan,
@@ -553,7 +556,7 @@ fn legacy_loses_under_llmd_when_gpu_evicted_and_fixed_does_not() {
     assert_eq!(fixed.loss(Llmd).unwrap().blocks_lost, 0);
     let d = compare(&legacy, &fixed);
     let ll = d.losses.iter().find(|l| l.consumer == "llmd").unwrap();
-    assert_eq!(ll.disappeared, vec![2, 3]);
+    assert_eq!(ll.disappeared, vec![h(2), h(3)]);
     assert_eq!(legacy.count(Rule::ChildBeforeParentInJob), 2);
 }
 

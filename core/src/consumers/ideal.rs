@@ -1,5 +1,5 @@
-//! The reference consumer: what a better router could do (reference §8.1 `PendingReplay`; no
-//! production consumer does this per block).
+//! The reference consumer: what a better router could do (`docs/consumers.md` "`ideal`"; no
+//! production consumer holds orphans per block).
 //!
 //! Parents resolve against every block currently held (any source, any tier). An orphan is held pending, keyed by its missing parent, and applied
 //! (`replayed`) as soon as that parent arrives; applying it may release further pending
@@ -9,8 +9,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    push_block, slot, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner,
-    LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Resolution, SlabMap, VerdictKind,
+    push_block, slot, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, LaneBook,
+    LaneCounts, LaneKey, LaneList, Lanes, Resolution, SlabMap, VerdictKind,
 };
 use crate::event::KvEvent;
 
@@ -33,8 +33,6 @@ pub struct Ideal {
     pending: SlabMap<Vec<PendingEvent>>,
     pending_events: usize,
     pub(super) lanes: LaneBook,
-    /// Block ids when the model is used on its own ([`Consumer::apply`]).
-    own: Interner,
 }
 
 impl Ideal {
@@ -46,7 +44,6 @@ impl Ideal {
             pending: SlabMap::default(),
             pending_events: 0,
             lanes: LaneBook::default(),
-            own: Interner::default(),
         }
     }
 
@@ -106,9 +103,14 @@ impl Ideal {
             }
         }
     }
+}
 
-    /// [`Consumer::apply`] with the event's block ids given.
-    pub(crate) fn apply_ids(
+impl Consumer for Ideal {
+    fn name(&self) -> &'static str {
+        "ideal"
+    }
+
+    fn apply(
         &mut self,
         ctx: &EventCtx<'_>,
         ev: &KvEvent,
@@ -174,23 +176,6 @@ impl Ideal {
                 EventVerdict::of(VerdictKind::Cleared, &[])
             }
         }
-    }
-}
-
-impl Consumer for Ideal {
-    fn name(&self) -> &'static str {
-        "ideal"
-    }
-
-    fn apply(
-        &mut self,
-        ctx: &EventCtx<'_>,
-        ev: &KvEvent,
-        resolved: &mut Vec<Resolution>,
-    ) -> EventVerdict {
-        let mut ids = EventIds::default();
-        ids.fill(&mut self.own, ev);
-        self.apply_ids(ctx, ev, &ids, resolved)
     }
 
     fn reset(&mut self) {

@@ -1,6 +1,6 @@
 //! SGLang's experimental sgl-router KV-event index (`sgl-project/sglang`
-//! `experimental/sgl-router/src/policies/kv_events/tree.rs` `HashTree`; reference
-//! `kv-event-consumers.md` §6.1).
+//! `experimental/sgl-router/src/policies/kv_events/tree.rs` `HashTree` at
+//! `0baeaf2b`; `docs/consumers.md`).
 //!
 //! An arena tree keyed by engine block hash, global across workers, with a reverse index
 //! `by_hash: hash → nodes`. `insert(worker, parent_hash, hashes, tier)` resolves the parent
@@ -13,8 +13,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    push_block, slot, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, Interner,
-    LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    push_block, slot, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, LaneBook,
+    LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -74,8 +74,6 @@ pub struct Sglang {
     /// `(source << 32 | dp_rank)` → dense worker id (for the packed owner entries).
     workers: Map<u64, u32>,
     pub(super) lanes: LaneBook,
-    /// Block ids when the model is used on its own ([`Consumer::apply`]).
-    own: Interner,
 }
 
 fn known_medium(m: Option<&str>) -> bool {
@@ -336,21 +334,6 @@ impl Sglang {
         }
         EventVerdict::of(VerdictKind::Cleared, &[])
     }
-
-    /// [`Consumer::apply`] with the event's block ids given.
-    pub(crate) fn apply_ids(
-        &mut self,
-        ctx: &EventCtx<'_>,
-        ev: &KvEvent,
-        ids: &EventIds,
-        _: &mut Vec<Resolution>,
-    ) -> EventVerdict {
-        match ev {
-            KvEvent::BlockStored(e) => self.stored(ctx, e, ids),
-            KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
-            KvEvent::AllBlocksCleared => self.cleared(ctx),
-        }
-    }
 }
 
 impl Consumer for Sglang {
@@ -362,11 +345,14 @@ impl Consumer for Sglang {
         &mut self,
         ctx: &EventCtx<'_>,
         ev: &KvEvent,
-        resolved: &mut Vec<Resolution>,
+        ids: &EventIds,
+        _: &mut Vec<Resolution>,
     ) -> EventVerdict {
-        let mut ids = EventIds::default();
-        ids.fill(&mut self.own, ev);
-        self.apply_ids(ctx, ev, &ids, resolved)
+        match ev {
+            KvEvent::BlockStored(e) => self.stored(ctx, e, ids),
+            KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
+            KvEvent::AllBlocksCleared => self.cleared(ctx),
+        }
     }
 
     fn reset(&mut self) {

@@ -1,12 +1,40 @@
 //! Trace builders for tests, benchmarks and examples (small hand-made traces).
+//!
+//! [`stored`] and [`removed`] take block **ids**: an id below 2^32 becomes the hash [`h`]`(id)`
+//! = 2^32 + id, because vLLM writes a hash below 2^32 as a small msgpack integer, which
+//! llm-d's decoder rejects along with the whole batch (`docs/consumers.md`, llm-d R1). Ids of
+//! 2^32 and more are used as hashes. [`stored_raw`] and [`removed_raw`] take hashes as they
+//! are (for tests about small hashes).
 
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 use crate::hash::BlockHash;
 use crate::trace::{Provenance, ProvenanceKind, Trace, TraceBatch, TraceRecord};
 
-/// A `BlockStored` of `hashes` under `parent` with `bs` tokens per block (token values derived
-/// from the hash, so equal hashes carry equal tokens).
-pub fn stored(hashes: &[u64], parent: Option<u64>, medium: Option<&str>, bs: u32) -> KvEvent {
+/// The hash of test block id `id`: 2^32 + `id` for ids below 2^32, else `id` itself.
+pub const fn h(id: u64) -> u64 {
+    if id < 1 << 32 {
+        (1 << 32) + id
+    } else {
+        id
+    }
+}
+
+/// A `BlockStored` of blocks `ids` under `parent` (ids, see [`h`]) with `bs` tokens per block
+/// (token values derived from the id, so equal ids carry equal tokens).
+pub fn stored(ids: &[u64], parent: Option<u64>, medium: Option<&str>, bs: u32) -> KvEvent {
+    let hashes: Vec<u64> = ids.iter().map(|i| h(*i)).collect();
+    stored_raw(&hashes, parent.map(h), medium, bs)
+}
+
+/// A `BlockRemoved` of blocks `ids` (see [`h`]).
+pub fn removed(ids: &[u64], medium: Option<&str>) -> KvEvent {
+    let hashes: Vec<u64> = ids.iter().map(|i| h(*i)).collect();
+    removed_raw(&hashes, medium)
+}
+
+/// A `BlockStored` of `hashes` (as they are) under `parent` with `bs` tokens per block (token
+/// values derived from the hash, so equal hashes carry equal tokens).
+pub fn stored_raw(hashes: &[u64], parent: Option<u64>, medium: Option<&str>, bs: u32) -> KvEvent {
     let token_ids = hashes
         .iter()
         .flat_map(|h| (0..bs).map(move |i| (*h as u32).wrapping_mul(31).wrapping_add(i)))
@@ -28,8 +56,8 @@ pub fn stored(hashes: &[u64], parent: Option<u64>, medium: Option<&str>, bs: u32
     })
 }
 
-/// A `BlockRemoved`.
-pub fn removed(hashes: &[u64], medium: Option<&str>) -> KvEvent {
+/// A `BlockRemoved` of `hashes` (as they are).
+pub fn removed_raw(hashes: &[u64], medium: Option<&str>) -> KvEvent {
     KvEvent::BlockRemoved(BlockRemoved {
         block_hashes: hashes.iter().map(|h| BlockHash::Int(*h)).collect(),
         medium: medium.map(str::to_owned),

@@ -41,7 +41,7 @@
 //! ```
 //! use kvscope_core::analysis::{AnalysisConfig, Rule};
 //! use kvscope_core::consumers::{ConsumerKind, VerdictKind};
-//! use kvscope_core::consumers::testkit::{batch, stored, trace};
+//! use kvscope_core::consumers::testkit::{batch, h, stored, trace};
 //! use kvscope_core::replay::{Replay, ViolationFilter};
 //!
 //! let t = trace(vec![batch("pod-a", 0, vec![
@@ -66,7 +66,7 @@
 //! let step = r.step_at(1).unwrap();
 //! let v = step.verdicts.iter().find(|v| v.consumer == ConsumerKind::Llmd).unwrap();
 //! assert_eq!(v.verdict.verdict, VerdictKind::DroppedOrphan);
-//! assert_eq!(v.verdict.missing_parent, Some(2));
+//! assert_eq!(v.verdict.missing_parent, Some(h(2)));
 //!
 //! // Snapshots are plain serde data.
 //! let json = serde_json::to_string(&snap).unwrap();

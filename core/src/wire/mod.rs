@@ -7,13 +7,8 @@
 mod json;
 mod json_write;
 pub mod jsonl;
-/// The serde-based JSON Lines reader that [`jsonl`] replaced: kept for the differential tests
-/// and, behind the non-default `legacy-jsonl` feature, for the `jsonl_ab` benchmark (never in
-/// the wasm builds).
-#[cfg(any(test, feature = "legacy-jsonl"))]
-#[doc(hidden)]
-pub mod jsonl_legacy;
 pub mod msgpack;
+pub mod stream;
 
 use std::fmt;
 
@@ -116,13 +111,13 @@ pub(crate) fn reserve_heap(bytes: usize) {
 pub type FloatParser = fn(&str) -> Option<f64>;
 
 /// The default [`FloatParser`]: `lexical-parse-float` built `compact`, correctly rounded like
-/// core's `str::parse` (checked against it in `json.rs`'s tests) without its ~10 KB of tables.
+/// core's `str::parse` (checked against it in `wire/json/tests.rs`) without its ~10 KB of tables.
 pub fn parse_float(text: &str) -> Option<f64> {
     lexical_parse_float::FromLexical::from_lexical(text.as_bytes()).ok()
 }
 
 /// Read a trace in either format. `source` names the publisher of a bare msgpack stream (the
-/// input file's stem, per DECISIONS.md); JSONL lines carry their own.
+/// input file's stem: `docs/trace-format.md` §2); JSONL lines carry their own.
 pub fn read_trace(bytes: &[u8], source: &str) -> Result<Trace, WireError> {
     read_trace_with_progress(bytes, source, &mut |_| {})
 }

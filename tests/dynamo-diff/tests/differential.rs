@@ -144,7 +144,7 @@ fn describe(mismatches: &[Mismatch]) -> String {
 }
 
 /// Each worker's rank publisher owns its own `LocalKvIndexer` (tree + lower tiers): the
-/// worker-side view that DECISIONS.md names. Several workers and ranks.
+/// worker-side view `docs/consumers.md` names. Several workers and ranks.
 #[test]
 fn agrees_with_real_crate_worker_side() {
     differential(Mode::WorkerSide, 3, 2, seed());

@@ -57,7 +57,7 @@ impl Run {
         for (c, consumer) in self.consumers.iter_mut().enumerate() {
             resolved.clear();
             consumer.set_lane_log(recording);
-            let v = consumer.apply_ids(&ctx, ev, &self.ids, resolved);
+            let v = crate::consumers::Consumer::apply(consumer, &ctx, ev, &self.ids, resolved);
             if let Some(s) = sink.as_mut() {
                 s(i, consumer.kind(), &v, resolved);
             }

@@ -1,6 +1,6 @@
 //! One tiny hand-made trace per disagreement class found so far (see `MISMATCHES.md`). A, B
 //! and C were model bugs, fixed: their traces must agree with the real crate. D and E are
-//! differences between the worker-side index (what the model is, per DECISIONS.md) and a
+//! differences between the worker-side index (what the model is, per `docs/consumers.md`) and a
 //! router-side index shared by all workers: their traces must agree worker-side and are
 //! asserted to DIFFER from the shared instantiation, so a change on either side is noticed.
 //! The random tests in `differential.rs` find new classes.

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kvscope_core::consumers::dynamo::Dynamo;
-use kvscope_core::consumers::{Consumer, EventCtx, EventVerdict, VerdictKind};
+use kvscope_core::consumers::{Consumer, EventCtx, EventVerdict, Standalone, VerdictKind};
 use kvscope_core::event::{KvEvent, KvEventBatch};
 use kvscope_core::wire::msgpack::encode_batch;
 use kvscope_core::wire::EventEncoding;
@@ -347,7 +347,7 @@ pub struct Run {
 /// differences are usually its consequences, and each trace then names one class.
 pub fn run(trace: &GenTrace, mode: Mode) -> Run {
     let mut real = RealDynamo::new(mode, KV_BLOCK_SIZE);
-    let mut kv = Dynamo::new(KV_BLOCK_SIZE, false);
+    let mut kv = Standalone::new(Dynamo::new(KV_BLOCK_SIZE, false));
     let uni = universe(trace);
     let workers: BTreeSet<(u64, u32)> = trace
         .iter()
@@ -507,18 +507,19 @@ fn compare_trees(
 
 fn compare_state(
     real: &RealDynamo,
-    kv: &Dynamo,
+    driver: &Standalone<Dynamo>,
     uni: &BTreeSet<u64>,
     workers: &BTreeSet<(u64, u32)>,
     locals: &Locals,
     mode: Mode,
 ) -> Option<(&'static str, String)> {
+    let kv = driver.model();
     let sizes = real.device_sizes();
     let kv_count = |w: Option<(u64, u32)>| -> usize {
         match w {
             Some((src, rank)) => uni
                 .iter()
-                .filter(|h| kv.device_has(src as u32, rank, **h))
+                .filter(|h| kv.device_has(driver.interner(), src as u32, rank, **h))
                 .count(),
             None => 0,
         }

@@ -1,0 +1,229 @@
+//! The models' small data structures: dense block ids ([`Interner`], [`EventIds`]), the one
+//! hash-map type ([`Map`]) and what is built on it ([`SlabMap`], [`HashChain`]).
+
+use crate::event::KvEvent;
+
+/// An event's block hashes, normalised to u64 (inline up to 2: no allocation for the usual
+/// one-block event). Also llm-d's request keys per engine hash: one `SmallVec` type for both.
+pub(crate) type Hashes = smallvec::SmallVec<[u64; 2]>;
+
+/// Dense ids for block hashes (stored, removed or named as a parent), in order of first
+/// appearance: one hash lookup per hash per event, after which per-block state lives in
+/// vectors indexed by id, which keeps the blocks of one chain next to each other in memory.
+/// The analysis shares one interner between the violation index, the models and the replay
+/// tables; a model used on its own ([`Consumer::apply`]) keeps a private one.
+#[derive(Clone, Debug, Default)]
+pub struct Interner {
+    ids: Map<u64, u32>,
+    hashes: Vec<u64>,
+}
+
+impl Interner {
+    /// The id of `h`, assigned if new.
+    pub fn intern(&mut self, h: u64) -> u32 {
+        let next = u32::try_from(self.hashes.len()).unwrap_or(u32::MAX);
+        let id = *self.ids.entry(h).or_insert(next);
+        if id == next && self.hashes.len() < u32::MAX as usize {
+            self.hashes.push(h);
+        }
+        id
+    }
+
+    /// The id of `h`, if it was ever seen.
+    pub fn get(&self, h: u64) -> Option<u32> {
+        self.ids.get(&h).copied()
+    }
+}
+
+/// The dense ids of one event's blocks (in block order) and of its parent, with the blocks'
+/// u64-normalised hashes (normalised once per event for every model and the violation index).
+#[derive(Clone, Debug, Default)]
+pub struct EventIds {
+    pub(crate) blocks: smallvec::SmallVec<[u32; 4]>,
+    pub(crate) parent: Option<u32>,
+    /// The blocks' hashes, normalised to u64 (same order as `blocks`).
+    pub(crate) hashes: Hashes,
+}
+
+impl EventIds {
+    /// Intern the blocks and parent of `ev`.
+    pub fn fill(&mut self, interner: &mut Interner, ev: &KvEvent) {
+        self.blocks.clear();
+        self.hashes.clear();
+        for h in ev.block_hashes() {
+            let h = h.as_u64();
+            self.hashes.push(h);
+            self.blocks.push(interner.intern(h));
+        }
+        self.parent = match ev {
+            KvEvent::BlockStored(e) => e
+                .parent_block_hash
+                .as_ref()
+                .map(|p| interner.intern(p.as_u64())),
+            _ => None,
+        };
+    }
+
+    /// The id of block `i`.
+    pub(crate) fn block(&self, i: usize) -> u32 {
+        self.blocks.get(i).copied().unwrap_or(u32::MAX)
+    }
+}
+
+/// `v[id]`, growing `v` with defaults as needed (ids are dense, so this is an amortised push).
+pub(crate) fn slot<T: Default>(v: &mut Vec<T>, id: u32) -> &mut T {
+    let i = id as usize;
+    if i >= v.len() {
+        v.resize_with(i + 1, T::default);
+    }
+    // In range after the resize.
+    &mut v[i]
+}
+
+/// The hash map used by the models.
+pub(crate) type Map<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
+
+/// An exact index over dense ids `0..n` by a 64-bit hash of what they name (strings, job
+/// keys): [`Map<u64, u32>`] to the first id with a hash, then a chain through the ids sharing
+/// it. Equality is the caller's (`same`), so hash collisions only lengthen a chain; no
+/// hash-table code per key type (wasm size).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HashChain {
+    first: Map<u64, u32>,
+    /// Per id: the next id with the same hash (`u32::MAX`: none).
+    next: Vec<u32>,
+}
+
+impl HashChain {
+    /// The id with hash `hash` for which `same(id)` holds.
+    pub(crate) fn find(&self, hash: u64, mut same: impl FnMut(u32) -> bool) -> Option<u32> {
+        let mut id = *self.first.get(&hash)?;
+        loop {
+            if same(id) {
+                return Some(id);
+            }
+            id = *self.next.get(id as usize)?;
+        }
+    }
+
+    /// Record `id` (the next dense id, not already present) under `hash`.
+    pub(crate) fn push(&mut self, hash: u64, id: u32) {
+        if self.next.len() <= id as usize {
+            self.next.resize(id as usize + 1, u32::MAX);
+        }
+        let head = self.first.entry(hash).or_insert(id);
+        if *head != id {
+            // Link in after the head (chain order does not matter).
+            let after = std::mem::replace(slot(&mut self.next, *head), id);
+            *slot(&mut self.next, id) = after;
+        }
+    }
+}
+
+/// A 64-bit hash of a string (for [`HashChain`], which compares the strings themselves, so
+/// only the spread matters): Fx-style, one multiply per 8-byte little-endian word and one for
+/// the length. A small loop instead of rustc-hash's string hashing, which is about 750 bytes of
+/// wasm; the strings hashed (source names, job keys, statuses and reasons) are short.
+pub(crate) fn str_hash(s: &str) -> u64 {
+    /// rustc-hash 2's multiplier.
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+    let mut h = (s.len() as u64).wrapping_mul(K);
+    for word in s.as_bytes().chunks(8) {
+        let mut w = 0u64;
+        for (i, b) in word.iter().enumerate() {
+            w |= (*b as u64) << (8 * i);
+        }
+        h = (h.rotate_left(26) ^ w).wrapping_mul(K);
+    }
+    h
+}
+
+/// A map from `u64` keys to values kept in a vector: [`Map<u64, u32>`] (key → slot) plus a
+/// `Vec` per value type, instead of a copy of the hash-table code per value type (wasm size).
+/// Freed slots are reused. Iteration order is unspecified (like a hash map's).
+#[derive(Clone, Debug)]
+pub(crate) struct SlabMap<V> {
+    index: Map<u64, u32>,
+    slots: Vec<(u64, V)>,
+    free: Vec<u32>,
+}
+
+impl<V> Default for SlabMap<V> {
+    fn default() -> Self {
+        SlabMap {
+            index: Map::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<V: Default> SlabMap<V> {
+    /// Whether no key is present.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// The value of `key`.
+    pub(crate) fn get(&self, key: u64) -> Option<&V> {
+        let i = *self.index.get(&key)? as usize;
+        self.slots.get(i).map(|s| &s.1)
+    }
+
+    /// The value of `key`, mutable.
+    pub(crate) fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+        let i = *self.index.get(&key)? as usize;
+        self.slots.get_mut(i).map(|s| &mut s.1)
+    }
+
+    /// The value of `key`, inserted as `V::default()` if absent.
+    pub(crate) fn entry(&mut self, key: u64) -> &mut V {
+        let i = match self.index.get(&key) {
+            Some(i) => *i as usize,
+            None => {
+                let i = match self.free.pop() {
+                    Some(i) => i as usize,
+                    None => {
+                        self.slots.push((key, V::default()));
+                        self.slots.len() - 1
+                    }
+                };
+                if let Some(s) = self.slots.get_mut(i) {
+                    s.0 = key;
+                }
+                self.index.insert(key, i as u32);
+                i
+            }
+        };
+        // In range: an index entry always names a slot.
+        &mut self.slots[i].1
+    }
+
+    /// Remove `key`, returning its value.
+    pub(crate) fn remove(&mut self, key: u64) -> Option<V> {
+        let i = self.index.remove(&key)?;
+        self.free.push(i);
+        self.slots
+            .get_mut(i as usize)
+            .map(|s| std::mem::take(&mut s.1))
+    }
+
+    /// The keys present (unspecified order).
+    pub(crate) fn keys(&self) -> impl Iterator<Item = u64> + '_ {
+        self.index.keys().copied()
+    }
+
+    /// Remove every entry, returning them (unspecified order).
+    pub(crate) fn take_all(&mut self) -> Vec<(u64, V)> {
+        let mut slots = std::mem::take(&mut self.slots);
+        // A loop, not a `filter_map` + `collect` instance per value type.
+        let mut out = Vec::with_capacity(self.index.len());
+        for (k, i) in self.index.drain() {
+            if let Some(s) = slots.get_mut(i as usize) {
+                out.push((k, std::mem::take(&mut s.1)));
+            }
+        }
+        self.free.clear();
+        out
+    }
+}

@@ -1,0 +1,632 @@
+//! The msgpack decoder: a bounds-checked reader over one input slice.
+
+use std::fmt;
+
+use rmp::Marker;
+
+use crate::event::{
+    BlockRemoved, BlockStored, EventFields, ExtraValue, FieldSlot, FieldSpec, KvEvent,
+    KvEventBatch, TokenId,
+};
+use crate::hash::BlockHash;
+use crate::text::Quoted;
+
+use super::super::{Location, WireError};
+use super::MAX_DEPTH;
+
+// ---------------------------------------------------------------------------------------------
+// Decoding.
+
+/// An error before context (event index, field name) is added.
+/// Boxed so that the hot path moves small `Result`s.
+pub(super) type Res<T> = Result<T, Box<WireError>>;
+
+pub(super) fn err(offset: usize, message: impl Into<String>) -> Box<WireError> {
+    Box::new(WireError {
+        location: Location::Byte(offset as u64),
+        message: message.into(),
+    })
+}
+
+/// Prefix an error's message with context: `{prefix}: {message}`. Out of line and cold, so
+/// that a call site costs building `prefix`'s arguments and a call (formatting inlined at every
+/// site was about 1.5 KB of wasm).
+#[cold]
+#[inline(never)]
+pub(super) fn ctx(mut e: Box<WireError>, prefix: fmt::Arguments<'_>) -> Box<WireError> {
+    e.message = format!("{prefix}: {}", e.message);
+    e
+}
+
+/// What a marker denotes, for error messages.
+pub(super) fn kind_name(m: Marker) -> &'static str {
+    match m {
+        Marker::FixPos(_) | Marker::U8 | Marker::U16 | Marker::U32 | Marker::U64 => "int",
+        Marker::FixNeg(_) | Marker::I8 | Marker::I16 | Marker::I32 | Marker::I64 => "int",
+        Marker::Null => "nil",
+        Marker::True | Marker::False => "bool",
+        Marker::F32 | Marker::F64 => "float",
+        Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32 => "str",
+        Marker::Bin8 | Marker::Bin16 | Marker::Bin32 => "bin",
+        Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => "array",
+        Marker::FixMap(_) | Marker::Map16 | Marker::Map32 => "map",
+        Marker::Reserved => "reserved byte 0xc1",
+        _ => "ext",
+    }
+}
+
+/// A decoded msgpack integer.
+#[derive(Clone, Copy)]
+pub(super) enum Int {
+    U(u64),
+    /// Always negative.
+    N(i64),
+}
+
+pub(super) struct Reader<'a> {
+    pub(super) buf: &'a [u8],
+    pub(super) pos: usize,
+    /// Whether an error came from running out of input (more bytes could make it decode).
+    pub(super) truncated: bool,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader at the start of `buf`.
+    pub(super) fn new(buf: &'a [u8]) -> Self {
+        Reader {
+            buf,
+            pos: 0,
+            truncated: false,
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    fn take(&mut self, n: usize, what: &str) -> Res<&'a [u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        match end.and_then(|e| self.buf.get(self.pos..e).map(|s| (s, e))) {
+            Some((s, e)) => {
+                self.pos = e;
+                Ok(s)
+            }
+            None => Err(self.out_of_input(err(
+                self.pos,
+                format!(
+                    "unexpected end of input: {what} needs {n} byte(s), {} left",
+                    self.remaining()
+                ),
+            ))),
+        }
+    }
+
+    /// `e`, noting that it came from running out of input.
+    #[cold]
+    fn out_of_input(&mut self, e: Box<WireError>) -> Box<WireError> {
+        self.truncated = true;
+        e
+    }
+
+    fn be(&mut self, n: usize, what: &str) -> Res<u64> {
+        let s = self.take(n, what)?;
+        Ok(match *s {
+            [a] => u64::from(a),
+            [a, b] => u64::from(u16::from_be_bytes([a, b])),
+            [a, b, c, d] => u64::from(u32::from_be_bytes([a, b, c, d])),
+            [a, b, c, d, e, f, g, h] => u64::from_be_bytes([a, b, c, d, e, f, g, h]),
+            _ => s.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b)),
+        })
+    }
+
+    /// Read a marker; returns it with its offset.
+    fn marker(&mut self) -> Res<(Marker, usize)> {
+        let at = self.pos;
+        match self.buf.get(at) {
+            Some(b) => {
+                self.pos += 1;
+                Ok((Marker::from_u8(*b), at))
+            }
+            None => Err(self.out_of_input(err(at, "unexpected end of input: expected a value"))),
+        }
+    }
+
+    fn peek_marker(&self) -> Option<Marker> {
+        self.buf.get(self.pos).map(|b| Marker::from_u8(*b))
+    }
+
+    fn type_err(at: usize, expected: &str, m: Marker) -> Box<WireError> {
+        err(at, format!("expected {expected}, found {}", kind_name(m)))
+    }
+
+    /// Integer payload for an int marker, or `None` for other markers.
+    fn int_body(&mut self, m: Marker) -> Res<Option<Int>> {
+        Ok(Some(match m {
+            Marker::FixPos(v) => Int::U(u64::from(v)),
+            Marker::FixNeg(v) => Int::N(i64::from(v)),
+            Marker::U8 => Int::U(self.be(1, "uint8")?),
+            Marker::U16 => Int::U(self.be(2, "uint16")?),
+            Marker::U32 => Int::U(self.be(4, "uint32")?),
+            Marker::U64 => Int::U(self.be(8, "uint64")?),
+            Marker::I8 => signed(self.be(1, "int8")? as u8 as i8 as i64),
+            Marker::I16 => signed(self.be(2, "int16")? as u16 as i16 as i64),
+            Marker::I32 => signed(self.be(4, "int32")? as u32 as i32 as i64),
+            Marker::I64 => signed(self.be(8, "int64")? as i64),
+            _ => return Ok(None),
+        }))
+    }
+
+    fn int(&mut self, expected: &str) -> Res<(Int, usize)> {
+        let (m, at) = self.marker()?;
+        match self.int_body(m)? {
+            Some(i) => Ok((i, at)),
+            None => Err(Self::type_err(at, expected, m)),
+        }
+    }
+
+    fn u64_val(&mut self, expected: &str) -> Res<u64> {
+        match self.int(expected)? {
+            (Int::U(v), _) => Ok(v),
+            (Int::N(v), at) => Err(err(at, format!("expected {expected}, found {v}"))),
+        }
+    }
+
+    fn u32_val(&mut self, expected: &str) -> Res<u32> {
+        let at = self.pos;
+        let v = self.u64_val(expected)?;
+        u32::try_from(v).map_err(|_| err(at, format!("{v} is out of range for {expected}")))
+    }
+
+    fn is_nil(&mut self) -> bool {
+        if self.peek_marker() == Some(Marker::Null) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn opt<T>(&mut self, f: impl FnOnce(&mut Self) -> Res<T>) -> Res<Option<T>> {
+        if self.is_nil() {
+            Ok(None)
+        } else {
+            f(self).map(Some)
+        }
+    }
+
+    /// Length of the value behind a container/str/bin marker, capped by what remains.
+    fn len_for(&mut self, m: Marker) -> Res<Option<usize>> {
+        Ok(Some(match m {
+            Marker::FixArray(n) | Marker::FixMap(n) | Marker::FixStr(n) => usize::from(n),
+            Marker::Array16 | Marker::Map16 | Marker::Str16 | Marker::Bin16 => {
+                self.be(2, "length")? as usize
+            }
+            Marker::Array32 | Marker::Map32 | Marker::Str32 | Marker::Bin32 => {
+                self.be(4, "length")? as usize
+            }
+            Marker::Str8 | Marker::Bin8 => self.be(1, "length")? as usize,
+            _ => return Ok(None),
+        }))
+    }
+
+    fn array_len(&mut self, expected: &str) -> Res<(usize, usize)> {
+        let (m, at) = self.marker()?;
+        match m {
+            Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
+                Ok((self.len_for(m)?.unwrap_or(0), at))
+            }
+            _ => Err(Self::type_err(at, expected, m)),
+        }
+    }
+
+    fn str_body(&mut self, len: usize, at: usize) -> Res<&'a str> {
+        let bytes = self.take(len, "string")?;
+        std::str::from_utf8(bytes).map_err(|e| err(at, format!("invalid UTF-8 in string: {e}")))
+    }
+
+    fn str_val(&mut self) -> Res<&'a str> {
+        let (m, at) = self.marker()?;
+        match m {
+            Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32 => {
+                let len = self.len_for(m)?.unwrap_or(0);
+                self.str_body(len, at)
+            }
+            _ => Err(Self::type_err(at, "str", m)),
+        }
+    }
+
+    fn string(&mut self) -> Res<String> {
+        self.str_val().map(str::to_owned)
+    }
+
+    fn hash(&mut self) -> Res<BlockHash> {
+        // Fast path: uint64, vLLM's usual wire hash.
+        if let Some([0xcf, a, b, c, d, e, f, g, h, ..]) = self.buf.get(self.pos..) {
+            self.pos += 9;
+            return Ok(BlockHash::Int(u64::from_be_bytes([
+                *a, *b, *c, *d, *e, *f, *g, *h,
+            ])));
+        }
+        let (m, at) = self.marker()?;
+        if let Some(i) = self.int_body(m)? {
+            return Ok(BlockHash::Int(match i {
+                Int::U(v) => v,
+                Int::N(v) => v as u64,
+            }));
+        }
+        match m {
+            Marker::Bin8 | Marker::Bin16 | Marker::Bin32 => {
+                let len = self.len_for(m)?.unwrap_or(0);
+                Ok(BlockHash::Bytes(self.take(len, "bin")?.into()))
+            }
+            _ => Err(Self::type_err(at, "int or bytes", m)),
+        }
+    }
+
+    fn hashes(&mut self) -> Res<Vec<BlockHash>> {
+        let (n, _) = self.array_len("array")?;
+        let mut v = Vec::with_capacity(n.min(self.remaining()));
+        for i in 0..n {
+            v.push(self.hash().map_err(|e| ctx(e, format_args!("item {i}")))?);
+        }
+        Ok(v)
+    }
+
+    fn tokens(&mut self) -> Res<Vec<TokenId>> {
+        let (n, _) = self.array_len("array")?;
+        let mut v = Vec::with_capacity(n.min(self.remaining()));
+        for i in 0..n {
+            // Fast paths: positive fixint, uint8, uint16 (token ids are almost always these).
+            match self.buf.get(self.pos..) {
+                Some([b, ..]) if *b < 0x80 => {
+                    self.pos += 1;
+                    v.push(TokenId::from(*b));
+                    continue;
+                }
+                Some([0xcc, b, ..]) => {
+                    self.pos += 2;
+                    v.push(TokenId::from(*b));
+                    continue;
+                }
+                Some([0xcd, hi, lo, ..]) => {
+                    self.pos += 3;
+                    v.push(TokenId::from(u16::from_be_bytes([*hi, *lo])));
+                    continue;
+                }
+                _ => {}
+            }
+            v.push(
+                self.u32_val("token id (u32)")
+                    .map_err(|e| ctx(e, format_args!("item {i}")))?,
+            );
+        }
+        Ok(v)
+    }
+
+    fn float(&mut self) -> Res<f64> {
+        let (m, at) = self.marker()?;
+        match m {
+            Marker::F64 => Ok(f64::from_bits(self.be(8, "float64")?)),
+            Marker::F32 => Ok(f64::from(f32::from_bits(self.be(4, "float32")? as u32))),
+            _ => match self.int_body(m)? {
+                Some(Int::U(v)) => Ok(v as f64),
+                Some(Int::N(v)) => Ok(v as f64),
+                None => Err(Self::type_err(at, "float", m)),
+            },
+        }
+    }
+
+    fn extra_value(&mut self, depth: usize) -> Res<ExtraValue> {
+        let (m, at) = self.marker()?;
+        if let Some(i) = self.int_body(m)? {
+            return Ok(match i {
+                Int::U(v) => ExtraValue::UInt(v),
+                Int::N(v) => ExtraValue::Int(v),
+            });
+        }
+        Ok(match m {
+            Marker::Null => ExtraValue::Nil,
+            Marker::True => ExtraValue::Bool(true),
+            Marker::False => ExtraValue::Bool(false),
+            Marker::F64 => ExtraValue::Float(finite(f64::from_bits(self.be(8, "float64")?), at)?),
+            Marker::F32 => ExtraValue::Float(finite(
+                f64::from(f32::from_bits(self.be(4, "float32")? as u32)),
+                at,
+            )?),
+            Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32 => {
+                let len = self.len_for(m)?.unwrap_or(0);
+                ExtraValue::Str(self.str_body(len, at)?.to_owned())
+            }
+            Marker::Bin8 | Marker::Bin16 | Marker::Bin32 => {
+                let len = self.len_for(m)?.unwrap_or(0);
+                ExtraValue::Bytes(self.take(len, "bin")?.to_vec())
+            }
+            Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
+                if depth >= MAX_DEPTH {
+                    return Err(err(at, format!("nesting deeper than {MAX_DEPTH}")));
+                }
+                let n = self.len_for(m)?.unwrap_or(0);
+                let mut v = Vec::with_capacity(n.min(self.remaining()));
+                for _ in 0..n {
+                    v.push(self.extra_value(depth + 1)?);
+                }
+                ExtraValue::Array(v)
+            }
+            Marker::FixMap(_) | Marker::Map16 | Marker::Map32 => {
+                if depth >= MAX_DEPTH {
+                    return Err(err(at, format!("nesting deeper than {MAX_DEPTH}")));
+                }
+                let n = self.len_for(m)?.unwrap_or(0);
+                let mut v = Vec::with_capacity(n.min(self.remaining() / 2));
+                for _ in 0..n {
+                    let k = self.extra_value(depth + 1)?;
+                    let val = self.extra_value(depth + 1)?;
+                    v.push((k, val));
+                }
+                ExtraValue::Map(v)
+            }
+            _ => return Err(err(at, format!("unsupported msgpack {}", kind_name(m)))),
+        })
+    }
+
+    fn extra_keys(&mut self) -> Res<Vec<Option<ExtraValue>>> {
+        let (n, _) = self.array_len("array or nil")?;
+        let mut v = Vec::with_capacity(n.min(self.remaining()));
+        for i in 0..n {
+            let item = if self.is_nil() {
+                None
+            } else {
+                Some(
+                    self.extra_value(1)
+                        .map_err(|e| ctx(e, format_args!("item {i}")))?,
+                )
+            };
+            v.push(item);
+        }
+        Ok(v)
+    }
+
+    /// Skip one value of any type.
+    fn skip(&mut self, depth: usize) -> Res<()> {
+        let (m, at) = self.marker()?;
+        if self.int_body(m)?.is_some() {
+            return Ok(());
+        }
+        match m {
+            Marker::Null | Marker::True | Marker::False => Ok(()),
+            Marker::F32 => self.take(4, "float32").map(drop),
+            Marker::F64 => self.take(8, "float64").map(drop),
+            Marker::FixStr(_)
+            | Marker::Str8
+            | Marker::Str16
+            | Marker::Str32
+            | Marker::Bin8
+            | Marker::Bin16
+            | Marker::Bin32 => {
+                let len = self.len_for(m)?.unwrap_or(0);
+                self.take(len, kind_name(m)).map(drop)
+            }
+            Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
+                if depth >= MAX_DEPTH {
+                    return Err(err(at, format!("nesting deeper than {MAX_DEPTH}")));
+                }
+                let n = self.len_for(m)?.unwrap_or(0);
+                for _ in 0..n {
+                    self.skip(depth + 1)?;
+                }
+                Ok(())
+            }
+            Marker::FixMap(_) | Marker::Map16 | Marker::Map32 => {
+                if depth >= MAX_DEPTH {
+                    return Err(err(at, format!("nesting deeper than {MAX_DEPTH}")));
+                }
+                let n = self.len_for(m)?.unwrap_or(0);
+                for _ in 0..n {
+                    self.skip(depth + 1)?;
+                    self.skip(depth + 1)?;
+                }
+                Ok(())
+            }
+            Marker::FixExt1 => self.take(2, "ext").map(drop),
+            Marker::FixExt2 => self.take(3, "ext").map(drop),
+            Marker::FixExt4 => self.take(5, "ext").map(drop),
+            Marker::FixExt8 => self.take(9, "ext").map(drop),
+            Marker::FixExt16 => self.take(17, "ext").map(drop),
+            Marker::Ext8 | Marker::Ext16 | Marker::Ext32 => {
+                let w = match m {
+                    Marker::Ext8 => 1,
+                    Marker::Ext16 => 2,
+                    _ => 4,
+                };
+                let len = self.be(w, "ext length")? as usize;
+                self.take(len.saturating_add(1), "ext").map(drop)
+            }
+            _ => Err(Self::type_err(at, "a msgpack value", m)),
+        }
+    }
+
+    pub(super) fn batch(&mut self) -> Res<KvEventBatch> {
+        let (n, at) = self
+            .array_len("array [ts, events, data_parallel_rank]")
+            .map_err(|e| ctx(e, format_args!("batch")))?;
+        if n < 2 {
+            return Err(err(
+                at,
+                format!("batch: expected [ts, events, data_parallel_rank], found an array of {n}"),
+            ));
+        }
+        let ts_at = self.pos;
+        let ts = self
+            .float()
+            .and_then(|ts| finite(ts, ts_at))
+            .map_err(|e| ctx(e, format_args!("batch: field ts")))?;
+        let (count, _) = self
+            .array_len("array")
+            .map_err(|e| ctx(e, format_args!("batch: field events")))?;
+        let mut events = Vec::with_capacity(count.min(self.remaining()));
+        for i in 0..count {
+            events.push(
+                self.event()
+                    .map_err(|e| ctx(e, format_args!("event {i}")))?,
+            );
+        }
+        let mut data_parallel_rank = None;
+        if n >= 3 {
+            data_parallel_rank = self
+                .opt(|r| r.u32_val("int"))
+                .map_err(|e| ctx(e, format_args!("batch: field data_parallel_rank")))?;
+        }
+        for _ in 3..n {
+            self.skip(0)?;
+        }
+        Ok(KvEventBatch {
+            ts,
+            events,
+            data_parallel_rank,
+        })
+    }
+
+    fn event(&mut self) -> Res<KvEvent> {
+        let (m, at) = self.marker()?;
+        match m {
+            Marker::FixMap(_) | Marker::Map16 | Marker::Map32 => {
+                let n = self.len_for(m)?.unwrap_or(0);
+                self.event_map(n, at)
+            }
+            Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
+                let n = self.len_for(m)?.unwrap_or(0);
+                self.event_array(n, at)
+            }
+            _ => Err(Self::type_err(at, "map or array", m)),
+        }
+    }
+
+    /// A string's raw bytes (no UTF-8 check: used for keys and tags compared to ASCII names).
+    fn str_bytes(&mut self) -> Res<&'a [u8]> {
+        let (m, at) = self.marker()?;
+        let len = match m {
+            Marker::FixStr(n) => usize::from(n),
+            Marker::Str8 | Marker::Str16 | Marker::Str32 => self.len_for(m)?.unwrap_or(0),
+            _ => return Err(Self::type_err(at, "str", m)),
+        };
+        self.take(len, "string")
+    }
+
+    fn event_map(&mut self, n: usize, at: usize) -> Res<KvEvent> {
+        let mut fields = EventFields::default();
+        let mut tag: Option<&'a [u8]> = None;
+        for _ in 0..n {
+            let key = self.str_bytes().map_err(|e| ctx(e, format_args!("key")))?;
+            if key == b"type" {
+                tag = Some(
+                    self.str_bytes()
+                        .map_err(|e| ctx(e, format_args!("field type")))?,
+                );
+                continue;
+            }
+            match std::str::from_utf8(key).ok().and_then(|k| fields.slot(k)) {
+                Some((name, slot)) => self
+                    .field(slot)
+                    .map_err(|e| ctx(e, format_args!("field {name}")))?,
+                None => self
+                    .skip(0)
+                    .map_err(|e| ctx(e, format_args!("field {}", String::from_utf8_lossy(key))))?,
+            }
+        }
+        let tag = tag.ok_or_else(|| err(at, "event map has no \"type\" key"))?;
+        build(fields, tag, at, "key")
+    }
+
+    fn event_array(&mut self, n: usize, at: usize) -> Res<KvEvent> {
+        if n == 0 {
+            return Err(err(at, "empty event array (expected [tag, fields...])"));
+        }
+        let tag = self.str_bytes().map_err(|e| ctx(e, format_args!("tag")))?;
+        let specs: &[FieldSpec] = match tag {
+            b"BlockStored" => BlockStored::FIELDS,
+            b"BlockRemoved" => BlockRemoved::FIELDS,
+            _ => &[],
+        };
+        let mut fields = EventFields::default();
+        for i in 0..n - 1 {
+            match specs.get(i).and_then(|spec| fields.slot(spec.name)) {
+                Some((name, slot)) => self
+                    .field(slot)
+                    .map_err(|e| ctx(e, format_args!("field {name} (position {})", i + 1)))?,
+                None => self.skip(0)?,
+            }
+        }
+        build(fields, tag, at, "positional field")
+    }
+
+    /// One field's value into its slot (the last value of a repeated key wins).
+    fn field(&mut self, slot: FieldSlot<'_>) -> Res<()> {
+        match slot {
+            FieldSlot::Hashes(s) => *s = Some(self.hashes()?),
+            FieldSlot::Hash(s) => *s = Some(self.opt(Reader::hash)?),
+            FieldSlot::Tokens(s) => *s = Some(self.tokens()?),
+            FieldSlot::U32(s) => *s = Some(self.u32_val("int (u32)")?),
+            FieldSlot::OptU32(s) => *s = Some(self.opt(|r| r.u32_val("int (u32) or nil"))?),
+            FieldSlot::OptU64(s) => *s = Some(self.opt(|r| r.u64_val("int or nil"))?),
+            FieldSlot::OptI64(s) => {
+                *s = Some(self.opt(|r| {
+                    match r.int("int or nil")? {
+                        (Int::U(v), at) => i64::try_from(v)
+                            .map_err(|_| err(at, format!("{v} is out of range for i64"))),
+                        (Int::N(v), _) => Ok(v),
+                    }
+                })?)
+            }
+            FieldSlot::OptStr(s) => *s = Some(self.opt(Reader::string)?),
+            FieldSlot::ExtraKeys(s) => *s = Some(self.opt(Reader::extra_keys)?),
+        }
+        Ok(())
+    }
+}
+
+/// The event of `tag` from the fields read (`what` names a field in errors: key or position).
+fn build(fields: EventFields, tag: &[u8], at: usize, what: &str) -> Res<KvEvent> {
+    // The tag as text only for messages (not validated on the success path).
+    let name = || String::from_utf8_lossy(tag);
+    let event = match tag {
+        b"BlockStored" => fields.block_stored().map(KvEvent::BlockStored),
+        b"BlockRemoved" => fields.block_removed().map(KvEvent::BlockRemoved),
+        b"AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
+        _ => {
+            return Err(err(
+                at,
+                format!(
+                "unknown event type {} (expected BlockStored, BlockRemoved or AllBlocksCleared)",
+                Quoted(&name())
+            ),
+            ))
+        }
+    };
+    event.map_err(|field| err(at, format!("{}: missing required {what} {field}", name())))
+}
+
+/// `v` if it is finite. NaN and the infinities are refused wherever a trace holds a float
+/// (`ts`, values in `extra_keys`): JSON Lines cannot write them, so a trace holding one could not
+/// be read back from the JSON Lines kvscope writes (`docs/trace-format.md` §1.5).
+fn finite(v: f64, at: usize) -> Res<f64> {
+    if v.is_finite() {
+        return Ok(v);
+    }
+    // Named in words: the wasm builds carry no float formatting code.
+    let name = if v.is_nan() {
+        "NaN"
+    } else if v > 0.0 {
+        "infinity"
+    } else {
+        "-infinity"
+    };
+    Err(err(at, format!("expected a finite float, found {name}")))
+}
+
+pub(super) fn signed(v: i64) -> Int {
+    if v < 0 {
+        Int::N(v)
+    } else {
+        Int::U(v as u64)
+    }
+}

@@ -1,0 +1,45 @@
+// Screenshots of the demo for review (not part of the test run):
+//   node tests/e2e/screenshots.mjs            (serves dist/ with python's http.server)
+// Writes tests/e2e/screenshots/demo-{1440x900,1280x720}-{light,dark}[-llmd].png: the demo at
+// its first violation, then with the llm-d router lens at its first loss root. Look at them.
+import { chromium } from 'playwright-core';
+import { spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const dist = process.env.KVSCOPE_DIST || join(here, '..', '..', 'dist');
+const shots = join(here, 'screenshots');
+mkdirSync(shots, { recursive: true });
+const port = 8900 + Math.floor(Math.random() * 90);
+const server = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', dist], { stdio: 'ignore' });
+await new Promise((r) => setTimeout(r, 800));
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
+try {
+  for (const [w, h] of [[1440, 900], [1280, 720]]) {
+    for (const theme of ['light', 'dark']) {
+      const page = await browser.newPage({ viewport: { width: w, height: h }, colorScheme: theme });
+      const errors = [];
+      page.on('pageerror', (e) => errors.push(e.message));
+      await page.goto(`http://127.0.0.1:${port}/`);
+      await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+      await page.keyboard.press('n');
+      await page.waitForSelector('[data-testid=details-verdicts]');
+      const name = `demo-${w}x${h}-${theme}`;
+      await page.screenshot({ path: join(shots, `${name}.png`) });
+      await page.getByRole('combobox', { name: 'Router' }).selectOption('llmd');
+      await page.keyboard.press('Home');
+      await page.keyboard.press('n');
+      await page.waitForSelector('[data-testid=lens-dropped]');
+      await page.screenshot({ path: join(shots, `${name}-llmd.png`) });
+      if (errors.length) throw new Error(`${name}: ${errors.join('; ')}`);
+      console.log(`${name}: ok`);
+      await page.close();
+    }
+  }
+} finally {
+  await browser.close();
+  server.kill();
+}

@@ -1,0 +1,408 @@
+//! Layout of the view-model for drawing: lanes (tier, source, job), the timeline's coarse
+//! bins and the parent→child edges.
+
+use super::*;
+
+impl Model {
+    /// Per event, its job's lane (lane mode [`LaneMode::TierJob`]), from the analysis'
+    /// [`EventIndex`] once analysed, else from an index built here (same jobs: provenance
+    /// job ids, or inferred from batch structure), so lanes do not move when the analysis lands.
+    /// Jobs past [`MAX_JOB_LANES`] (in order of appearance) map to [`JobLane::More`].
+    pub(super) fn job_lanes(&self) -> (Vec<u32>, Vec<JobLane>, bool) {
+        let of = |idx: &EventIndex| -> (Vec<u32>, Vec<JobLane>, bool) {
+            let lanes = idx
+                .jobs
+                .iter()
+                .enumerate()
+                .map(|(n, j): (usize, &Job)| {
+                    if n >= MAX_JOB_LANES {
+                        JobLane::More
+                    } else {
+                        JobLane::Job {
+                            first_event: j.first_event.min(u32::MAX as usize) as u32,
+                            id: if j.inferred {
+                                u64::from(j.id)
+                            } else {
+                                j.job_id.unwrap_or(u64::from(j.id))
+                            },
+                            inferred: j.inferred,
+                        }
+                    }
+                })
+                .collect();
+            (
+                idx.events.iter().map(|e| e.job).collect(),
+                lanes,
+                idx.sources.len() > 1,
+            )
+        };
+        if let Some(r) = self.replay() {
+            return of(&r.analysis().index);
+        }
+        self.with_trace(|t| of(&EventIndex::build(t)))
+    }
+
+    /// Recompute lanes and edges for a lane mode. Lanes are interned by borrowed wire strings
+    /// (no allocation per event), then sorted (GPU, CPU, STORAGE tiers, others; per job: the
+    /// tier's "no job" lane, then jobs in order of appearance).
+    pub fn layout(&mut self, mode: LaneMode) {
+        self.layout_lanes(mode);
+        self.index_edges();
+    }
+
+    /// The lanes part of [`Model::layout`]: each event's lane and the coarse bins.
+    pub fn layout_lanes(&mut self, mode: LaneMode) {
+        type Key<'t> = (
+            Option<&'t str>,
+            Option<&'t str>,
+            Option<&'t str>,
+            Option<&'t str>,
+            Option<u32>,
+            Option<u32>,
+        );
+        const NONE: u16 = u16::MAX;
+        let (event_jobs, job_lanes, many_sources) = match mode {
+            LaneMode::TierJob => self.job_lanes(),
+            _ => (Vec::new(), Vec::new(), false),
+        };
+        let (tmp_ids, tmp_lanes) = self.with_trace(|t| {
+            let mut ids: HashMap<Key<'_>, u16> = HashMap::default();
+            let mut lanes: Vec<Lane> = Vec::new();
+            let mut out = Vec::with_capacity(self.events.len());
+            for (ei, r) in self.events.iter().enumerate() {
+                let Some(b) = batch_of(t, *r) else {
+                    out.push(NONE);
+                    continue;
+                };
+                let (medium, ownership) = match b.events.get(r.ev as usize) {
+                    Some(KvEvent::BlockStored(e)) => (e.medium.as_deref(), e.ownership.as_deref()),
+                    Some(KvEvent::BlockRemoved(e)) => (e.medium.as_deref(), e.ownership.as_deref()),
+                    _ => {
+                        out.push(NONE);
+                        continue;
+                    }
+                };
+                let prov_tier = match (medium, ownership) {
+                    (Some("STORAGE" | "FS" | "OBJ"), None) => b
+                        .provenance
+                        .as_ref()
+                        .and_then(|p| p.get(r.ev as usize))
+                        .map(|p| p.tier.as_str()),
+                    _ => None,
+                };
+                let job = match mode {
+                    LaneMode::TierJob => {
+                        let j = event_jobs.get(ei).copied().unwrap_or(u32::MAX);
+                        // Jobs sharing the overflow lane share one key per tier.
+                        match job_lanes.get(j as usize) {
+                            Some(JobLane::More) => Some(u32::MAX - 1),
+                            Some(_) => Some(j),
+                            None => Some(u32::MAX),
+                        }
+                    }
+                    _ => None,
+                };
+                let split_source = mode == LaneMode::SourceTier
+                    || (many_sources && job.is_some_and(|j| j != u32::MAX));
+                let source = split_source.then_some(b.source.as_str());
+                let key = (
+                    medium,
+                    ownership,
+                    prov_tier,
+                    source,
+                    source.and(b.dp_rank),
+                    job,
+                );
+                let id = match ids.get(&key) {
+                    Some(id) => *id,
+                    None => {
+                        let id = lanes.len().min(NONE as usize - 1) as u16;
+                        let job_lane = job.map(|j| match j {
+                            u32::MAX => JobLane::NoJob,
+                            _ => job_lanes.get(j as usize).cloned().unwrap_or(JobLane::More),
+                        });
+                        if let Some(l) = lane_key(t, *r, split_source, job_lane) {
+                            lanes.push(l);
+                        }
+                        ids.insert(key, id);
+                        id
+                    }
+                };
+                out.push(id);
+            }
+            (out, lanes)
+        });
+        let mut distinct: Vec<Lane> = tmp_lanes.clone();
+        distinct.sort();
+        distinct.dedup();
+        if distinct.is_empty() {
+            distinct.push(Lane {
+                tier: Tier::Gpu,
+                label: "GPU".into(),
+                source: None,
+                job: None,
+            });
+        }
+        let remap: Vec<u16> = tmp_lanes
+            .iter()
+            .map(|l| {
+                distinct
+                    .binary_search(l)
+                    .unwrap_or(0)
+                    .min(NONE as usize - 1) as u16
+            })
+            .collect();
+        self.lane_of = tmp_ids
+            .iter()
+            .map(|&i| {
+                if i == NONE {
+                    0
+                } else {
+                    remap.get(i as usize).copied().unwrap_or(0)
+                }
+            })
+            .collect();
+        self.lanes = distinct;
+        self.index_blocks();
+    }
+
+    /// Fill [`Model::blocks`] from `lane_of` and `kinds`.
+    pub(super) fn index_blocks(&mut self) {
+        let lanes = self.lanes.len();
+        let nblocks = self.events.len().div_ceil(BIN_BLOCK);
+        self.blocks = vec![0u8; nblocks * lanes];
+        for (i, (&l, &k)) in self.lane_of.iter().zip(&self.kinds).enumerate() {
+            if let Some(slot) = self.blocks.get_mut(i / BIN_BLOCK * lanes + l as usize) {
+                *slot |= k.bit();
+            }
+        }
+    }
+
+    /// The timeline's bins for events `lo..=hi`: `lanes × cols` bytes (lane-major), each the OR
+    /// of the [`EventKind::bit`]s of the events of that lane whose index falls in the column
+    /// (column `c` holds `start + c·per_px ..`). Far zoomed out (a column spans several
+    /// [`BIN_BLOCK`]s) whole blocks are binned (a block may mark the column next to its own),
+    /// so a frame costs O(visible events / BIN_BLOCK × lanes) instead of O(visible events).
+    pub fn bins(&self, lo: u32, hi: u32, start: f64, per_px: f64, cols: usize) -> Vec<u8> {
+        let coarse = per_px >= 2.0 * BIN_BLOCK as f64 && self.lanes.len() < BIN_BLOCK;
+        self.bins_with(lo, hi, start, per_px, cols, coarse)
+    }
+
+    pub(super) fn bins_with(
+        &self,
+        lo: u32,
+        hi: u32,
+        start: f64,
+        per_px: f64,
+        cols: usize,
+        coarse: bool,
+    ) -> Vec<u8> {
+        let lanes = self.lanes.len();
+        let mut bins = vec![0u8; cols * lanes];
+        let col = |i: usize| -> Option<usize> {
+            let c = ((i as f64 - start) / per_px).floor();
+            (c >= 0.0 && (c as usize) < cols).then_some(c as usize)
+        };
+        let one = |bins: &mut [u8], i: usize| {
+            let (Some(&l), Some(&k)) = (self.lane_of.get(i), self.kinds.get(i)) else {
+                return;
+            };
+            if let Some(slot) = col(i).and_then(|c| bins.get_mut(l as usize * cols + c)) {
+                *slot |= k.bit();
+            }
+        };
+        let (lo, hi) = (lo as usize, (hi as usize).min(self.len().saturating_sub(1)));
+        if lo > hi {
+            return bins;
+        }
+        if !coarse {
+            for i in lo..=hi {
+                one(&mut bins, i);
+            }
+            return bins;
+        }
+        // Partial blocks at both ends event by event, whole blocks in between.
+        let first_full = lo.div_ceil(BIN_BLOCK);
+        let end_full = (hi + 1) / BIN_BLOCK; // exclusive
+        if first_full >= end_full {
+            for i in lo..=hi {
+                one(&mut bins, i);
+            }
+            return bins;
+        }
+        for i in lo..first_full * BIN_BLOCK {
+            one(&mut bins, i);
+        }
+        for i in end_full * BIN_BLOCK..=hi {
+            one(&mut bins, i);
+        }
+        for b in first_full..end_full {
+            let row = self
+                .blocks
+                .get(b * lanes..(b + 1) * lanes)
+                .unwrap_or_default();
+            let c0 = col(b * BIN_BLOCK);
+            let c1 = col(b * BIN_BLOCK + BIN_BLOCK - 1);
+            for (l, &bits) in row.iter().enumerate() {
+                if bits == 0 {
+                    continue;
+                }
+                for c in [c0, c1].into_iter().flatten() {
+                    if let Some(slot) = bins.get_mut(l * cols + c) {
+                        *slot |= bits;
+                    }
+                }
+            }
+        }
+        bins
+    }
+
+    /// The edges part of [`Model::layout`] (after [`Model::layout_lanes`]). Single pass: for
+    /// each stored child, link to the latest earlier store of its parent in the same lane; a
+    /// parent stored only later gives a child-first edge (and a violation).
+    pub fn index_edges(&mut self) {
+        let edges = self.with_trace(|t| self.edges_of(t));
+        self.quick = edges
+            .iter()
+            .filter(|e| e.kind == EdgeKind::ChildFirst)
+            .map(|e| Violation {
+                event: e.child,
+                rule: CHILD_FIRST.to_owned(),
+                level: "warn",
+                message: format!(
+                    "child delivered before its parent (stored by event {}) in the same lane",
+                    e.parent
+                ),
+                related: Some(e.parent),
+            })
+            .collect();
+        sort_by_u64(&mut self.quick, |v| {
+            u64::from(v.event) << 32
+                | v.related
+                    .map_or(0, |r| u64::from(r) + 1)
+                    .min(u64::from(u32::MAX))
+        });
+        let mut by_parent: Vec<(u64, u32)> = edges
+            .iter()
+            .enumerate()
+            .map(|(k, e)| (u64::from(e.parent) << 32 | u64::from(e.child), k as u32))
+            .collect();
+        by_parent.sort_unstable();
+        self.by_parent = by_parent.into_iter().map(|(_, k)| k).collect();
+        self.edges = edges;
+    }
+
+    pub(super) fn edges_of(&self, t: &Trace) -> Vec<Edge> {
+        let stored_event =
+            |r: &EventRef| match batch_of(t, *r).and_then(|b| b.events.get(r.ev as usize)) {
+                Some(KvEvent::BlockStored(s)) => Some(s),
+                _ => None,
+            };
+        // Forward edges come out in child order (one per child event); the others are sorted
+        // and merged in at the end.
+        let n = self.events.len();
+        let mut forward: Vec<Edge> = Vec::with_capacity(n);
+        let mut late: Vec<Edge> = Vec::new();
+        // (lane, hash) -> latest event storing that block. Sized for every event up front:
+        // growing a table of a million entries rehashes it (hundreds of ms in wasm).
+        let mut stored: HashMap<(u16, u64), u32> =
+            HashMap::with_capacity_and_hasher(n, Default::default());
+        // (lane, parent hash) -> children waiting for that parent.
+        let mut waiting: HashMap<(u16, u64), Vec<u32>> = HashMap::default();
+        for (i, r) in self.events.iter().enumerate() {
+            let i = i as u32;
+            let lane = self.lane_of.get(i as usize).copied().unwrap_or(0);
+            let Some(s) = stored_event(r) else { continue };
+            if let Some(p) = &s.parent_block_hash {
+                let key = (lane, p.as_u64());
+                match stored.get(&key) {
+                    Some(&pe) => forward.push(Edge {
+                        parent: pe,
+                        child: i,
+                        kind: EdgeKind::Forward,
+                    }),
+                    None => waiting.entry(key).or_default().push(i),
+                }
+            }
+            for h in &s.block_hashes {
+                let key = (lane, h.as_u64());
+                stored.insert(key, i);
+                if waiting.is_empty() {
+                    continue;
+                }
+                if let Some(children) = waiting.remove(&key) {
+                    late.extend(children.into_iter().map(|c| Edge {
+                        parent: i,
+                        child: c,
+                        kind: EdgeKind::ChildFirst,
+                    }));
+                }
+            }
+        }
+        drop(stored);
+        // Children whose parent never arrived in their lane: a cross-lane edge from the first
+        // store of that parent in any lane, found by a second pass (only when there are some).
+        if !waiting.is_empty() {
+            let mut first: HashMap<u64, u32> =
+                waiting.keys().map(|(_, p)| (*p, u32::MAX)).collect();
+            let mut missing = first.len();
+            for (i, r) in self.events.iter().enumerate() {
+                if missing == 0 {
+                    break;
+                }
+                let Some(s) = stored_event(r) else { continue };
+                for h in &s.block_hashes {
+                    if let Some(slot) = first.get_mut(&h.as_u64()) {
+                        if *slot == u32::MAX {
+                            *slot = i as u32;
+                            missing -= 1;
+                        }
+                    }
+                }
+            }
+            for ((_, p), children) in waiting {
+                if let Some(&pe) = first.get(&p).filter(|e| **e != u32::MAX) {
+                    late.extend(children.into_iter().map(|c| Edge {
+                        parent: pe,
+                        child: c,
+                        kind: EdgeKind::CrossLane,
+                    }));
+                }
+            }
+        }
+        let key = |e: &Edge| u64::from(e.child) << 32 | u64::from(e.parent);
+        sort_by_u64(&mut late, key);
+        // Merge the two sorted lists.
+        let mut edges = Vec::with_capacity(forward.len() + late.len());
+        let mut late = late.into_iter().peekable();
+        for e in forward {
+            while let Some(l) = late.next_if(|l| key(l) < key(&e)) {
+                edges.push(l);
+            }
+            edges.push(e);
+        }
+        edges.extend(late);
+        edges
+    }
+}
+
+fn lane_key(t: &Trace, r: EventRef, split_source: bool, job: Option<JobLane>) -> Option<Lane> {
+    let b = batch_of(t, r)?;
+    let ev = b.events.get(r.ev as usize)?;
+    let tier = ev.tier()?;
+    let prov = b.provenance.as_ref().and_then(|p| p.get(r.ev as usize));
+    let label = match (&tier, prov) {
+        (Tier::Storage(None), Some(p)) if !p.tier.is_empty() => p.tier.clone(),
+        _ => tier.label(),
+    };
+    let source = split_source.then(|| match b.dp_rank {
+        Some(d) if d > 0 => format!("{}/dp{d}", b.source),
+        _ => b.source.clone(),
+    });
+    Some(Lane {
+        tier,
+        label,
+        source,
+        job,
+    })
+}

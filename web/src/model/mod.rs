@@ -1,0 +1,596 @@
+//! The debugger's view-model: a loaded trace flattened into delivery-ordered events with lanes
+//! and parent→child edges for drawing, over the core's [`Replay`] (consumer models, violation
+//! index, snapshots, step diffs). Pure Rust (no DOM), tested natively.
+//!
+//! Cursor positions are indices into [`Model::events`] (every event of every batch, in delivery
+//! order). The timeline's x axis is that index, not `ts`: vLLM stamps a whole batch with one
+//! `ts`, and delivery order is what consumers see.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use kvscope_core::analysis::{AnalysisConfig, EventIndex, Job, Level};
+use kvscope_core::event::{KvEvent, Tier};
+use kvscope_core::replay::{BuildProgress, Replay, ReplayBuilder};
+use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
+
+mod layout;
+mod query;
+#[cfg(test)]
+mod tests;
+
+pub use query::Query;
+
+/// One event of the trace, located by batch and position in the batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventRef {
+    /// Index of the batch record in `Trace::records`.
+    pub batch: u32,
+    /// Index into that batch's `events`.
+    pub ev: u32,
+}
+
+/// A timeline lane: one tier (GPU, CPU, each STORAGE tier), optionally split by source or by
+/// transfer job.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Lane {
+    /// The tier (ordering: GPU, CPU, STORAGE tiers, others).
+    pub tier: Tier,
+    /// Tier label shown in the gutter (provenance tier name for unnamed STORAGE tiers).
+    pub label: String,
+    /// Source the lane is restricted to when lanes are split per source (or per job in a trace
+    /// with several sources).
+    pub source: Option<String>,
+    /// The job sub-lane, when lanes are split per job.
+    pub job: Option<JobLane>,
+}
+
+/// A per-job sub-lane of a tier (lane mode [`LaneMode::TierJob`]). Ordered: the tier's
+/// "no job" lane first, then jobs by first event, then the overflow lane.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum JobLane {
+    /// Events of the tier without a job (GPU events, removals without provenance job).
+    NoJob,
+    /// One transfer job (see `kvscope_core::analysis::Job`).
+    Job {
+        /// Delivery index of its first event (sort key: jobs in order of appearance).
+        first_event: u32,
+        /// Provenance `job_id`, or the analysis' interned id when inferred.
+        id: u64,
+        /// Inferred from batch structure (no provenance).
+        inferred: bool,
+    },
+    /// Jobs beyond [`MAX_JOB_LANES`], sharing one lane per tier.
+    More,
+}
+
+/// At most this many per-job lanes; later jobs share a "more jobs" lane of their tier.
+pub const MAX_JOB_LANES: usize = 256;
+
+impl Lane {
+    /// The job part of a per-job lane's title (`job 7`, `job ~3 (inferred)`, `no job`,
+    /// `more jobs`); `None` when lanes are not split per job.
+    pub fn job_title(&self) -> Option<String> {
+        Some(match self.job.as_ref()? {
+            JobLane::NoJob => "no job".to_owned(),
+            JobLane::Job {
+                id, inferred: true, ..
+            } => format!("job ~{id} (inferred)"),
+            JobLane::Job { id, .. } => format!("job {id}"),
+            JobLane::More => "more jobs".to_owned(),
+        })
+    }
+
+    /// The full label: `GPU`, `pod-a · CPU` when split per source, `CPU · job 7`,
+    /// `CPU · job ~3 (inferred)` or `GPU · no job` when split per job.
+    pub fn title(&self) -> String {
+        let base = match &self.source {
+            Some(s) => format!("{s} · {}", self.label),
+            None => self.label.clone(),
+        };
+        match self.job_title() {
+            Some(j) => format!("{base} · {j}"),
+            None => base,
+        }
+    }
+}
+
+/// How lanes are laid out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LaneMode {
+    /// One lane per tier.
+    #[default]
+    Tier,
+    /// One lane per (source, tier).
+    SourceTier,
+    /// One lane per tier, split into one sub-lane per transfer job (plus a "no job" lane).
+    TierJob,
+}
+
+impl LaneMode {
+    /// Every mode, in picker order.
+    pub const ALL: [LaneMode; 3] = [LaneMode::Tier, LaneMode::SourceTier, LaneMode::TierJob];
+
+    /// Short name (picker value and permalink `l=`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaneMode::Tier => "tier",
+            LaneMode::SourceTier => "source",
+            LaneMode::TierJob => "job",
+        }
+    }
+
+    /// Parse [`LaneMode::as_str`] (unknown: `Tier`).
+    pub fn parse(s: &str) -> LaneMode {
+        LaneMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .unwrap_or_default()
+    }
+
+    /// Label in the lane picker.
+    pub fn label(self) -> &'static str {
+        match self {
+            LaneMode::Tier => "lanes: tier",
+            LaneMode::SourceTier => "lanes: source × tier",
+            LaneMode::TierJob => "lanes: tier × job",
+        }
+    }
+}
+
+/// How a parent→child edge relates to delivery order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeKind {
+    /// The parent was delivered before the child in the same lane (normal).
+    Forward,
+    /// The child was delivered before its parent in the same lane: drawn as a red backwards
+    /// arrow; this is the ordering violation routers drop blocks over.
+    ChildFirst,
+    /// The parent is only known from another lane (e.g. the GPU copy of a CPU block).
+    CrossLane,
+}
+
+/// A parent→child edge between two events (the events storing the parent and the child).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edge {
+    /// Event that stored the parent block.
+    pub parent: u32,
+    /// Event whose `parent_block_hash` names that block.
+    pub child: u32,
+    /// Relation to delivery order.
+    pub kind: EdgeKind,
+}
+
+/// A finding of the core's analysis (child-before-parent violations of every class, at every
+/// level, plus the other rules' warn/deny findings), as the violation list shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The offending event (the child delivered first, the removal, ...).
+    pub event: u32,
+    /// Rule name (`child-before-parent-in-job`, ...).
+    pub rule: String,
+    /// Level in this run (`allow`, `warn`, `deny`).
+    pub level: &'static str,
+    /// One readable sentence.
+    pub message: String,
+    /// The related event (the late parent), when there is one.
+    pub related: Option<u32>,
+}
+
+/// Kind of an event, for colouring and filtering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// `BlockStored`.
+    Stored,
+    /// `BlockRemoved`.
+    Removed,
+    /// `AllBlocksCleared`.
+    Cleared,
+}
+
+impl EventKind {
+    /// The kind's bit in the timeline's bins (1 stored, 2 removed, 4 cleared).
+    pub fn bit(self) -> u8 {
+        match self {
+            EventKind::Stored => 1,
+            EventKind::Removed => 2,
+            EventKind::Cleared => 4,
+        }
+    }
+}
+
+/// A loaded trace, ready to render.
+pub struct Model {
+    /// Display name (file name, URL or `demo`).
+    pub name: String,
+    /// The header record, if any.
+    pub header: Option<TraceHeader>,
+    /// The trace and the analysis in progress, until the replay engine takes the trace over
+    /// ([`Model::analyse`], [`Model::analyse_some`]).
+    pending: Mutex<Pending>,
+    /// The core's replay engine, once analysed; it then owns the trace. Locked briefly to read
+    /// the trace or to seek and snapshot (single-threaded in the browser, so never contended).
+    replay: OnceLock<Mutex<Replay>>,
+    /// Violations known before the analysis: child-first edges from the layout.
+    quick: Vec<Violation>,
+    /// The analysis' findings, once analysed.
+    analysed: OnceLock<Vec<Violation>>,
+    /// Number of batches.
+    pub batch_count: usize,
+    /// Number of gap records.
+    pub gaps: usize,
+    /// Every event in delivery order.
+    pub events: Vec<EventRef>,
+    /// Lanes in display order.
+    pub lanes: Vec<Lane>,
+    /// Kind of each event (a column, for fast rendering).
+    pub kinds: Vec<EventKind>,
+    /// Lane index of each event (`AllBlocksCleared`: lane of its batch's source's first lane, or 0).
+    pub lane_of: Vec<u16>,
+    /// Parent→child edges, sorted by child.
+    pub edges: Vec<Edge>,
+    /// Indices into `edges`, sorted by parent (for [`Model::children_of`]).
+    by_parent: Vec<u32>,
+    /// Per block of [`BIN_BLOCK`] events and lane, the OR of the events' [`EventKind::bit`]s:
+    /// zoomed far out, the timeline bins whole blocks instead of single events.
+    blocks: Vec<u8>,
+}
+
+/// Stable insertion sort, for lists of a few elements (rule names): much smaller in
+/// wasm than a standard sort instance per element type.
+pub fn insertion_sort<T: Ord>(v: &mut [T]) {
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 && v[j] < v[j - 1] {
+            v.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+}
+
+/// Stable sort of `v` by a `u64` key. Every call goes through one sort of `(key, index)`
+/// pairs, so the wasm carries one sort implementation instead of one per element type (each
+/// is several KB).
+pub fn sort_by_u64<T>(v: &mut Vec<T>, key: impl Fn(&T) -> u64) {
+    let mut keys: Vec<(u64, u32)> = v
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (key(x), i as u32))
+        .collect();
+    keys.sort_unstable();
+    let mut slots: Vec<Option<T>> = std::mem::take(v).into_iter().map(Some).collect();
+    *v = keys
+        .iter()
+        .filter_map(|&(_, i)| slots.get_mut(i as usize).and_then(Option::take))
+        .collect();
+}
+
+/// Events per block of the timeline's coarse bins ([`Model::bins`]).
+pub const BIN_BLOCK: usize = 64;
+
+/// The analysis of a [`Model`] before it is done.
+enum Pending {
+    /// Not started: the trace.
+    Trace(Trace),
+    /// Under way: the core's resumable builder (it owns the trace meanwhile).
+    Building(Box<ReplayBuilder>),
+    /// Done: the replay engine owns the trace.
+    Done,
+}
+
+/// Rule of the preliminary child-first findings shown before the analysis has run.
+pub const CHILD_FIRST: &str = "child-before-parent";
+
+/// The rule of per-model loss findings, left out of the default violation navigation.
+pub const CONSUMER_LOSS: &str = "consumer-loss";
+
+/// Whether a violation passes a rule filter (`None`: every rule but [`CONSUMER_LOSS`]).
+pub fn rule_matches(v: &Violation, rule: Option<&str>) -> bool {
+    match rule {
+        Some(r) => v.rule == r,
+        None => v.rule != CONSUMER_LOSS,
+    }
+}
+
+/// Errors from [`Model::from_trace`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum ModelError {
+    /// More events than the debugger indexes (u32).
+    TooLarge(usize),
+}
+
+impl std::fmt::Display for ModelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelError::TooLarge(n) => write!(
+                f,
+                "trace has {n} events; the debugger handles at most {}",
+                u32::MAX
+            ),
+        }
+    }
+}
+
+impl Model {
+    /// Flatten a trace, run the core's analysis (all consumer models) and index it for drawing.
+    pub fn from_trace(name: &str, trace: Trace, mode: LaneMode) -> Result<Model, ModelError> {
+        let m = Self::from_trace_timed(name, trace, mode, &mut |_| {})?;
+        m.analyse();
+        Ok(m)
+    }
+
+    /// Flatten a trace and lay it out for drawing (lanes, edges, child-first findings), without
+    /// the core's analysis: call [`Model::analyse`] later. Calls `mark(phase)` after each phase
+    /// (`flatten`, `lanes`, `edges`) so the caller can time them.
+    pub fn from_trace_timed(
+        name: &str,
+        trace: Trace,
+        mode: LaneMode,
+        mark: &mut dyn FnMut(&'static str),
+    ) -> Result<Model, ModelError> {
+        let mut model = Model::flatten(name, trace)?;
+        mark("flatten");
+        model.layout_lanes(mode);
+        mark("lanes");
+        model.index_edges();
+        mark("edges");
+        Ok(model)
+    }
+
+    /// Flatten a trace into delivery-ordered events, not laid out yet: call
+    /// [`Model::layout_lanes`] and [`Model::index_edges`] (or [`Model::layout`]) next. The
+    /// loader yields to the browser between these steps.
+    pub fn flatten(name: &str, trace: Trace) -> Result<Model, ModelError> {
+        let header = trace.records.iter().find_map(|r| match r {
+            TraceRecord::Header(h) => Some(h.clone()),
+            _ => None,
+        });
+        let gaps = trace.gaps().count();
+        let total = trace.event_count();
+        if total > u32::MAX as usize || trace.records.len() > u32::MAX as usize {
+            return Err(ModelError::TooLarge(total));
+        }
+        let mut events = Vec::with_capacity(total);
+        let mut kinds = Vec::with_capacity(total);
+        let mut batch_count = 0;
+        for (ri, rec) in trace.records.iter().enumerate() {
+            if let TraceRecord::Batch(b) = rec {
+                batch_count += 1;
+                for (ei, ev) in b.events.iter().enumerate() {
+                    events.push(EventRef {
+                        batch: ri as u32,
+                        ev: ei as u32,
+                    });
+                    kinds.push(match ev {
+                        KvEvent::BlockStored(_) => EventKind::Stored,
+                        KvEvent::BlockRemoved(_) => EventKind::Removed,
+                        KvEvent::AllBlocksCleared => EventKind::Cleared,
+                    });
+                }
+            }
+        }
+        Ok(Model {
+            name: name.to_owned(),
+            header,
+            pending: Mutex::new(Pending::Trace(trace)),
+            replay: OnceLock::new(),
+            quick: Vec::new(),
+            analysed: OnceLock::new(),
+            batch_count,
+            gaps,
+            events,
+            lanes: Vec::new(),
+            kinds,
+            lane_of: Vec::new(),
+            edges: Vec::new(),
+            by_parent: Vec::new(),
+            blocks: Vec::new(),
+        })
+    }
+
+    /// Run the core's analysis (all consumer models and the violation index; see
+    /// `kvscope_core::replay::Replay::new`), or the rest of it, if it has not completed yet.
+    /// Synchronous: the app uses [`Model::analyse_some`] instead.
+    pub fn analyse(&self) {
+        while self.analyse_some(usize::MAX).is_some() {}
+    }
+
+    /// Do about `budget` events of the analysis (`kvscope_core::replay::ReplayBuilder`) and
+    /// report how far it is; `None` once it is done (the replay engine and the findings are
+    /// then available). The app calls this in slices of a few tens of milliseconds so the page
+    /// stays responsive.
+    pub fn analyse_some(&self, budget: usize) -> Option<BuildProgress> {
+        if self.replay.get().is_some() {
+            return None;
+        }
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let builder = match std::mem::replace(&mut *pending, Pending::Done) {
+            Pending::Trace(t) => Box::new(ReplayBuilder::new(t, &AnalysisConfig::default())),
+            Pending::Building(b) => b,
+            Pending::Done => return None,
+        };
+        let mut builder = builder;
+        let progress = builder.advance(budget);
+        if !builder.is_done() {
+            *pending = Pending::Building(builder);
+            return Some(progress);
+        }
+        drop(pending);
+        let replay = builder.finish();
+        let a = replay.analysis();
+        let mut violations: Vec<Violation> = a
+            .violations
+            .iter()
+            .chain(a.findings.iter().filter(|f| !f.rule.is_reorder()))
+            .map(|f| Violation {
+                event: f.event.min(u32::MAX as usize) as u32,
+                rule: f.rule.name().to_owned(),
+                level: match f.level {
+                    Level::Allow => "allow",
+                    Level::Warn => "warn",
+                    Level::Deny => "deny",
+                },
+                message: f.message.clone(),
+                related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
+            })
+            .collect();
+        sort_by_u64(&mut violations, |v| u64::from(v.event));
+        let _ = self.analysed.set(violations);
+        let _ = self.replay.set(Mutex::new(replay));
+        None
+    }
+
+    /// Whether [`Model::analyse`] has run.
+    pub fn is_analysed(&self) -> bool {
+        self.analysed.get().is_some()
+    }
+
+    /// Ordering violations, sorted by event: the analysis' findings once analysed, before that
+    /// the child-first edges of the layout (rule [`CHILD_FIRST`]).
+    pub fn violations(&self) -> &[Violation] {
+        self.analysed.get().map_or(&self.quick[..], |v| &v[..])
+    }
+
+    /// The replay engine (locked), once analysed.
+    pub fn replay(&self) -> Option<MutexGuard<'_, Replay>> {
+        self.replay
+            .get()
+            .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Run `f` with the trace.
+    pub fn with_trace<R>(&self, f: impl FnOnce(&Trace) -> R) -> R {
+        if let Some(r) = self.replay() {
+            return f(r.trace());
+        }
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        match &*pending {
+            Pending::Trace(t) => f(t),
+            Pending::Building(b) => f(b.trace()),
+            Pending::Done => {
+                drop(pending);
+                // The builder just handed over to the replay engine.
+                match self.replay() {
+                    Some(r) => f(r.trace()),
+                    None => f(&Trace::default()),
+                }
+            }
+        }
+    }
+
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Whether the trace has no events.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Run `f` with the batch, event and provenance at cursor position `i`.
+    pub fn with_event<R>(
+        &self,
+        i: u32,
+        f: impl FnOnce(&TraceBatch, &KvEvent, Option<&Provenance>) -> R,
+    ) -> Option<R> {
+        let r = *self.events.get(i as usize)?;
+        self.with_trace(|t| {
+            let b = batch_of(t, r)?;
+            let ev = b.events.get(r.ev as usize)?;
+            Some(f(
+                b,
+                ev,
+                b.provenance.as_ref().and_then(|p| p.get(r.ev as usize)),
+            ))
+        })
+    }
+
+    /// Kind of the event at a cursor position.
+    pub fn kind_at(&self, i: u32) -> Option<EventKind> {
+        self.kinds.get(i as usize).copied()
+    }
+
+    /// Whether the event at `i` is a violation.
+    pub fn is_violation(&self, i: u32) -> bool {
+        self.violations_at(i).any(|v| v.rule != CONSUMER_LOSS)
+    }
+
+    /// Violations at event `i`.
+    pub fn violations_at(&self, i: u32) -> impl Iterator<Item = &Violation> {
+        let start = self.violations().partition_point(|v| v.event < i);
+        self.violations()[start..]
+            .iter()
+            .take_while(move |v| v.event == i)
+    }
+
+    /// Rule names present, sorted.
+    pub fn rules(&self) -> Vec<String> {
+        // A handful of distinct names: a small list and an insertion sort (no B-tree or
+        // standard sort instance of their own in the wasm).
+        let mut r: Vec<&str> = Vec::new();
+        for v in self.violations() {
+            if !r.contains(&v.rule.as_str()) {
+                r.push(v.rule.as_str());
+            }
+        }
+        insertion_sort(&mut r);
+        r.into_iter().map(str::to_owned).collect()
+    }
+
+    /// The first violation strictly after `cursor` (`None`: from the start) of `rule`, or of
+    /// any rule but [`CONSUMER_LOSS`] (one finding per lost event and model: navigable by
+    /// choosing that rule explicitly).
+    pub fn next_violation(&self, cursor: Option<u32>, rule: Option<&str>) -> Option<u32> {
+        let start = match cursor {
+            Some(c) => self.violations().partition_point(|v| v.event <= c),
+            None => 0,
+        };
+        self.violations()[start..]
+            .iter()
+            .find(|v| rule_matches(v, rule))
+            .map(|v| v.event)
+    }
+
+    /// The last violation strictly before `cursor` (same filter as [`Model::next_violation`]).
+    pub fn prev_violation(&self, cursor: u32, rule: Option<&str>) -> Option<u32> {
+        let end = self.violations().partition_point(|v| v.event < cursor);
+        self.violations()[..end]
+            .iter()
+            .rev()
+            .find(|v| rule_matches(v, rule))
+            .map(|v| v.event)
+    }
+
+    /// Edges whose child lies in `[lo, hi]` (edges are sorted by child).
+    pub fn edges_with_child_in(&self, lo: u32, hi: u32) -> &[Edge] {
+        let a = self.edges.partition_point(|e| e.child < lo);
+        let b = self.edges.partition_point(|e| e.child <= hi);
+        &self.edges[a..b.max(a)]
+    }
+
+    /// Edges into event `i` (its parent links).
+    pub fn parents_of(&self, i: u32) -> &[Edge] {
+        self.edges_with_child_in(i, i)
+    }
+
+    /// Edges out of event `i` (its children), by child. O(log edges + children).
+    pub fn children_of(&self, i: u32) -> impl Iterator<Item = &Edge> + '_ {
+        let parent = |k: &u32| self.edges.get(*k as usize).map_or(u32::MAX, |e| e.parent);
+        let a = self.by_parent.partition_point(|k| parent(k) < i);
+        let b = self.by_parent.partition_point(|k| parent(k) <= i);
+        self.by_parent
+            .get(a..b.max(a))
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|k| self.edges.get(*k as usize))
+    }
+}
+
+/// The batch record an event belongs to.
+pub fn batch_of(t: &Trace, r: EventRef) -> Option<&TraceBatch> {
+    match t.records.get(r.batch as usize)? {
+        TraceRecord::Batch(b) => Some(b),
+        _ => None,
+    }
+}

@@ -1,0 +1,345 @@
+//! Native tests of the view-model.
+
+use super::*;
+use kvscope_core::event::BlockStored;
+use kvscope_core::hash::BlockHash;
+
+fn stored(h: u64, parent: Option<u64>, medium: &str) -> KvEvent {
+    KvEvent::BlockStored(BlockStored {
+        block_hashes: vec![BlockHash::Int(h)],
+        parent_block_hash: parent.map(BlockHash::Int),
+        token_ids: vec![1, 2],
+        block_size: 2,
+        lora_id: None,
+        medium: Some(medium.into()),
+        lora_name: None,
+        extra_keys: None,
+        group_idx: None,
+        kv_cache_spec_kind: None,
+        kv_cache_spec_sliding_window: None,
+        locality: None,
+        ownership: None,
+    })
+}
+
+fn batch(seq: u64, events: Vec<KvEvent>) -> TraceRecord {
+    TraceRecord::Batch(TraceBatch {
+        source: "pod".into(),
+        dp_rank: Some(0),
+        seq,
+        ts: seq as f64,
+        events,
+        provenance: None,
+        raw: None,
+        origin: seq + 1,
+    })
+}
+
+fn model() -> Model {
+    let trace = Trace {
+        records: vec![
+            batch(0, vec![stored(1, None, "GPU"), stored(2, Some(1), "GPU")]),
+            batch(
+                1,
+                vec![
+                    stored(2, Some(1), "CPU"),
+                    stored(1, None, "CPU"),
+                    stored(3, Some(2), "CPU"),
+                ],
+            ),
+        ],
+    };
+    Model::from_trace("t", trace, LaneMode::Tier).unwrap()
+}
+
+/// Before the analysis the layout is complete and the child-first edge is already listed
+/// (preliminary rule); the consumer models are not available yet. After it, the core's
+/// classified finding replaces it.
+#[test]
+fn layout_before_analysis() {
+    let m = model_unanalysed();
+    assert!(!m.is_analysed());
+    assert!(m.replay().is_none());
+    assert_eq!(m.len(), 5);
+    assert_eq!(m.lanes.len(), 2);
+    assert_eq!(m.edges.len(), 3);
+    assert_eq!(m.with_trace(|t| t.event_count()), 5);
+    let v = m.violations();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!((v[0].event, v[0].rule.as_str()), (2, CHILD_FIRST));
+    assert_eq!(v[0].related, Some(3));
+    assert_eq!(m.next_violation(None, None), Some(2));
+    m.analyse();
+    assert!(m.is_analysed());
+    assert!(m.replay().is_some());
+    assert_eq!(m.with_trace(|t| t.event_count()), 5);
+    assert!(m.violations().iter().all(|v| v.rule != CHILD_FIRST));
+    assert!(m
+        .violations()
+        .iter()
+        .any(|v| v.rule == "child-before-parent-in-job" && v.event == 2));
+    // Idempotent.
+    m.analyse();
+    assert!(m.is_analysed());
+}
+
+fn model_unanalysed() -> Model {
+    let trace = Trace {
+        records: vec![
+            batch(0, vec![stored(1, None, "GPU"), stored(2, Some(1), "GPU")]),
+            batch(
+                1,
+                vec![
+                    stored(2, Some(1), "CPU"),
+                    stored(1, None, "CPU"),
+                    stored(3, Some(2), "CPU"),
+                ],
+            ),
+        ],
+    };
+    Model::from_trace_timed("t", trace, LaneMode::Tier, &mut |_| {}).unwrap()
+}
+
+#[test]
+fn lanes_edges_and_violations() {
+    let m = model();
+    assert_eq!(m.len(), 5);
+    assert_eq!(
+        m.lanes.iter().map(Lane::title).collect::<Vec<_>>(),
+        ["GPU", "CPU"]
+    );
+    assert_eq!(m.lane_of, [0, 0, 1, 1, 1]);
+    assert_eq!(
+        m.edges,
+        [
+            Edge {
+                parent: 0,
+                child: 1,
+                kind: EdgeKind::Forward
+            },
+            Edge {
+                parent: 3,
+                child: 2,
+                kind: EdgeKind::ChildFirst
+            },
+            Edge {
+                parent: 2,
+                child: 4,
+                kind: EdgeKind::Forward
+            },
+        ]
+    );
+    let reorders: Vec<_> = m
+        .violations()
+        .iter()
+        .filter(|v| v.rule.starts_with("child-before-parent"))
+        .collect();
+    assert_eq!(reorders.len(), 1, "{:?}", m.violations());
+    assert_eq!(reorders[0].event, 2);
+    assert_eq!(reorders[0].rule, "child-before-parent-in-job");
+    assert_eq!(reorders[0].related, Some(3));
+    let rule = Some("child-before-parent-in-job");
+    assert_eq!(m.next_violation(None, rule), Some(2));
+    assert_eq!(m.next_violation(Some(2), rule), None);
+    assert_eq!(m.prev_violation(4, rule), Some(2));
+    assert_eq!(m.next_violation(None, Some("seq-gap")), None);
+    assert_eq!(
+        m.next_violation(None, None),
+        Some(2),
+        "consumer-loss findings are skipped by default"
+    );
+    assert!(m.is_violation(2) && !m.is_violation(0));
+    let children = |i| m.children_of(i).map(|e| e.child).collect::<Vec<_>>();
+    assert_eq!(children(3), [2]);
+    assert_eq!(children(2), [4]);
+    assert_eq!(children(0), [1]);
+    assert!(children(4).is_empty());
+}
+
+/// A child whose parent is only stored in another lane gets a cross-lane edge from that
+/// parent's first store; edges stay sorted by child with the others.
+#[test]
+fn cross_lane_edges() {
+    let trace = Trace {
+        records: vec![
+            batch(0, vec![stored(1, None, "GPU"), stored(7, Some(9), "CPU")]),
+            batch(1, vec![stored(5, Some(1), "CPU"), stored(1, None, "GPU")]),
+            batch(2, vec![stored(9, None, "CPU"), stored(6, Some(5), "CPU")]),
+        ],
+    };
+    let m = Model::from_trace("t", trace, LaneMode::Tier).unwrap();
+    let e = |parent, child, kind| Edge {
+        parent,
+        child,
+        kind,
+    };
+    assert_eq!(
+        m.edges,
+        [
+            e(4, 1, EdgeKind::ChildFirst),
+            e(0, 2, EdgeKind::CrossLane),
+            e(2, 5, EdgeKind::Forward),
+        ]
+    );
+    assert_eq!(m.children_of(0).map(|x| x.child).collect::<Vec<_>>(), [2]);
+}
+
+/// Zoomed far out the timeline bins whole blocks of events: the same marks as binning
+/// event by event, each at most one column off.
+#[test]
+fn coarse_bins_match_fine_bins() {
+    let n = 20_000u64;
+    let records = (0..n / 10)
+        .map(|b| {
+            let evs = (0..10)
+                .map(|j| {
+                    let i = b * 10 + j;
+                    let medium = ["GPU", "CPU", "GPU"][(i % 3) as usize];
+                    if i % 97 == 0 {
+                        removed(i, medium)
+                    } else {
+                        stored(i + 1_000_000, None, medium)
+                    }
+                })
+                .collect();
+            batch(b, evs)
+        })
+        .collect();
+    let m = Model::from_trace_timed("t", Trace { records }, LaneMode::Tier, &mut |_| {}).unwrap();
+    assert_eq!(m.lanes.len(), 2);
+    for (lo, hi, start, per_px) in [
+        (0u32, 19_999u32, 0.0, 128.0),
+        (0, 19_999, -37.0, 150.0),
+        (130, 17_001, 100.0, 200.0),
+        (5_000, 5_100, 4_990.0, 130.0),
+    ] {
+        let cols = 200;
+        let fine = m.bins_with(lo, hi, start, per_px, cols, false);
+        let coarse = m.bins_with(lo, hi, start, per_px, cols, true);
+        assert!(fine.iter().any(|b| *b != 0));
+        for l in 0..2 {
+            let row = |v: &[u8], c: usize| v.get(l * cols + c).copied().unwrap_or(0);
+            for c in 0..cols {
+                let near = |v: &[u8]| {
+                    row(v, c) | row(v, c + 1) | c.checked_sub(1).map_or(0, |d| row(v, d))
+                };
+                assert_eq!(row(&fine, c) & !near(&coarse), 0, "lane {l} col {c}");
+                assert_eq!(row(&coarse, c) & !near(&fine), 0, "lane {l} col {c}");
+            }
+        }
+        // The removals (every 97th event) stay visible.
+        assert!(coarse.iter().any(|b| b & 2 != 0));
+    }
+}
+
+fn prov(tier: &str, job: Option<u64>) -> Provenance {
+    Provenance {
+        tier: tier.into(),
+        kind: Default::default(),
+        job_id: job,
+        req_id: None,
+        group_idx: None,
+        chunk_idx: None,
+        step: None,
+    }
+}
+
+fn removed(h: u64, medium: &str) -> KvEvent {
+    KvEvent::BlockRemoved(kvscope_core::event::BlockRemoved {
+        block_hashes: vec![BlockHash::Int(h)],
+        medium: Some(medium.into()),
+        group_idx: None,
+        locality: None,
+        ownership: None,
+    })
+}
+
+/// Per-job lanes: two provenance jobs in CPU get a sub-lane each (in order of first
+/// event), the GPU event and the CPU removal without a job stay in their tier's "no job"
+/// lane; the same lanes before and after the analysis.
+#[test]
+fn lanes_per_job() {
+    let mut jobs = batch(
+        1,
+        vec![
+            stored(11, None, "CPU"),
+            stored(12, Some(11), "CPU"),
+            stored(21, None, "CPU"),
+            removed(11, "CPU"),
+        ],
+    );
+    if let TraceRecord::Batch(b) = &mut jobs {
+        b.provenance = Some(vec![
+            prov("CPU", Some(9)),
+            prov("CPU", Some(9)),
+            prov("CPU", Some(4)),
+            prov("CPU", None),
+        ]);
+    }
+    let trace = Trace {
+        records: vec![batch(0, vec![stored(1, None, "GPU")]), jobs],
+    };
+    let mut m = Model::from_trace_timed("t", trace, LaneMode::TierJob, &mut |_| {}).unwrap();
+    let titles = |m: &Model| m.lanes.iter().map(Lane::title).collect::<Vec<_>>();
+    let expected = ["GPU · no job", "CPU · no job", "CPU · job 9", "CPU · job 4"];
+    assert_eq!(titles(&m), expected);
+    assert_eq!(m.lane_of, [0, 2, 2, 3, 1]);
+    // Parent→child edges stay within the job's lane.
+    assert_eq!(
+        m.edges,
+        [Edge {
+            parent: 1,
+            child: 2,
+            kind: EdgeKind::Forward
+        }]
+    );
+    m.analyse();
+    m.layout(LaneMode::TierJob);
+    assert_eq!(titles(&m), expected);
+    assert_eq!(m.lane_of, [0, 2, 2, 3, 1]);
+    m.layout(LaneMode::Tier);
+    assert_eq!(titles(&m), ["GPU", "CPU"]);
+    assert_eq!(m.lane_of, [0, 1, 1, 1, 1]);
+}
+
+/// Without provenance, jobs are the analysis' inferred ones (a batch's run of same-medium
+/// connector events), labelled as inferred.
+#[test]
+fn lanes_per_inferred_job() {
+    let mut m = model();
+    m.layout(LaneMode::TierJob);
+    assert_eq!(
+        m.lanes.iter().map(Lane::title).collect::<Vec<_>>(),
+        ["GPU · no job", "CPU · job ~0 (inferred)"]
+    );
+    assert_eq!(m.lane_of, [0, 0, 1, 1, 1]);
+    assert_eq!(
+        LaneMode::parse(LaneMode::TierJob.as_str()),
+        LaneMode::TierJob
+    );
+    assert_eq!(LaneMode::parse("bogus"), LaneMode::Tier);
+}
+
+#[test]
+fn u64_key_sort_is_stable() {
+    let mut v: Vec<(u32, char)> = vec![(3, 'a'), (1, 'b'), (3, 'c'), (0, 'd'), (1, 'e')];
+    sort_by_u64(&mut v, |x| u64::from(x.0));
+    assert_eq!(v, [(0, 'd'), (1, 'b'), (1, 'e'), (3, 'a'), (3, 'c')]);
+}
+
+#[test]
+fn search_by_field_and_hash() {
+    let m = model();
+    assert_eq!(m.search(&Query::parse("tier=CPU"), None), Some(2));
+    assert_eq!(m.search(&Query::parse("tier=cpu && hash=3"), None), Some(4));
+    assert_eq!(
+        m.search(&Query::parse("hash=0x0000000000000003"), None),
+        Some(4)
+    );
+    assert_eq!(
+        m.search(&Query::parse("tier=GPU"), Some(1)),
+        Some(0),
+        "wraps around"
+    );
+    assert_eq!(m.search(&Query::parse("nosuch=1"), None), None);
+}

@@ -1,0 +1,133 @@
+//! Drawing the router lens over the lanes: what the chosen router did with each visible event
+//! (see [`crate::lens`]). Zoomed in, each non-applied event's mark gets its own sign (dropped:
+//! struck through and hatched; misrooted: a box; pending: a dot above; replayed: a bar below;
+//! ignored: a cross). Zoomed out, a thin bar under each lane marks the pixel columns holding
+//! such events, dropped ones drawn last so they stay visible.
+
+use kvscope_core::consumers::ConsumerKind;
+use web_sys::CanvasRenderingContext2d as Ctx;
+
+use super::geometry::*;
+use crate::lens::{marks, LensMark};
+use crate::model::Model;
+use crate::Theme;
+
+/// The colour of a lens mark.
+pub fn lens_colour(theme: Theme, k: LensMark) -> &'static str {
+    let dark = theme == Theme::Dark;
+    match (k, dark) {
+        (LensMark::Applied, false) => "#2f6fdb",
+        (LensMark::Applied, true) => "#5b9cff",
+        (LensMark::Dropped, false) => "#d92d2d",
+        (LensMark::Dropped, true) => "#ff5a5a",
+        (LensMark::Misrooted, false) => "#8a4fd6",
+        (LensMark::Misrooted, true) => "#b48cff",
+        (LensMark::Pending, false) => "#c77a12",
+        (LensMark::Pending, true) => "#f0a33a",
+        (LensMark::Replayed, false) => "#0b8a5f",
+        (LensMark::Replayed, true) => "#3ddc97",
+        (LensMark::Ignored, false) => "#6b7585",
+        (LensMark::Ignored, true) => "#8d97a7",
+    }
+}
+
+/// Draw `router`'s verdict marks for the visible events of frame `f` (after the lanes).
+pub fn draw_lens(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, router: ConsumerKind) {
+    let n = m.len() as u32;
+    let Some((lo, hi)) = f.range(n) else { return };
+    ctx.save();
+    ctx.begin_path();
+    ctx.rect(GUTTER, 0.0, f.plot_w(), f.h);
+    ctx.clip();
+    let (mark_w, mark_h) = mark_size(&f);
+    if f.vp.per_px <= 0.5 {
+        marks(m, router, lo, hi, |i, k| {
+            let Some(&l) = m.lane_of.get(i as usize) else {
+                return;
+            };
+            let (x, y) = (f.x(i), f.y(l));
+            let (x0, y0) = (x - mark_w / 2.0, y - mark_h / 2.0);
+            let colour = lens_colour(theme, k);
+            ctx.set_stroke_style_str(colour);
+            ctx.set_fill_style_str(colour);
+            ctx.set_line_width(2.0);
+            ctx.begin_path();
+            match k {
+                LensMark::Dropped => {
+                    // Hatched body, struck through past its edges.
+                    ctx.set_line_width(1.0);
+                    let mut d = 0.0;
+                    while d < mark_w + mark_h {
+                        ctx.move_to(x0 + d.min(mark_w), y0 + (d - mark_w).max(0.0));
+                        ctx.line_to(x0 + (d - mark_h).max(0.0), y0 + d.min(mark_h));
+                        d += 4.0;
+                    }
+                    ctx.stroke();
+                    ctx.begin_path();
+                    ctx.set_line_width(2.0);
+                    ctx.move_to(x0 - 3.0, y);
+                    ctx.line_to(x0 + mark_w + 3.0, y);
+                }
+                LensMark::Misrooted => ctx.rect(x0 - 2.0, y0 - 2.0, mark_w + 4.0, mark_h + 4.0),
+                LensMark::Pending => {
+                    let _ = ctx.arc(x, y0 - 5.0, 2.5, 0.0, std::f64::consts::TAU);
+                    ctx.fill();
+                }
+                LensMark::Replayed => ctx.fill_rect(x0, y0 + mark_h + 2.0, mark_w, 2.5),
+                LensMark::Ignored => {
+                    ctx.move_to(x0, y0);
+                    ctx.line_to(x0 + mark_w, y0 + mark_h);
+                    ctx.move_to(x0 + mark_w, y0);
+                    ctx.line_to(x0, y0 + mark_h);
+                }
+                LensMark::Applied => {}
+            }
+            ctx.stroke();
+        });
+    } else {
+        // One bit per mark per (lane, column); drawn in legend order, dropped last on top.
+        let cols = f.plot_w().ceil() as usize + 1;
+        let lanes = m.lanes.len();
+        let mut bins = vec![0u8; lanes * cols];
+        marks(m, router, lo, hi, |i, k| {
+            let Some(&l) = m.lane_of.get(i as usize) else {
+                return;
+            };
+            let c = ((f64::from(i) - f.vp.start) / f.vp.per_px).floor();
+            if c >= 0.0 && (c as usize) < cols {
+                if let Some(b) = bins.get_mut(l as usize * cols + c as usize) {
+                    *b |= 1 << (k as u8);
+                }
+            }
+        });
+        for k in [
+            LensMark::Ignored,
+            LensMark::Replayed,
+            LensMark::Pending,
+            LensMark::Misrooted,
+            LensMark::Dropped,
+        ] {
+            ctx.set_fill_style_str(lens_colour(theme, k));
+            ctx.begin_path();
+            for l in 0..lanes {
+                let y = f.y(l as u16) + mark_h / 2.0 + 1.0;
+                let row = bins.get(l * cols..(l + 1) * cols).unwrap_or_default();
+                let mut c = 0;
+                while c < row.len() {
+                    if row[c] & (1 << (k as u8)) != 0 {
+                        let s = c;
+                        while c < row.len() && row[c] & (1 << (k as u8)) != 0 {
+                            c += 1;
+                        }
+                        ctx.rect(GUTTER + s as f64, y, (c - s) as f64, 3.0);
+                    } else {
+                        c += 1;
+                    }
+                }
+            }
+            ctx.fill();
+        }
+    }
+    ctx.set_line_width(1.0);
+    ctx.restore();
+}
