@@ -13,6 +13,7 @@ sources of non-determinism put under the driver's control:
 Only vLLM's code decides events, their order and their content.
 """
 import collections
+import mmap
 import tempfile
 import types
 
@@ -117,10 +118,11 @@ def _fs_spec(block_size, blocks_per_chunk, enable_events):
 
 class _Region:
     """`SharedOffloadRegion` stand-in: only `create_kv_memoryview` and `cleanup` are used
-    by the scheduler-side primary tier; 64 bytes a chunk."""
+    by the scheduler-side primary tier. Page-aligned (an anonymous mmap) with 4096 bytes a
+    chunk, so the FS tier's O_DIRECT writes succeed as they do on a real host buffer."""
 
-    def __init__(self, num_chunks, chunk_bytes=64):
-        self.buf = bytearray(num_chunks * chunk_bytes)
+    def __init__(self, num_chunks, chunk_bytes=4096):
+        self.buf = mmap.mmap(-1, num_chunks * chunk_bytes)
         self.shape = [num_chunks, chunk_bytes]
 
     def create_kv_memoryview(self):
