@@ -66,10 +66,33 @@ def _spec(block_size, blocks_per_chunk, manager):
     )
 
 
-def build(capacity_chunks, block_size=4, blocks_per_chunk=1, world_size=1, locality=None):
+class _SetOrderJobStatus(osched.TransferJobStatus):
+    """`order = "cpython"`: a store job keeps its keys as `set(set(keys))`, as vLLM up to
+    0.29.0 did (`_build_store_jobs`: `TransferJobStatus(keys=set(keys_to_store))` over
+    `keys_to_store = set(...)`); 0.34.0 keeps them in prefix order (a tuple)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.is_store:
+            self.keys = set(set(self.keys))
+
+
+def build(
+    capacity_chunks,
+    block_size=4,
+    blocks_per_chunk=1,
+    world_size=1,
+    locality=None,
+    order="fixed",
+    fs_root=None,
+):
     kv_cache_utils.NONE_HASH = sha256_cbor("vllm-none-hash")
+    if order == "cpython":
+        osched.TransferJobStatus = _SetOrderJobStatus
+    else:
+        assert order == "fixed", order
     manager, fs, root = tiers.build_tiering_manager(
-        capacity_chunks, block_size, blocks_per_chunk, locality=locality
+        capacity_chunks, block_size, blocks_per_chunk, fs_root=fs_root, locality=locality
     )
     kv_spec = FullAttentionSpec(
         block_size=block_size, num_kv_heads=1, head_size=8, dtype="float16"
@@ -104,11 +127,30 @@ class _SamplingParams:
 class Run:
     """One engine run: `step(schedule, fs_release)` per engine step, `batches` the payloads."""
 
-    def __init__(self, capacity_chunks, block_size=4, blocks_per_chunk=1, locality=None):
+    def __init__(
+        self,
+        capacity_chunks,
+        block_size=4,
+        blocks_per_chunk=1,
+        locality=None,
+        order="fixed",
+        fs_root=None,
+        gpu_prefix_cache=True,
+    ):
         self.block_size = block_size
+        # False: no GPU prefix hit (as if earlier requests' GPU blocks were evicted)
+        self.gpu_prefix_cache = gpu_prefix_cache
         self.sched, self.manager, self.fs, self.root = build(
-            capacity_chunks, block_size, blocks_per_chunk, locality=locality
+            capacity_chunks,
+            block_size,
+            blocks_per_chunk,
+            locality=locality,
+            order=order,
+            fs_root=fs_root,
         )
+        # async load in flight (WAITING_FOR_REMOTE_KVS): rid -> tokens computed once loaded
+        self.loading = {}
+        self.resumed = set()  # loaded, next scheduled as a new request with its full table
         self.hasher = kv_cache_utils.get_request_block_hasher(block_size, sha256_cbor)
         self.reqs = {}
         self.seen = set()  # on_new_request done
@@ -131,6 +173,8 @@ class Run:
         )
 
     def _gpu_hit(self, req):
+        if not self.gpu_prefix_cache:
+            return 0
         n = 0
         for h in req.block_hashes:
             if h not in self.cached:
@@ -149,7 +193,7 @@ class Run:
             i = len(ids)
             h = req.block_hashes[i] if i < len(req.block_hashes) else None
             full = (i + 1) * self.block_size <= upto
-            if h is not None and h in self.cached:
+            if h is not None and h in self.cached and self.gpu_prefix_cache:
                 bid = self.cached[h]
             else:
                 bid = self.next_block
@@ -166,19 +210,37 @@ class Run:
         during this step's model run, in completion order."""
         s = self.sched
         new_reqs, cached_ids, cached_new_blocks, num_sched, waiting = [], [], [], {}, []
+        # add_request → on_new_request happens before schedule() (outside the step region)
+        for rid, _n in schedule:
+            if rid not in self.seen:
+                s.on_new_request(self.reqs[rid])
+                self.seen.add(rid)
         for rid, n in schedule:
             req = self.reqs[rid]
             if rid not in self.started:
-                if rid not in self.seen:
-                    s.on_new_request(req)
-                    self.seen.add(rid)
                 hit = self._gpu_hit(req)
                 ext, _async = s.get_num_new_matched_tokens(req, hit)
                 self.log.append((self.step_no, "lookup", rid, hit, ext))
                 if ext is None:
                     waiting.append(rid)
                     continue
-                assert ext == 0, "external loads not driven yet"
+                if ext:
+                    # An async load: blocks for hit + ext tokens, fresh ones unhashed;
+                    # the request waits for the load and is not scheduled this step.
+                    self._allocate(req, hit)
+                    ids = self.block_ids[rid]
+                    while len(ids) < -(-(hit + ext) // self.block_size):
+                        ids.append(self.next_block)
+                        self.next_block += 1
+                    blocks = [
+                        ns(block_id=b, is_null=False, block_hash=None if i * self.block_size >= hit else req.block_hashes[i])
+                        for i, b in enumerate(ids)
+                    ]
+                    req.num_computed_tokens = hit
+                    s.update_state_after_alloc(req, KVCacheBlocks((blocks,)), ext)
+                    self.loading[rid] = hit + ext
+                    self.started.add(rid)
+                    continue
                 req.num_computed_tokens = hit
                 new = self._allocate(req, n)
                 s.update_state_after_alloc(req, KVCacheBlocks(([],)), 0)
@@ -187,10 +249,21 @@ class Run:
                     ns(req_id=rid, block_ids=(list(self.block_ids[rid]),))
                 )
                 num_sched[rid] = n - hit
+            elif rid in self.loading:
+                continue  # still waiting for its load
             else:
+                # a running request: `n` tokens this step, at most the rest of the prompt
+                # (requests never decode here)
+                n = min(n, req.num_tokens - req.num_computed_tokens)
+                if n <= 0:
+                    continue
                 new = self._allocate(req, req.num_computed_tokens + n)
-                cached_ids.append(rid)
-                cached_new_blocks.append((new,))
+                if rid in self.resumed:
+                    self.resumed.discard(rid)
+                    new_reqs.append(ns(req_id=rid, block_ids=(list(self.block_ids[rid]),)))
+                else:
+                    cached_ids.append(rid)
+                    cached_new_blocks.append((new,))
                 num_sched[rid] = n
         out = ns(
             scheduled_new_reqs=new_reqs,
@@ -218,6 +291,10 @@ class Run:
                 )
             )
         )
+        for rid in [r for r in self.loading if r not in self.sched._req_status or not self.sched._req_status[r].transfer_jobs]:
+            # the load job completed: _update_waiting_for_remote_kv → WAITING, computed
+            self.reqs[rid].num_computed_tokens = self.loading.pop(rid)
+            self.resumed.add(rid)
         events = list(s.take_events())
         if events:
             batch = KVEventBatch(ts=1700000000.0 + self.step_no, events=events)
