@@ -96,8 +96,14 @@ def run_one(name, order):
         )
         off += len(p)
     log = [list(x) for x in r.log]
-    return stream, {"batches": batches, "sha256": hashlib.sha256(stream).hexdigest(),
-                    "log": log}
+    inputs = {
+        "block_size": r.block_size,
+        "blocks_per_chunk": r.sched.config.blocks_per_chunk,
+        "capacity_chunks": r.manager.primary_tier._num_chunks,
+        "requests": {rid: {"tokens": list(q.prompt_token_ids)} for rid, q in r.reqs.items()},
+    }
+    return stream, {"inputs": inputs, "batches": batches,
+                    "sha256": hashlib.sha256(stream).hexdigest(), "log": log}
 
 
 def main():
