@@ -18,6 +18,7 @@ import tiers
 import msgspec
 
 from vllm.distributed.kv_events import KVEventBatch
+from vllm.distributed.kv_transfer.kv_connector.utils import KVOutputAggregator
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading import scheduler as osched
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.common import (
     OffloadingWorkerMetadata,
@@ -85,15 +86,25 @@ def build(
     locality=None,
     order="fixed",
     fs_root=None,
+    fs=True,
 ):
     kv_cache_utils.NONE_HASH = sha256_cbor("vllm-none-hash")
     if order == "cpython":
         osched.TransferJobStatus = _SetOrderJobStatus
     else:
         assert order == "fixed", order
-    manager, fs, root = tiers.build_tiering_manager(
-        capacity_chunks, block_size, blocks_per_chunk, fs_root=fs_root, locality=locality
-    )
+    if fs:
+        manager, fs_tier, root = tiers.build_tiering_manager(
+            capacity_chunks, block_size, blocks_per_chunk, fs_root=fs_root, locality=locality
+        )
+    else:
+        # CPU only: what CPUOffloadingSpec.get_manager builds (without the byte arithmetic)
+        from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
+
+        manager = CPUOffloadingManager(
+            num_chunks=capacity_chunks, cache_policy="lru", enable_events=True
+        )
+        fs_tier, root = None, None
     kv_spec = FullAttentionSpec(
         block_size=block_size, num_kv_heads=1, head_size=8, dtype="float16"
     )
@@ -111,7 +122,7 @@ def build(
     sched = osched.OffloadingConnectorScheduler(
         _spec(block_size, blocks_per_chunk, manager), vllm_config, kv_cache_config
     )
-    return sched, manager, fs, root
+    return sched, manager, fs_tier, root
 
 
 class _SamplingParams:
@@ -136,7 +147,16 @@ class Run:
         order="fixed",
         fs_root=None,
         gpu_prefix_cache=True,
+        fs=True,
+        workers=1,
+        reports=None,
     ):
+        # reports: {connector job id: {worker: step}}: that worker reports the job at that
+        # step; every other (job, worker) reports in the step that created the job.
+        self.workers = workers
+        self.reports = reports or {}
+        self.due = [[] for _ in range(workers)]  # per worker: (step, job id)
+        self.aggregator = KVOutputAggregator(workers)
         self.block_size = block_size
         # False: no GPU prefix hit (as if earlier requests' GPU blocks were evicted)
         self.gpu_prefix_cache = gpu_prefix_cache
@@ -147,6 +167,8 @@ class Run:
             locality=locality,
             order=order,
             fs_root=fs_root,
+            fs=fs,
+            world_size=workers,
         )
         # async load in flight (WAITING_FOR_REMOTE_KVS): rid -> tokens computed once loaded
         self.loading = {}
@@ -282,15 +304,24 @@ class Run:
             self.reqs[rid].num_computed_tokens += n
         for j in fs_release:
             self.fs._pool.release(j)
-        done = sorted(list(meta.load_jobs) + list(meta.store_jobs))
+        created = sorted(list(meta.load_jobs) + list(meta.store_jobs))
         self.log.append((self.step_no, "jobs", sorted(meta.store_jobs), sorted(meta.load_jobs)))
-        s.update_connector_output(
-            KVConnectorOutput(
-                kv_connector_worker_meta=OffloadingWorkerMetadata(
-                    completed_jobs={j: 1 for j in done}
-                )
-            )
-        )
+        for j in created:
+            for w in range(self.workers):
+                at = self.reports.get(j, {}).get(w, self.step_no)
+                assert at >= self.step_no, (j, w, at)
+                self.due[w].append((at, j))
+        outputs = []
+        for w in range(self.workers):
+            now = sorted(j for at, j in self.due[w] if at <= self.step_no)
+            self.due[w] = [(at, j) for at, j in self.due[w] if at > self.step_no]
+            # OffloadingConnectorWorker.build_connector_worker_meta: None when empty
+            wm = OffloadingWorkerMetadata(completed_jobs={j: 1 for j in now}) if now else None
+            if now:
+                self.log.append((self.step_no, "report", w, now))
+            outputs.append(ns(kv_connector_output=KVConnectorOutput(kv_connector_worker_meta=wm)))
+        merged = self.aggregator.aggregate(outputs)  # vLLM's KVOutputAggregator
+        s.update_connector_output(merged.kv_connector_output)
         for rid in [r for r in self.loading if r not in self.sched._req_status or not self.sched._req_status[r].transfer_jobs]:
             # the load job completed: _update_waiting_for_remote_kv → WAITING, computed
             self.reqs[rid].num_computed_tokens = self.loading.pop(rid)

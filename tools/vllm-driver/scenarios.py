@@ -77,10 +77,24 @@ def fs_preloaded(order):
     return r
 
 
+def two_workers_late_report(order):
+    """CPU only, two workers. r0 = 1..8 (step 0, job 0), r1 = 101..108 (step 1, job 1).
+    Worker 0 reports job 0 at step 0, worker 1 at step 1 with job 1: the merged map is
+    {1: 2, 0: 1} (worker 0's ids first), so job 1's events come before job 0's."""
+    r = engine.Run(16, order=order, fs=False, workers=2, reports={0: {1: 1}})
+    r.add_request("r0", range(1, 9))
+    r.add_request("r1", range(101, 109))
+    r.step([("r0", 8)])
+    r.step([("r1", 8)])
+    r.step([])
+    return r
+
+
 SCENARIOS = {
     "fs_cascade_out_of_order": fs_cascade_out_of_order,
     "fs_promotion_evicts": fs_promotion_evicts,
     "fs_preloaded": fs_preloaded,
+    "two_workers_late_report": two_workers_late_report,
 }
 
 
@@ -99,7 +113,9 @@ def run_one(name, order):
     inputs = {
         "block_size": r.block_size,
         "blocks_per_chunk": r.sched.config.blocks_per_chunk,
-        "capacity_chunks": r.manager.primary_tier._num_chunks,
+        "capacity_chunks": getattr(r.manager, "primary_tier", r.manager)._num_chunks,
+        "workers": r.workers,
+        "reports": {str(j): {str(w): at for w, at in ws.items()} for j, ws in r.reports.items()},
         "requests": {rid: {"tokens": list(q.prompt_token_ids)} for rid, q in r.reqs.items()},
     }
     return stream, {"inputs": inputs, "batches": batches,
