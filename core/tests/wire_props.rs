@@ -162,9 +162,22 @@ fn record() -> impl Strategy<Value = TraceRecord> {
         any::<u64>(),
         batch(),
         any::<bool>(),
-        of(vec(any::<u8>(), 0..30)),
+        // `raw`, when present, is the batch's own payload (what `convert --raw` writes): a
+        // `raw` that is not is refused on read (see `wire_refused.rs`).
+        of(prop_oneof![
+            Just(EventEncoding::Map),
+            Just(EventEncoding::Array)
+        ]),
     )
         .prop_flat_map(|(source, dp_rank, seq, b, with_prov, raw)| {
+            let raw = raw.map(|encoding| {
+                let wire = KvEventBatch {
+                    ts: b.ts,
+                    events: b.events.clone(),
+                    data_parallel_rank: dp_rank,
+                };
+                encode_batch(&wire, encoding)
+            });
             let n = b.events.len();
             let prov = if with_prov {
                 of(vec(provenance(), n..=n)).boxed()
