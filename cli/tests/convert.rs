@@ -100,3 +100,26 @@ fn msgspec_stream_to_jsonl_and_back_is_byte_identical_and_raw_is_kept() {
     assert!(o.status.success());
     assert_eq!(std::fs::read(&mp).unwrap(), std::fs::read(&stream).unwrap());
 }
+
+/// `convert` streams (a record read, a record written): on bad input it has already written
+/// the records before the bad one, then fails with exit 2 naming where.
+#[test]
+fn a_bad_record_ends_the_stream_after_the_records_before_it() {
+    let full = kvscope(&["convert", &fixture("stream.msgpack"), "--to", "jsonl"]);
+    assert_eq!(full.status.code(), Some(0));
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(fixture("stream.msgpack")).unwrap();
+    let cut = dir.path().join("stream.msgpack");
+    std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
+    let o = kvscope(&["convert", cut.to_str().unwrap(), "--to", "jsonl"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains(": byte offset 4253: batch 10: "));
+    let lines = String::from_utf8(o.stdout).unwrap();
+    let full = String::from_utf8(full.stdout).unwrap();
+    assert_eq!(lines.lines().count(), 9);
+    assert!(
+        full.starts_with(&lines),
+        "the first 9 batches as a whole conversion writes them"
+    );
+    assert_eq!(full.lines().count(), 10);
+}
