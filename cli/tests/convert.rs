@@ -123,3 +123,41 @@ fn a_bad_record_ends_the_stream_after_the_records_before_it() {
     );
     assert_eq!(full.lines().count(), 10);
 }
+
+/// `--raw` keeps each payload's exact bytes when payloads straddle the reader's chunks: a
+/// stream of many read chunks (64 KiB each) goes to JSON Lines and back (`--encoding array`,
+/// so only kept `raw` bytes can reproduce the map-encoded input).
+#[test]
+fn raw_payloads_across_read_chunks_are_kept_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = std::fs::read(fixture("stream.msgpack")).unwrap();
+    let many: Vec<u8> = one.iter().copied().cycle().take(one.len() * 64).collect();
+    assert!(many.len() > 4 << 16);
+    let (mp, jsonl, back) = (
+        dir.path().join("many.msgpack"),
+        dir.path().join("many.jsonl"),
+        dir.path().join("back.msgpack"),
+    );
+    std::fs::write(&mp, &many).unwrap();
+    let o = kvscope(&[
+        "convert",
+        mp.to_str().unwrap(),
+        "--raw",
+        "-o",
+        jsonl.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = kvscope(&[
+        "convert",
+        jsonl.to_str().unwrap(),
+        "--encoding",
+        "array",
+        "-o",
+        back.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        std::fs::read(&back).unwrap() == many,
+        "payload bytes changed"
+    );
+}
