@@ -408,6 +408,7 @@ impl AnalyzeOptions {
                 ideal_pending_limit: cc
                     .ideal_pending_limit
                     .map_or(d.ideal_pending_limit, |v| v as usize),
+                ..d
             };
         }
         Ok(config)

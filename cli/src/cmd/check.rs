@@ -78,6 +78,10 @@ pub struct ModelArgs {
     /// Dynamo: AllBlocksCleared clears every DP rank of the worker.
     #[arg(long)]
     pub dynamo_clear_all_ranks: bool,
+    /// llm-d subscriber replay, `on` or `off` (default, as llm-d): off, a publisher restart
+    /// goes unnoticed and its blocks stay credited; on, it clears the pod.
+    #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+    pub llmd_replay: String,
     /// Ideal consumer: pending buffer size (events).
     #[arg(long, default_value_t = 1024)]
     pub ideal_pending: usize,
@@ -133,6 +137,7 @@ pub fn config(
     config.consumer_config.llmd_canonical_block_size = models.llmd_block_size.0;
     config.consumer_config.dynamo_kv_block_size = models.dynamo_block_size.0;
     config.consumer_config.dynamo_clear_all_ranks = models.dynamo_clear_all_ranks;
+    config.consumer_config.llmd_replay = models.llmd_replay == "on";
     config.consumer_config.ideal_pending_limit = models.ideal_pending;
     config.workers = models.workers;
     Ok(config)

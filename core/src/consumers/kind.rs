@@ -64,6 +64,10 @@ pub struct ConsumerConfig {
     /// Dynamo: clear every DP rank of the worker on `AllBlocksCleared` (`clear_all_blocks`)
     /// instead of only the emitting rank (what `RadixTree::apply_event` does in 1.6.1).
     pub dynamo_clear_all_ranks: bool,
+    /// llm-d's ZMQ subscriber replay (`replaySocketPort > 0`); off by default, as in llm-d.
+    /// Off, a publisher restart (its `seq` going back) is not noticed and the restarted
+    /// engine's blocks stay credited; on, it clears the pod (`Pool.resetForSource`).
+    pub llmd_replay: bool,
     /// Ideal consumer: how many orphan events may be held pending at once; default 1024.
     pub ideal_pending_limit: usize,
 }
@@ -74,6 +78,7 @@ impl Default for ConsumerConfig {
             llmd_canonical_block_size: None,
             dynamo_kv_block_size: None,
             dynamo_clear_all_ranks: false,
+            llmd_replay: false,
             ideal_pending_limit: 1024,
         }
     }

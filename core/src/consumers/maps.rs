@@ -33,6 +33,11 @@ impl Interner {
     pub fn get(&self, h: u64) -> Option<u32> {
         self.ids.get(&h).copied()
     }
+
+    /// The hash of `id`.
+    pub(crate) fn hash(&self, id: u32) -> Option<u64> {
+        self.hashes.get(id as usize).copied()
+    }
 }
 
 /// The dense ids of one event's blocks (in block order) and of its parent, with the blocks'

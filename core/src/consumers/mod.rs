@@ -51,6 +51,9 @@ pub struct EventCtx<'a> {
     pub source: u32,
     /// The batch's DP rank (0 when absent).
     pub dp_rank: u32,
+    /// The batch's sequence number (per source and DP rank; going back means the publisher
+    /// restarted).
+    pub seq: u64,
     /// Interned tier id (index into the analysis' tier table; see [`crate::event::Tier`]).
     pub tier: u32,
     /// Provenance of the event, when the trace has it.
@@ -153,9 +156,13 @@ impl AnyConsumer {
         engine: &[Option<u32>],
     ) -> Self {
         match kind {
-            ConsumerKind::Llmd => AnyConsumer::Llmd(llmd::Llmd::with_block_sizes(
-                BlockSizes::resolve(config.llmd_canonical_block_size, engine),
-            )),
+            ConsumerKind::Llmd => AnyConsumer::Llmd(
+                llmd::Llmd::with_block_sizes(BlockSizes::resolve(
+                    config.llmd_canonical_block_size,
+                    engine,
+                ))
+                .with_replay(config.llmd_replay),
+            ),
             ConsumerKind::Dynamo => AnyConsumer::Dynamo(dynamo::Dynamo::with_block_sizes(
                 BlockSizes::resolve(config.dynamo_kv_block_size, engine),
                 config.dynamo_clear_all_ranks,

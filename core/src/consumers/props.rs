@@ -140,6 +140,7 @@ fn run(batches: &[(u32, Vec<KvEvent>)]) -> (Vec<Vec<EventVerdict>>, Vec<AnyConsu
                 index,
                 source: *pod,
                 dp_rank: 0,
+                seq: index as u64,
                 tier,
                 provenance: None,
                 batch: events,

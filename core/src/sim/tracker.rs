@@ -135,9 +135,9 @@ impl EventsTracker {
                         extra_keys: None,
                         group_idx: Some(key.group_idx),
                         kv_cache_spec_kind: None,
-                        kv_cache_spec_sliding_window: None,
                         locality: m.locality.clone(),
                         ownership: m.ownership.clone(),
+                        ..BlockStored::default()
                     }),
                     req_id: None,
                     group_idx: key.group_idx,
@@ -155,9 +155,9 @@ impl EventsTracker {
                         extra_keys: None,
                         group_idx: Some(meta.group_idx),
                         kv_cache_spec_kind: Some(meta.spec_kind.to_owned()),
-                        kv_cache_spec_sliding_window: None,
                         locality: m.locality.clone(),
                         ownership: m.ownership.clone(),
+                        ..BlockStored::default()
                     }),
                     req_id: Some(meta.req_id.clone()),
                     group_idx: meta.group_idx,

@@ -28,9 +28,12 @@
 //! keys are a stand-in chain hash (the real FNV-64a-over-CBOR keys are an independent hash
 //! space that never needs to match vLLM's).
 
+mod seq;
 #[cfg(test)]
 mod tests;
 pub(crate) mod wire;
+
+pub use seq::Restart;
 
 use smallvec::SmallVec;
 
@@ -109,6 +112,13 @@ pub struct Llmd {
     /// The last batch checked by `ParseMessage`: `(events address, length, failure)`. Only
     /// the address is compared (never dereferenced).
     batch_check: Option<(usize, usize, Option<&'static str>)>,
+    /// The subscriber's replay (see [`Llmd::with_replay`]).
+    replay: bool,
+    /// Per publisher `(source << 32 | dp_rank)`: the last batch delivered (its `seq`, the
+    /// address of its events, compared only, and whether replay skipped it).
+    last_seq: Map<u64, (u64, usize, bool)>,
+    /// Publisher restarts replay did not handle, oldest first.
+    restarts: Vec<Restart>,
     pub(super) lanes: LaneBook,
 }
 
@@ -129,6 +139,9 @@ impl Llmd {
             tiers: Vec::new(),
             tier_of_lane: Vec::new(),
             batch_check: None,
+            replay: false,
+            last_seq: Map::default(),
+            restarts: Vec::new(),
             lanes: LaneBook::default(),
         }
     }
@@ -590,6 +603,14 @@ impl Consumer for Llmd {
         ids: &EventIds,
         _: &mut Vec<Resolution>,
     ) -> EventVerdict {
+        if self.watch_seq(ctx) {
+            return EventVerdict::because(VerdictKind::Ignored, &ids.hashes, "duplicate_seq");
+        }
+        if let KvEvent::BlockStored(_) = ev {
+            if !self.restarts.is_empty() {
+                self.reannounced(ctx.source, &ids.blocks);
+            }
+        }
         if let Some(why) = self.batch_failure(ctx.batch) {
             // `pool.go` `processRawMessage`: "Failed to parse message", the batch is dropped.
             let lane = LaneKey {
@@ -616,7 +637,7 @@ impl Consumer for Llmd {
     }
 
     fn reset(&mut self) {
-        *self = Llmd::with_block_sizes(self.block_sizes.clone());
+        *self = Llmd::with_block_sizes(self.block_sizes.clone()).with_replay(self.replay);
     }
 
     fn lanes(&self) -> &Lanes {

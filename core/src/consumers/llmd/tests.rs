@@ -75,6 +75,7 @@ fn check(name: &str, batches: &[Batch], wants: &[Want]) -> Standalone<Llmd> {
                 index,
                 source: *pod,
                 dp_rank: 0,
+                seq: index as u64,
                 tier: lane_tier(ev, &mut tiers),
                 provenance: None,
                 batch: events,
@@ -435,4 +436,75 @@ fn r7_a_request_key_keeps_ten_pod_entries() {
         .request_key_of(m.interner(), h(1))
         .expect("mapped");
     assert_eq!(m.model().pods_of(rk).len(), 9);
+}
+
+/// `(seq, events)` batches of pod 0 through a model with replay `on`; the verdicts.
+fn run_seq(on: bool, batches: &[(u64, Vec<KvEvent>)]) -> (Standalone<Llmd>, Vec<EventVerdict>) {
+    let mut m = Standalone::new(Llmd::new(4).with_replay(on));
+    let mut out = Vec::new();
+    for (seq, events) in batches {
+        for ev in events {
+            let ctx = EventCtx {
+                index: out.len(),
+                source: 0,
+                dp_rank: 0,
+                seq: *seq,
+                tier: 0,
+                provenance: None,
+                batch: events,
+            };
+            out.push(m.apply(&ctx, ev, &mut Vec::new()));
+        }
+    }
+    (m, out)
+}
+
+#[test]
+fn a_restart_goes_unnoticed_without_replay_and_clears_the_pod_with_it() {
+    let batches = vec![
+        (
+            0,
+            vec![stored(&[1], None, GPU, 4), stored(&[2], Some(1), GPU, 4)],
+        ),
+        (1, vec![stored(&[3], Some(2), GPU, 4)]),
+        // The engine restarted: seq back to 0; it re-announces block 1 only.
+        (0, vec![stored(&[1], None, GPU, 4)]),
+        (1, vec![removed(&[3], GPU)]),
+    ];
+    let (m, v) = run_seq(false, &batches);
+    let stale = m.model().stale_after_restart(m.interner());
+    assert_eq!(stale.len(), 1);
+    assert_eq!((stale[0].0.event, stale[0].0.seq), (3, (1, 0)));
+    assert_eq!(
+        stale[0].1,
+        vec![h(2)],
+        "3 was removed since, 1 re-announced"
+    );
+    assert_eq!(v[4].verdict, Removed);
+
+    let (m, v) = run_seq(true, &batches);
+    assert!(m.model().stale_after_restart(m.interner()).is_empty());
+    // The reset dropped the pod's entries (engine mappings survive): nothing to evict.
+    assert_eq!(
+        v[4].blocks[0].reason.as_deref(),
+        Some("evict_removed_nothing")
+    );
+}
+
+#[test]
+fn with_replay_a_batch_repeating_the_last_seq_is_skipped() {
+    let batches = vec![
+        (0, vec![stored(&[1], None, GPU, 4)]),
+        (
+            0,
+            vec![stored(&[2], Some(1), GPU, 4), stored(&[3], Some(2), GPU, 4)],
+        ),
+        (1, vec![stored(&[4], None, GPU, 4)]),
+    ];
+    let kinds = |v: &[EventVerdict]| v.iter().map(|v| v.verdict).collect::<Vec<_>>();
+    let (_, v) = run_seq(true, &batches);
+    assert_eq!(kinds(&v), [Applied, Ignored, Ignored, Applied]);
+    assert_eq!(v[1].reason.as_deref(), Some("duplicate_seq"));
+    let (_, v) = run_seq(false, &batches);
+    assert_eq!(kinds(&v), [Applied; 4]);
 }

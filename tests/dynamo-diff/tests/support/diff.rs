@@ -384,6 +384,7 @@ pub fn run(trace: &GenTrace, mode: Mode) -> Run {
                 index,
                 source: b.source,
                 dp_rank: b.rank,
+                seq: bi as u64,
                 tier: ctx_tier(ev),
                 provenance: None,
                 batch: &b.events,
