@@ -321,3 +321,44 @@ fn builtin_multi_worker_reorder_shows_a_reversal() {
     });
     assert!(reversed);
 }
+
+// Explicit schedules honour a deferred lookup: a request whose lookup starts a promotion
+// (RETRY) is not scheduled in that step, and runs when the schedule lists it again.
+#[test]
+fn explicit_schedule_waits_on_a_deferred_lookup() {
+    let t = run(&format!(
+        r#"{{"block_size":4,"cpu":{{"capacity_chunks":3}},"gpu_prefix_cache":false,
+            "secondary_tiers":[{{"name":"fs0","min_latency_steps":1,"max_latency_steps":1}}],
+            "requests":[{{"id":"a","token_ids":[{}]}},
+                        {{"id":"b","token_ids":[101,102,103,104,105,106,107,108]}},
+                        {{"id":"c","token_ids":[1,2,3,4,5,6,7,8,301,302,303,304]}}],
+            "steps":[{{"schedule":{{"a":8}}}},{{"schedule":{{"b":8}}}},{{"schedule":{{}}}},
+                     {{"schedule":{{"c":12}}}},{{"schedule":{{"c":12}}}},{{"schedule":{{"c":12}}}}]}}"#,
+        tokens(8)
+    ));
+    // (step, kind, request) of every event
+    let evs: Vec<(u64, ProvenanceKind, Option<String>)> = t
+        .batches()
+        .flat_map(|b| b.provenance.as_ref().unwrap().iter())
+        .map(|p| (p.step.unwrap(), p.kind, p.req_id.clone()))
+        .collect();
+    let promo_steps: Vec<u64> = evs
+        .iter()
+        .filter(|e| e.1 == ProvenanceKind::Promotion)
+        .map(|e| e.0)
+        .collect();
+    assert!(!promo_steps.is_empty(), "no promotion: {evs:?}");
+    let c_store_steps: Vec<u64> = evs
+        .iter()
+        .filter(|e| e.1 == ProvenanceKind::OffloadStore && e.2.as_deref() == Some("c"))
+        .map(|e| e.0)
+        .collect();
+    // c's lookup at step 3 promotes and defers it: its only new chunk (301..304) is stored
+    // when it runs, after the promotion, never in step 3.
+    assert_eq!(c_store_steps.len(), 1, "{evs:?}");
+    assert!(c_store_steps[0] > 3, "{evs:?}");
+    assert!(
+        promo_steps.iter().all(|&s| s <= c_store_steps[0]),
+        "{evs:?}"
+    );
+}
