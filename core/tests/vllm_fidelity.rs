@@ -605,4 +605,67 @@ mod tiering {
             }
         }
     }
+
+    /// The simulator, given a tiering fixture's inputs as a kvscope scenario
+    /// (`tiering/kvscope/<name>.json`, for the fixtures kvscope models so far), produces
+    /// upstream's batches in both orders: every `ts`, rank, event and field (decoded
+    /// comparison: byte equality also needs 0.34.0's map16 `BlockStored` header, see
+    /// `tiering_streams_are_whole_and_round_trip`).
+    #[test]
+    fn simulator_reproduces_modelled_tiering_batches() {
+        use kvscope_core::scenario::Scenario;
+        use kvscope_core::sim::simulate;
+        use kvscope_core::wire::msgpack::decode_stream;
+        use kvscope_core::TraceRecord;
+
+        let wire = |records: &[TraceRecord]| -> Vec<kvscope_core::KvEventBatch> {
+            records
+                .iter()
+                .filter_map(|r| match r {
+                    TraceRecord::Batch(b) => Some(b.to_wire()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut modelled = 0;
+        let mut failures = Vec::new();
+        for name in &names() {
+            let path = dir().join(format!("kvscope/{name}.json"));
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue; // not modelled yet (the fs_* tier)
+            };
+            modelled += 1;
+            for mode in TIERING_MODES {
+                let mut sc =
+                    Scenario::from_json(&text).unwrap_or_else(|e| panic!("{path:?}: {e:?}"));
+                sc.order = match *mode {
+                    "fixed" => OrderMode::Fixed,
+                    _ => OrderMode::CPython {
+                        python_hash_seed: 0,
+                    },
+                };
+                let trace = simulate(&sc).unwrap_or_else(|e| panic!("{name}.{mode}: {e:?}"));
+                let ours = wire(&trace.records);
+                let upath = dir().join(format!("{name}.{mode}.msgpack"));
+                let upstream = std::fs::read(&upath).unwrap_or_else(|e| panic!("{upath:?}: {e}"));
+                let theirs = wire(
+                    &decode_stream(&upstream, name)
+                        .expect("upstream stream decodes")
+                        .records,
+                );
+                if ours != theirs {
+                    failures.push(format!(
+                        "{name}.{mode}: {}",
+                        first_difference(&ours, &theirs)
+                    ));
+                }
+            }
+        }
+        assert!(modelled >= 1, "no modelled tiering fixture");
+        assert!(
+            failures.is_empty(),
+            "kvscope's simulation differs from vLLM 0.34.0:\n{}",
+            failures.join("\n")
+        );
+    }
 }
