@@ -362,3 +362,37 @@ fn explicit_schedule_waits_on_a_deferred_lookup() {
         "{evs:?}"
     );
 }
+
+// `secondary_tiers[].io_finished` / `io_release_order`: keys must be job ids / steps, and a
+// released job must finish before that step; errors name the field.
+#[test]
+fn io_finished_and_release_order_are_validated() {
+    let with = |tier: &str| {
+        let json = format!(
+            r#"{{"block_size":4,"secondary_tiers":[{tier}],
+                "requests":[{{"id":"a","token_ids":[1,2,3,4]}}]}}"#
+        );
+        Scenario::from_json(&json).and_then(|s| s.validate().map(|_| s))
+    };
+    let ok =
+        with(r#"{"name":"fs","kind":"fs","io_finished":{"0":3},"io_release_order":{"3":[0]}}"#);
+    assert!(ok.is_ok(), "{ok:?}");
+    for (tier, needle) in [
+        (
+            r#"{"name":"fs","io_finished":{"x":3}}"#,
+            "io_finished: key \"x\"",
+        ),
+        (
+            r#"{"name":"fs","io_finished":{"0":3},"io_release_order":{"4":[0]}}"#,
+            "io_release_order[4]",
+        ),
+        (
+            r#"{"name":"fs","io_release_order":{"03":[]}}"#,
+            "key \"03\" is not a step",
+        ),
+        (r#"{"name":"fs","kind":"disk"}"#, "disk"),
+    ] {
+        let e = with(tier).expect_err(tier).to_string();
+        assert!(e.contains(needle), "{tier}: {e}");
+    }
+}
