@@ -382,10 +382,10 @@ impl std::fmt::Display for Because {
             (Why::Provenance, ReorderClass::InJob) => f.write_str("; one job by provenance"),
             (Why::Provenance, _) => f.write_str("; another job by provenance"),
             (Why::GpuEvents, ReorderClass::InJob) => f.write_str(
-                "; one store job by the GPU events (same request, same step); job inferred from GPU events",
+                "; one store job by the GPU events (same request, same step)",
             ),
             (Why::GpuEvents, _) => f.write_str(
-                "; another store job by the GPU events (another request or step); job inferred from GPU events",
+                "; another store job by the GPU events (another request or step)",
             ),
             (Why::BatchOrder(d, r), ReorderClass::InJob) => write!(
                 f,
