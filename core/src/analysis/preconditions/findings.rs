@@ -21,8 +21,8 @@ impl Preconditions {
     }
 
     fn undecodable_findings(&self, cx: &Context<'_>, out: &mut Vec<Finding>) {
-        for ((kind, _, cause), t) in &self.undecodable.0 {
-            let why = match cause.as_str() {
+        for ((kind, _, cause), t) in &self.undecodable.list {
+            let why = match *cause {
                 "small_int_hash" => "a block or parent hash below 2^32: vLLM writes it as a small msgpack integer, which llm-d's getHashAsUint64 rejects",
                 "empty_bytes_hash" => "an empty bytes hash, which llm-d's getHashAsUint64 rejects",
                 "extra_keys_entry_not_array" => "an extra_keys entry that is neither an array nor nil, which llm-d's convertExtraKeys rejects",
@@ -45,7 +45,7 @@ impl Preconditions {
     }
 
     fn missing_kind_findings(&self, cx: &Context<'_>, out: &mut Vec<Finding>) {
-        for (_, t) in &self.missing_kind.0 {
+        for (_, t) in &self.missing_kind.list {
             if t.events == 0 {
                 continue;
             }
@@ -103,7 +103,7 @@ impl Preconditions {
                 "--dynamo-block-size",
             ),
         ];
-        let mut sources: Vec<u32> = self.sizes.0.iter().map(|((s, _), _)| *s).collect();
+        let mut sources: Vec<u32> = self.sizes.list.iter().map(|((s, _), _)| *s).collect();
         sources.sort_unstable();
         sources.dedup();
         for (kind, setting, flag) in routers {
@@ -115,7 +115,7 @@ impl Preconditions {
                 let n = resolved.for_source(src).max(1);
                 let sizes: Vec<(u32, &Tally)> = self
                     .sizes
-                    .0
+                    .list
                     .iter()
                     .filter(|((s, _), _)| *s == src)
                     .map(|((_, size), t)| (*size, t))
@@ -174,7 +174,7 @@ impl Preconditions {
 
     fn silent_findings(&mut self, cx: &Context<'_>, out: &mut Vec<Finding>) {
         // Ignored entirely.
-        for ((kind, _), t) in &self.ignored.0 {
+        for ((kind, _), t) in &self.ignored.list {
             if t.events > 0 && t.other == t.events {
                 out.push(cx.finding(
                     Rule::SilentSource,
@@ -274,7 +274,7 @@ impl Preconditions {
     }
 
     fn overflow_findings(&self, cx: &Context<'_>, out: &mut Vec<Finding>) {
-        for (_, t) in &self.overflow.0 {
+        for (_, t) in &self.overflow.list {
             out.push(cx.finding(
                 Rule::PodEntryOverflow,
                 t.first,

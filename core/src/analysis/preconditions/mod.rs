@@ -86,28 +86,45 @@ impl Tally {
     }
 }
 
-/// Tallies by key (few keys: sources × causes), in first-seen order.
+/// Tallies by key, in first-seen order, found by the key packed into a `u64`.
 #[derive(Debug)]
-struct Tallies<K>(Vec<(K, Tally)>);
+struct Tallies<K> {
+    list: Vec<(K, Tally)>,
+    index: Map<u64, u32>,
+}
 
 impl<K> Default for Tallies<K> {
     fn default() -> Self {
-        Tallies(Vec::new())
+        Tallies {
+            list: Vec::new(),
+            index: Map::default(),
+        }
     }
 }
 
-impl<K: PartialEq> Tallies<K> {
-    fn get(&mut self, key: K, at: At, hashes: &[u64]) -> &mut Tally {
-        let i = match self.0.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
+impl<K> Tallies<K> {
+    /// The tally of `key` (packed: `packed`), new at `at` with `hashes` if unseen.
+    fn get(&mut self, packed: u64, key: K, at: At, hashes: &[u64]) -> &mut Tally {
+        let i = match self.index.get(&packed) {
+            Some(i) => *i as usize,
             None => {
-                self.0.push((key, Tally::new(at, hashes)));
-                self.0.len() - 1
+                self.index.insert(packed, self.list.len() as u32);
+                self.list.push((key, Tally::new(at, hashes)));
+                self.list.len() - 1
             }
         };
-        &mut self.0[i].1
+        &mut self.list[i].1
     }
 }
+
+/// The causes of a `batch_decode_error` the models name (the rest are `undecodable`).
+const CAUSES: [&str; 5] = [
+    "small_int_hash",
+    "empty_bytes_hash",
+    "extra_keys_entry_not_array",
+    "bytes_hash",
+    "undecodable",
+];
 
 /// A root block's extra keys as `hash-seed-mismatch` compares them.
 #[derive(Clone, Debug, PartialEq)]
@@ -155,7 +172,7 @@ type BatchAt = (f64, u32, At);
 #[derive(Debug, Default)]
 pub(crate) struct Preconditions {
     /// `undecodable-batch`: by (consumer, source, cause).
-    undecodable: Tallies<(ConsumerKind, u32, String)>,
+    undecodable: Tallies<(ConsumerKind, u32, &'static str)>,
     /// `missing-spec-kind`: by source (`other`: skipped removals).
     missing_kind: Tallies<u32>,
     /// `pod-entry-overflow`: by source (`other`: evicted entries), and llm-d's eviction
@@ -191,14 +208,20 @@ impl Preconditions {
         if e.token_ids.is_empty() {
             return;
         }
-        let hashes: Vec<u64> = e.block_hashes.iter().map(|h| h.as_u64()).collect();
+        let first = e.block_hashes.first().map(|h| h.as_u64());
+        let n = e.block_hashes.len();
         self.sizes
-            .get((at.source, e.block_size), at, &hashes)
-            .count(at, hashes.len());
+            .get(
+                u64::from(at.source) << 32 | u64::from(e.block_size),
+                (at.source, e.block_size),
+                at,
+                first.as_slice(),
+            )
+            .count(at, n);
         // A root block: no parent (vLLM writes `None`; llm-d also takes 0 as the root).
         let root = e.parent_block_hash.as_ref().is_none_or(|p| p.as_u64() == 0);
         let bs = e.block_size as usize;
-        let (Some(first), Some(tokens)) = (hashes.first(), e.token_ids.get(..bs)) else {
+        let (Some(first), Some(tokens)) = (first, e.token_ids.get(..bs)) else {
             return;
         };
         if !root || bs == 0 {
@@ -210,7 +233,7 @@ impl Preconditions {
             None => Extra::Absent,
             Some(x) => Extra::Entry(x.first().cloned().flatten()),
         };
-        self.root(key, at, *first, extra);
+        self.root(key, at, first, extra);
     }
 
     /// A root block of source `at.source` with content key `key`, hash `hash`.
@@ -283,21 +306,36 @@ impl Preconditions {
         let kind = consumer.kind();
         let reason = v.reason.as_deref();
         if reason == Some("batch_decode_error") {
-            let cause = v.status.as_deref().unwrap_or(match kind {
+            let named = v.status.as_deref().unwrap_or(match kind {
                 ConsumerKind::Dynamo => "bytes_hash",
                 _ => "undecodable",
             });
+            let code = CAUSES
+                .iter()
+                .position(|c| *c == named)
+                .unwrap_or(CAUSES.len() - 1);
+            let cause = CAUSES[code];
             let blocks = if matches!(ev, KvEvent::BlockStored(_)) {
                 hashes.len()
             } else {
                 0
             };
             self.undecodable
-                .get((kind, at.source, cause.to_owned()), at, hashes)
+                .get(
+                    (kind as u64) << 40 | (code as u64) << 32 | u64::from(at.source),
+                    (kind, at.source, cause),
+                    at,
+                    hashes,
+                )
                 .count(at, blocks);
         }
         if let KvEvent::BlockStored(_) = ev {
-            let t = self.ignored.get((kind, at.source), at, hashes);
+            let t = self.ignored.get(
+                (kind as u64) << 32 | u64::from(at.source),
+                (kind, at.source),
+                at,
+                hashes,
+            );
             t.count(at, hashes.len());
             if v.verdict == VerdictKind::Ignored {
                 t.other += 1;
@@ -317,20 +355,24 @@ impl Preconditions {
                 if reason == Some("unsupported_cache_kind")
                     && e.kv_cache_spec_kind.as_deref().is_none_or(str::is_empty) =>
             {
-                let t = self.missing_kind.get(at.source, at, hashes);
+                let t = self
+                    .missing_kind
+                    .get(at.source.into(), at.source, at, hashes);
                 t.count(at, hashes.len());
                 if let Some(g) = e.group_idx {
                     t.note(&g.to_string());
                 }
             }
             KvEvent::BlockRemoved(_) if reason == Some("removals_skipped_unknown_group") => {
-                self.missing_kind.get(at.source, at, hashes).other += 1;
+                self.missing_kind
+                    .get(at.source.into(), at.source, at, hashes)
+                    .other += 1;
             }
             _ => {}
         }
         let evicted = m.pod_entries_evicted();
         if evicted > self.llmd_evicted {
-            let t = self.overflow.get(at.source, at, hashes);
+            let t = self.overflow.get(at.source.into(), at.source, at, hashes);
             t.count(at, hashes.len());
             t.other += (evicted - self.llmd_evicted) as usize;
         }
