@@ -242,6 +242,17 @@ fn cases() -> Vec<Case> {
             ],
         )],
     ));
+    // Three sources, two agreeing: one finding per pair that disagrees.
+    out.push(case(
+        "three sources, one with another seed",
+        trace(vec![
+            batch("a", 0, vec![root_as(h(1), 1)]),
+            batch("b", 0, vec![root_as(h(1), 1)]),
+            batch("c", 0, vec![root_as(h(1001), 1)]),
+            batch("a", 1, vec![root_as(h(1), 1)]),
+        ]),
+        vec![(HashSeedMismatch, 2, vec!["sources \"a\" and \"c\""])],
+    ));
     // Equal extra_keys on both sides: the salt is the same, so it is not named.
     let nil_extra = |ev: KvEvent| with(ev, |e| e.extra_keys = Some(vec![None]));
     out.push(case(
@@ -563,4 +574,29 @@ proptest! {
         let found = precondition_findings(&a);
         prop_assert!(found.is_empty(), "{}: {:#?}", s.name, found);
     }
+}
+
+#[test]
+fn hash_seed_mismatch_names_a_cache_salt_only_when_extra_keys_are_absent() {
+    let nil = |ev: KvEvent| with(ev, |e| e.extra_keys = Some(vec![None]));
+    let message = |t: Trace| {
+        let a = analyze(&t, &AnalysisConfig::default());
+        let f: Vec<&Finding> = a
+            .findings
+            .iter()
+            .filter(|f| f.rule == HashSeedMismatch)
+            .collect();
+        assert_eq!(f.len(), 1);
+        f[0].message.clone()
+    };
+    let both = message(trace(vec![
+        batch("a", 0, vec![nil(root_as(h(1), 1))]),
+        batch("b", 0, vec![nil(root_as(h(1001), 1))]),
+    ]));
+    assert!(!both.contains("cache salt"), "{both}");
+    let one = message(trace(vec![
+        batch("a", 0, vec![nil(root_as(h(1), 1))]),
+        batch("b", 0, vec![root_as(h(1001), 1)]),
+    ]));
+    assert!(one.contains("cache salt"), "{one}");
 }

@@ -257,6 +257,7 @@ impl Preconditions {
             .filter(|r| r.source != at.source)
             .map(|r| r.source)
             .collect();
+        others.sort_unstable();
         others.dedup();
         for other in others {
             let theirs = || seen.iter().filter(move |r| r.source == other);
