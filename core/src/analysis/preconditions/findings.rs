@@ -1,7 +1,7 @@
 //! The precondition findings: one per condition, with its counts and the upstream behaviour
 //! that makes it cost routing (`docs/rules.md`, "Routing preconditions").
 
-use super::{At, BatchAt, Preconditions, Tally, LISTED_HASHES};
+use super::{At, Preconditions, Tally, LISTED_HASHES};
 use crate::analysis::{EventIndex, Finding, Rule};
 use crate::consumers::{AnyConsumer, BlockSizes, ConsumerConfig, ConsumerKind, Interner};
 use crate::trace::{Trace, TraceRecord};
@@ -103,15 +103,13 @@ impl Preconditions {
                 "--dynamo-block-size",
             ),
         ];
-        let mut sources: Vec<u32> = self.sizes.list.iter().map(|((s, _), _)| *s).collect();
-        sources.sort_unstable();
-        sources.dedup();
+        let sources = 0..cx.index.sources.len() as u32;
         for (kind, setting, flag) in routers {
             if !cx.kinds.contains(&kind) {
                 continue;
             }
             let resolved = BlockSizes::resolve(setting, &cx.index.engine_block_sizes);
-            for &src in &sources {
+            for src in sources.clone() {
                 let n = resolved.for_source(src).max(1);
                 let sizes: Vec<(u32, &Tally)> = self
                     .sizes
@@ -190,66 +188,65 @@ impl Preconditions {
                 ));
             }
         }
-        // Silences.
-        let factor = f64::from(cx.silent_factor.max(1));
-        let mut all: Vec<f64> = self.batches.iter().map(|b| b.0).collect();
-        all.sort_unstable_by(f64::total_cmp);
+        // Silences, in whole microseconds (no float formatting or float sorts: wasm size).
+        let factor = u64::from(cx.silent_factor.max(1));
+        let mut all: Vec<u64> = self.batches.iter().map(|b| b.0).collect();
+        crate::sort::sort_u64(&mut all);
         let Some(&end) = all.last() else {
             return;
         };
         // Batches in the open interval (a, b), or (a, b] when `closed`.
-        let between = |a: f64, b: f64, closed: bool| {
+        let between = |a: u64, b: u64, closed: bool| {
             let lo = all.partition_point(|t| *t <= a);
-            let hi = if closed {
-                all.partition_point(|t| *t <= b)
-            } else {
-                all.partition_point(|t| *t < b)
-            };
+            let hi = all.partition_point(|t| *t < b || (closed && *t == b));
             hi.saturating_sub(lo)
         };
-        let mut sources: Vec<u32> = self.batches.iter().map(|b| b.1).collect();
-        sources.sort_unstable();
-        sources.dedup();
-        for src in sources {
-            let mut own: Vec<BatchAt> = self
-                .batches
-                .iter()
-                .filter(|b| b.1 == src)
-                .copied()
-                .collect();
-            own.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for src in 0..cx.index.sources.len() as u32 {
+            let mut own: Vec<(u64, u32)> = Vec::new();
+            for (i, b) in self.batches.iter().enumerate() {
+                if b.1 == src {
+                    own.push((b.0, i as u32));
+                }
+            }
             if own.len() < 3 {
                 continue;
             }
-            let mut gaps: Vec<f64> = own.windows(2).map(|w| w[1].0 - w[0].0).collect();
-            gaps.sort_unstable_by(f64::total_cmp);
+            crate::sort::sort_keyed(&mut own);
+            let mut gaps: Vec<u64> = own.windows(2).map(|w| w[1].0 - w[0].0).collect();
+            crate::sort::sort_u64(&mut gaps);
             let median = gaps[gaps.len() / 2];
-            if median <= 0.0 || !median.is_finite() {
+            if median == 0 {
                 continue;
             }
+            let limit = factor.saturating_mul(median);
+            let at = |i: u32| self.batches.get(i as usize).map(|b| b.2);
             // (duration, where, others, trailing)
-            let mut silences: Vec<(f64, At, usize, bool)> = Vec::new();
+            let mut silences: Vec<(u64, Option<At>, usize, bool)> = Vec::new();
             for w in own.windows(2) {
                 let d = w[1].0 - w[0].0;
-                if d > factor * median {
+                if d > limit {
                     let others = between(w[0].0, w[1].0, false);
                     if others > 0 {
-                        silences.push((d, w[1].2, others, false));
+                        silences.push((d, at(w[1].1), others, false));
                     }
                 }
             }
             if let Some(last) = own.last() {
                 let d = end - last.0;
-                if d > factor * median {
+                if d > limit {
                     let others = between(last.0, end, true);
                     if others > 0 {
-                        silences.push((d, last.2, others, true));
+                        silences.push((d, at(last.1), others, true));
                     }
                 }
             }
-            let Some(&(d, at, others, trailing)) =
-                silences.iter().max_by(|a, b| a.0.total_cmp(&b.0))
-            else {
+            let mut longest = None;
+            for s in &silences {
+                if longest.is_none_or(|l: &(u64, Option<At>, usize, bool)| s.0 > l.0) {
+                    longest = Some(s);
+                }
+            }
+            let Some(&(d, Some(at), others, trailing)) = longest else {
                 continue;
             };
             let (verb, tail) = if trailing {
@@ -265,8 +262,10 @@ impl Preconditions {
                 at,
                 &[],
                 format!(
-                    "{verb} for {d:.3} s, {:.0}x its median interval of {median:.3} s between batches (more than {factor}x), while other sources published {others} batch(es){tail}; {} such silence(s) in total: a dead publisher or a lost subscription looks like this (so does an idle engine)",
+                    "{verb} for {} s, {}x its median interval of {} s between batches (more than {factor}x), while other sources published {others} batch(es){tail}; {} such silence(s) in total: a dead publisher or a lost subscription looks like this (so does an idle engine)",
+                    Seconds(d),
                     d / median,
+                    Seconds(median),
                     silences.len()
                 ),
             ));
@@ -321,6 +320,16 @@ fn stale_findings(cx: &Context<'_>, out: &mut Vec<Finding>) {
                 ),
             ));
         }
+    }
+}
+
+/// Microseconds shown as seconds with three decimals (integer formatting only).
+struct Seconds(u64);
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = (self.0 + 500) / 1000;
+        write!(f, "{}.{:03}", ms / 1000, ms % 1000)
     }
 }
 

@@ -165,8 +165,15 @@ struct Mismatch {
     salt_possible: bool,
 }
 
-/// One batch carrying events: `(ts, source, first event)`.
-type BatchAt = (f64, u32, At);
+/// One batch carrying events: `(ts, source, first event)`, the time in microseconds as an
+/// order-preserving `u64` ([`ts_key`]).
+type BatchAt = (u64, u32, At);
+
+/// `ts` (seconds) as whole microseconds in an order-preserving `u64` (differences of two keys
+/// are microseconds).
+fn ts_key(ts: f64) -> u64 {
+    ((ts * 1e6).round() as i64 as u64) ^ (1 << 63)
+}
 
 /// The precondition watcher of one analysis run (see the module docs).
 #[derive(Debug, Default)]
@@ -198,7 +205,7 @@ impl Preconditions {
         if at.pos == 0 {
             if let Some(TraceRecord::Batch(b)) = trace.records.get(at.record as usize) {
                 if b.ts.is_finite() {
-                    self.batches.push((b.ts, at.source, at));
+                    self.batches.push((ts_key(b.ts), at.source, at));
                 }
             }
         }
@@ -252,13 +259,12 @@ impl Preconditions {
         if seen.iter().any(|r| r.source == at.source && r.hash == hash) {
             return;
         }
-        let mut others: Vec<u32> = seen
-            .iter()
-            .filter(|r| r.source != at.source)
-            .map(|r| r.source)
-            .collect();
-        others.sort_unstable();
-        others.dedup();
+        let mut others: Vec<u32> = Vec::new();
+        for r in seen.iter() {
+            if r.source != at.source && !others.contains(&r.source) {
+                others.push(r.source);
+            }
+        }
         for other in others {
             let theirs = || seen.iter().filter(move |r| r.source == other);
             if theirs().any(|r| r.hash == hash) {
