@@ -20,6 +20,10 @@ pub mod compare;
 mod identity;
 mod index;
 mod pairs;
+#[cfg(feature = "preconditions")]
+mod preconditions;
+#[cfg(not(feature = "preconditions"))]
+#[path = "preconditions/off.rs"]
 mod preconditions;
 pub mod rules;
 mod run;
