@@ -65,14 +65,15 @@ fn analyze_rules_and_levels_are_applied() {
         "{msg}"
     );
     assert!(!msg.contains(" at line "), "{msg}");
-    // undefined and null mean defaults (all four consumers).
-    assert_eq!(len(&get(&t.analyze(None).unwrap(), "consumers")), 4);
+    // undefined and null mean defaults (every consumer model).
+    let all = kvscope_core::consumers::ConsumerKind::ALL.len() as u32;
+    assert_eq!(len(&get(&t.analyze(None).unwrap(), "consumers")), all);
     assert_eq!(
         len(&get(
             &t.analyze(Some(JsValue::NULL.unchecked_into())).unwrap(),
             "consumers"
         )),
-        4
+        all
     );
 }
 
@@ -180,7 +181,10 @@ fn options_are_read_from_the_object_with_serde_style_messages() {
     js_sys::Reflect::set(&o, &"consumers".into(), &JsValue::UNDEFINED).unwrap();
     js_sys::Reflect::set(&o, &"consumer_config".into(), &JsValue::NULL).unwrap();
     let a = t.analyze(Some(o.unchecked_into())).unwrap();
-    assert_eq!(len(&get(&a, "consumers")), 4);
+    assert_eq!(
+        len(&get(&a, "consumers")),
+        kvscope_core::consumers::ConsumerKind::ALL.len() as u32
+    );
     let bad = |options: JsValue| thrown(t.analyze(Some(options.unchecked_into()))).1;
     assert_eq!(
         bad(json(
