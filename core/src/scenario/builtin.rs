@@ -64,6 +64,10 @@ pub const BUILTINS: &[Builtin] = &[
         "two pods, one with two DP ranks, interleaved"
     ),
     builtin!(
+        "fs-cascade-out-of-order",
+        "CPU + FS tier: lookups wait on the FS check, FS jobs finish 2, 0, 1 (vLLM 0.34.0)"
+    ),
+    builtin!(
         "legacy-vs-fixed",
         "demo: two requests in cpython order (what vLLM does today); --order fixed shows the proposed fix"
     ),

@@ -14,6 +14,8 @@ mod validate;
 pub use overrides::{OrderChoice, Overrides};
 pub use validate::limits;
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::event::TokenId;
@@ -223,6 +225,56 @@ pub struct SecondaryTierConfig {
     /// Serve lookups that miss the CPU tier (promotions).
     #[serde(default = "yes")]
     pub promotions: bool,
+    /// `generic` (default: a seeded stand-in) or `fs`: vLLM's file-system tier behind the
+    /// tiering manager, whose existence checks are asynchronous (a key's first lookup is
+    /// RETRY; the verdict is known from the next step on; `docs/vllm-offloading.md` fact 18).
+    #[serde(default)]
+    pub kind: TierKind,
+    /// `{"JOB": STEP}`: tiering job `JOB` (the tiering manager's own counter for this engine,
+    /// from 0 in submission order, cascades and promotions alike) has finished its I/O before
+    /// step `STEP` (it is reported by that step's first poll or later); overrides the seeded
+    /// latency.
+    #[serde(default)]
+    pub io_finished: BTreeMap<String, u64>,
+    /// `{"STEP": [JOB, ...]}`: the order in which jobs finishing before the same step are
+    /// reported (the thread pool's completion order); unlisted jobs come first, by job id.
+    #[serde(default)]
+    pub io_release_order: BTreeMap<String, Vec<u64>>,
+}
+
+impl SecondaryTierConfig {
+    /// `io_finished` with its job ids parsed (an error names the key that is not a job id).
+    pub fn io_finished_jobs(&self) -> Result<BTreeMap<u64, u64>, String> {
+        self.io_finished
+            .iter()
+            .map(|(k, &v)| {
+                k.parse::<u64>().map(|j| (j, v)).map_err(|_| {
+                    format!(
+                        "secondary_tiers[{:?}].io_finished: key {k:?} is not a job id",
+                        self.name
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Where tiering job `job` stands in `io_release_order` of `step` (`None`: unlisted).
+    pub fn io_release_rank(&self, step: u64, job: u64) -> Option<usize> {
+        self.io_release_order
+            .get(&step.to_string())
+            .and_then(|jobs| jobs.iter().position(|&j| j == job))
+    }
+}
+
+/// Which vLLM secondary tier a [`SecondaryTierConfig`] models.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TierKind {
+    /// A seeded stand-in: synchronous existence checks, seeded job latency.
+    #[default]
+    Generic,
+    /// `FileSystemTierManager` (`vllm/v1/kv_offload/tiering/fs/manager.py`).
+    Fs,
 }
 
 /// GPU→CPU job completion timing.

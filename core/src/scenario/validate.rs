@@ -202,6 +202,37 @@ impl Scenario {
                 MAX_STEPS,
                 "engine steps",
             )?;
+            let finished = t.io_finished_jobs().map_err(ScenarioError::invalid)?;
+            for (&job, &step) in &finished {
+                at_most(
+                    &format!("secondary_tiers[{:?}].io_finished[{job}]", t.name),
+                    step,
+                    MAX_STEPS,
+                    "engine steps",
+                )?;
+            }
+            for (step, jobs) in &t.io_release_order {
+                let at: u64 = step
+                    .parse()
+                    .ok()
+                    .filter(|a: &u64| a.to_string() == *step)
+                    .ok_or_else(|| {
+                        ScenarioError::invalid(format!(
+                            "secondary_tiers[{:?}].io_release_order: key {step:?} is not a step",
+                            t.name
+                        ))
+                    })?;
+                let mut seen = HashSet::new();
+                for j in jobs {
+                    if finished.get(j) != Some(&at) || !seen.insert(j) {
+                        return bad(format!(
+                            "secondary_tiers[{:?}].io_release_order[{step}]: job {j} is listed \
+                             twice or its io_finished is not step {step}",
+                            t.name
+                        ));
+                    }
+                }
+            }
         }
         for g in &self.groups {
             if g.kind == GroupKind::SlidingWindow && g.sliding_window.unwrap_or(0) == 0 {

@@ -220,6 +220,7 @@ impl<'a> Engine<'a> {
                     stored: FxHashSet::default(),
                     jobs: Vec::new(),
                     events: Vec::new(),
+                    probes: Default::default(),
                 })
                 .collect(),
             pending_promotions: IndexMap::new(),

@@ -36,13 +36,19 @@ impl Engine<'_> {
             if self.reqs[r].state == ReqState::Finished {
                 continue;
             }
-            if !self.reqs[r].tracked && self.reqs[r].num_computed == 0 {
+            if self.reqs[r].state == ReqState::Waiting && self.reqs[r].num_computed == 0 {
                 // GPU prefix hit from earlier steps, then lookups and touch for their side
-                // effects; explicit schedules never load (0 external tokens)
+                // effects; explicit schedules never load (0 external tokens). A lookup the
+                // connector defers (`None`: a tier answered RETRY) keeps the request waiting
+                // this step, as vLLM's scheduler does; the schedule lists it again later.
                 let hit = self.gpu_prefix_hit(r);
                 self.reqs[r].num_computed = hit;
                 self.reqs[r].gpu_cached_blocks = hit / self.bs;
-                let _ = self.get_num_new_matched_tokens(r, hit);
+                if self.get_num_new_matched_tokens(r, hit).is_none() {
+                    self.reqs[r].num_computed = 0;
+                    self.reqs[r].gpu_cached_blocks = 0;
+                    continue;
+                }
                 self.reqs[r].state = ReqState::Running;
                 self.waiting.retain(|&x| x != r);
                 self.running.push(r);

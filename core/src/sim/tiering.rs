@@ -3,12 +3,12 @@
 //! store jobs after each CPU `complete_store`, promotions on a CPU miss, and the poll of
 //! finished secondary jobs (`_maybe_process_finished_jobs`, at most once per step).
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use rand::Rng;
 
 use crate::keys::OffloadKey;
-use crate::scenario::SecondaryTierConfig;
+use crate::scenario::{SecondaryTierConfig, TierKind};
 use crate::trace::ProvenanceKind;
 
 use super::cpu::{LookupResult, RawEvent};
@@ -32,6 +32,9 @@ pub(super) struct Tier {
     pub(super) stored: FxHashSet<OffloadKey>,
     pub(super) jobs: Vec<TierJob>,
     pub(super) events: Vec<(RawEvent, Ctx)>,
+    /// `kind = "fs"`: `AsyncLookupManager` state per key: the step whose `flush()` posted
+    /// the probe, and the verdict once drained (`None` while in flight).
+    pub(super) probes: FxHashMap<OffloadKey, (u64, Option<bool>)>,
 }
 
 impl Engine<'_> {
@@ -74,6 +77,12 @@ impl Engine<'_> {
                     if j.success {
                         let tier = &mut self.tiers[ti];
                         tier.stored.extend(j.keys.iter().copied());
+                        // AsyncLookupManager.mark_present: a cached verdict becomes a hit
+                        for k in &j.keys {
+                            if let Some(p) = tier.probes.get_mut(k) {
+                                p.1 = Some(true);
+                            }
+                        }
                         tier.events.push((
                             RawEvent {
                                 keys: j.keys.clone(),
@@ -107,13 +116,22 @@ impl Engine<'_> {
         let step = self.step_now();
         let id = self.tier_job_counter;
         self.tier_job_counter += 1;
+        let (mut done_step, mut finish_time) = (step + lat, (step + lat) as f64 + jitter);
+        let cfg = &self.tiers[ti].cfg;
+        if let Some(&at) = cfg.io_finished.get(&id.to_string()) {
+            // validated: `at` is a step; unlisted jobs of that step first, by id, then the
+            // listed ones in `io_release_order`
+            done_step = at.max(step + 1);
+            let rank = cfg.io_release_rank(at, id).map_or(0.0, |r| (r + 1) as f64);
+            finish_time = done_step as f64 + rank / (cfg.io_release_order.len() + 64) as f64 * 0.5;
+        }
         self.tiers[ti].jobs.push(TierJob {
             id,
             keys,
             req_id,
             is_promotion: promo,
-            done_step: step + lat,
-            finish_time: (step + lat) as f64 + jitter,
+            done_step,
+            finish_time,
             success,
         });
     }
@@ -125,7 +143,26 @@ impl Engine<'_> {
         if res != LookupResult::Miss {
             return res;
         }
+        let step = self.step_now();
+        let mut any_retry = false;
         for ti in 0..self.tiers.len() {
+            if self.tiers[ti].cfg.kind == TierKind::Fs {
+                // AsyncLookupManager.lookup: first sight queues a probe (RETRY); the verdict
+                // drains from the step after the probe was flushed
+                match self.tiers[ti].probes.get(key) {
+                    None => {
+                        self.tiers[ti].probes.insert(*key, (step, None));
+                        any_retry = true;
+                        continue;
+                    }
+                    Some((_, None)) => {
+                        any_retry = true;
+                        continue;
+                    }
+                    Some((_, Some(false))) => continue,
+                    Some((_, Some(true))) => {}
+                }
+            }
             if !self.tiers[ti].cfg.promotions || !self.tiers[ti].stored.contains(key) {
                 continue;
             }
@@ -148,12 +185,29 @@ impl Engine<'_> {
                 }
             };
         }
-        LookupResult::Miss
+        if any_retry {
+            LookupResult::Retry
+        } else {
+            LookupResult::Miss
+        }
     }
 
     /// `on_schedule_end`: poll tiers, submit one promotion job per (tier, request).
     pub(super) fn on_schedule_end(&mut self) {
         self.maybe_process_tier_jobs();
+        // FS tiers' flush(): this step's probes are answered before the next step (file
+        // existence = the tier holds the key now)
+        for tier in &mut self.tiers {
+            if tier.cfg.kind != TierKind::Fs {
+                continue;
+            }
+            let stored = &tier.stored;
+            for (k, p) in tier.probes.iter_mut() {
+                if p.1.is_none() {
+                    p.1 = Some(stored.contains(k));
+                }
+            }
+        }
         for ((ti, r), keys) in std::mem::take(&mut self.pending_promotions) {
             let id = self.reqs[r].id.clone();
             self.new_tier_job(ti, keys, id, true);

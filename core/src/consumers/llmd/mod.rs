@@ -183,10 +183,14 @@ impl Llmd {
 
     /// llm-d's tier id for an event with `medium` (empty or absent: `gpu`) delivered in the
     /// analysis' tier `lane_tier`.
+    ///
+    /// llm-d lower-cases with Go's `strings.ToLower`, which also maps non-ASCII letters; the
+    /// model lower-cases ASCII only (vLLM's media are ASCII names), which keeps Unicode's case
+    /// tables out of the npm package (`docs/consumers.md`, R3).
     fn tier(&mut self, lane_tier: u32, medium: Option<&str>) -> u32 {
         let name = medium
             .filter(|m| !m.is_empty())
-            .map_or_else(|| "gpu".to_owned(), str::to_lowercase);
+            .map_or_else(|| "gpu".to_owned(), str::to_ascii_lowercase);
         let id = match self.tiers.iter().position(|t| *t == name) {
             Some(i) => i as u32,
             None => {

@@ -321,3 +321,78 @@ fn builtin_multi_worker_reorder_shows_a_reversal() {
     });
     assert!(reversed);
 }
+
+// Explicit schedules honour a deferred lookup: a request whose lookup starts a promotion
+// (RETRY) is not scheduled in that step, and runs when the schedule lists it again.
+#[test]
+fn explicit_schedule_waits_on_a_deferred_lookup() {
+    let t = run(&format!(
+        r#"{{"block_size":4,"cpu":{{"capacity_chunks":3}},"gpu_prefix_cache":false,
+            "secondary_tiers":[{{"name":"fs0","min_latency_steps":1,"max_latency_steps":1}}],
+            "requests":[{{"id":"a","token_ids":[{}]}},
+                        {{"id":"b","token_ids":[101,102,103,104,105,106,107,108]}},
+                        {{"id":"c","token_ids":[1,2,3,4,5,6,7,8,301,302,303,304]}}],
+            "steps":[{{"schedule":{{"a":8}}}},{{"schedule":{{"b":8}}}},{{"schedule":{{}}}},
+                     {{"schedule":{{"c":12}}}},{{"schedule":{{"c":12}}}},{{"schedule":{{"c":12}}}}]}}"#,
+        tokens(8)
+    ));
+    // (step, kind, request) of every event
+    let evs: Vec<(u64, ProvenanceKind, Option<String>)> = t
+        .batches()
+        .flat_map(|b| b.provenance.as_ref().unwrap().iter())
+        .map(|p| (p.step.unwrap(), p.kind, p.req_id.clone()))
+        .collect();
+    let promo_steps: Vec<u64> = evs
+        .iter()
+        .filter(|e| e.1 == ProvenanceKind::Promotion)
+        .map(|e| e.0)
+        .collect();
+    assert!(!promo_steps.is_empty(), "no promotion: {evs:?}");
+    let c_store_steps: Vec<u64> = evs
+        .iter()
+        .filter(|e| e.1 == ProvenanceKind::OffloadStore && e.2.as_deref() == Some("c"))
+        .map(|e| e.0)
+        .collect();
+    // c's lookup at step 3 promotes and defers it: its only new chunk (301..304) is stored
+    // when it runs, after the promotion, never in step 3.
+    assert_eq!(c_store_steps.len(), 1, "{evs:?}");
+    assert!(c_store_steps[0] > 3, "{evs:?}");
+    assert!(
+        promo_steps.iter().all(|&s| s <= c_store_steps[0]),
+        "{evs:?}"
+    );
+}
+
+// `secondary_tiers[].io_finished` / `io_release_order`: keys must be job ids / steps, and a
+// released job must finish before that step; errors name the field.
+#[test]
+fn io_finished_and_release_order_are_validated() {
+    let with = |tier: &str| {
+        let json = format!(
+            r#"{{"block_size":4,"secondary_tiers":[{tier}],
+                "requests":[{{"id":"a","token_ids":[1,2,3,4]}}]}}"#
+        );
+        Scenario::from_json(&json).and_then(|s| s.validate().map(|_| s))
+    };
+    let ok =
+        with(r#"{"name":"fs","kind":"fs","io_finished":{"0":3},"io_release_order":{"3":[0]}}"#);
+    assert!(ok.is_ok(), "{ok:?}");
+    for (tier, needle) in [
+        (
+            r#"{"name":"fs","io_finished":{"x":3}}"#,
+            "io_finished: key \"x\"",
+        ),
+        (
+            r#"{"name":"fs","io_finished":{"0":3},"io_release_order":{"4":[0]}}"#,
+            "io_release_order[4]",
+        ),
+        (
+            r#"{"name":"fs","io_release_order":{"03":[]}}"#,
+            "key \"03\" is not a step",
+        ),
+        (r#"{"name":"fs","kind":"disk"}"#, "disk"),
+    ] {
+        let e = with(tier).expect_err(tier).to_string();
+        assert!(e.contains(needle), "{tier}: {e}");
+    }
+}

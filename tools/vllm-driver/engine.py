@@ -1,0 +1,335 @@
+"""The engine loop around vLLM's real `OffloadingConnectorScheduler` (vLLM's core `Scheduler`
+needs torch, so this plays its part in its call order), over the tier stack of `tiers.py`.
+
+Per step, for each scheduled request in the listed order: first time → `on_new_request`;
+GPU prefix-cache hit = leading full blocks computed by an earlier step or an earlier request
+in the same step (capped to leave ≥ 1 token); `get_num_new_matched_tokens(req, hit)`; a
+request whose answer is `None` (the FS tier's asynchronous existence check) stays waiting
+and is not scheduled this step; else `update_state_after_alloc(req, blocks, external)`.
+Then `build_connector_meta(SchedulerOutput)`, `num_computed_tokens += scheduled`, the tier's
+I/O releases for this step, `update_connector_output` with the worker reports, and
+`take_events()` → one `KVEventBatch(ts = 1700000000.0 + step)` if non-empty.
+"""
+import types
+
+import vllm_stubs  # noqa: F401
+import tiers
+
+import msgspec
+
+from vllm.distributed.kv_events import KVEventBatch
+from vllm.distributed.kv_transfer.kv_connector.utils import KVOutputAggregator
+from vllm.distributed.kv_transfer.kv_connector.v1.offloading import scheduler as osched
+from vllm.distributed.kv_transfer.kv_connector.v1.offloading.common import (
+    OffloadingWorkerMetadata,
+)
+from vllm.utils.hashing import sha256_cbor
+from vllm.v1.core import kv_cache_utils
+from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.kv_offload.base import OffloadingKVEventsConfig
+from vllm.v1.outputs import KVConnectorOutput
+from vllm.v1.request import Request
+
+ns = types.SimpleNamespace
+
+
+def _spec(block_size, blocks_per_chunk, manager):
+    extra = {
+        "blocks_per_chunk": blocks_per_chunk,
+        "self_describing_kv_events": True,
+    }
+    config = ns(
+        groups=(
+            ns(
+                group_id=0,
+                tokens_per_block=block_size,
+                layer_names=("layer.0",),
+                sliding_window_size_in_chunks=None,
+            ),
+        ),
+        extra_config=extra,
+        cache=ns(tokens_per_hash=block_size, blocks_per_chunk=blocks_per_chunk),
+    )
+    return ns(
+        config=config,
+        extra_config=extra,
+        kv_events_config=OffloadingKVEventsConfig(
+            enable_kv_cache_events=True, self_describing_kv_events=True
+        ),
+        offload_prompt_only=True,
+        tokens_per_block=(block_size,),
+        tokens_per_hash=block_size,
+        blocks_per_chunk=blocks_per_chunk,
+        replicated_layout=False,
+        get_manager=lambda: manager,
+    )
+
+
+class _SetOrderJobStatus(osched.TransferJobStatus):
+    """`order = "cpython"`: a store job keeps its keys as `set(set(keys))`, as vLLM up to
+    0.29.0 did (`_build_store_jobs`: `TransferJobStatus(keys=set(keys_to_store))` over
+    `keys_to_store = set(...)`); 0.34.0 keeps them in prefix order (a tuple)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.is_store:
+            self.keys = set(set(self.keys))
+
+
+def build(
+    capacity_chunks,
+    block_size=4,
+    blocks_per_chunk=1,
+    world_size=1,
+    locality=None,
+    order="fixed",
+    fs_root=None,
+    fs=True,
+):
+    kv_cache_utils.NONE_HASH = sha256_cbor("vllm-none-hash")
+    if order == "cpython":
+        osched.TransferJobStatus = _SetOrderJobStatus
+    else:
+        assert order == "fixed", order
+    if fs:
+        manager, fs_tier, root = tiers.build_tiering_manager(
+            capacity_chunks, block_size, blocks_per_chunk, fs_root=fs_root, locality=locality
+        )
+    else:
+        # CPU only: what CPUOffloadingSpec.get_manager builds (without the byte arithmetic)
+        from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
+
+        manager = CPUOffloadingManager(
+            num_chunks=capacity_chunks, cache_policy="lru", enable_events=True
+        )
+        fs_tier, root = None, None
+    kv_spec = FullAttentionSpec(
+        block_size=block_size, num_kv_heads=1, head_size=8, dtype="float16"
+    )
+    kv_cache_config = KVCacheConfig(
+        num_blocks=1000,
+        kv_cache_tensors=[],
+        kv_cache_groups=[KVCacheGroupSpec(["layer.0"], kv_spec)],
+    )
+    vllm_config = ns(
+        num_hash_lookahead_tokens=0,
+        cache_config=ns(enable_prefix_caching=True, prefix_cache_retention_interval=None),
+        speculative_config=None,
+        parallel_config=ns(world_size=world_size, decode_context_parallel_size=1),
+    )
+    sched = osched.OffloadingConnectorScheduler(
+        _spec(block_size, blocks_per_chunk, manager), vllm_config, kv_cache_config
+    )
+    return sched, manager, fs_tier, root
+
+
+class _SamplingParams:
+    """`SamplingParams` stand-in (the real one needs torch): max_tokens 16, every other
+    field None/False (no extra args, no structured output, prefix cache readable)."""
+
+    max_tokens = 16
+
+    def __getattr__(self, name):
+        return None
+
+
+class Run:
+    """One engine run: `step(schedule, fs_release)` per engine step, `batches` the payloads."""
+
+    def __init__(
+        self,
+        capacity_chunks,
+        block_size=4,
+        blocks_per_chunk=1,
+        locality=None,
+        order="fixed",
+        fs_root=None,
+        gpu_prefix_cache=True,
+        fs=True,
+        workers=1,
+        reports=None,
+    ):
+        # reports: {connector job id: {worker: step}}: that worker reports the job at that
+        # step; every other (job, worker) reports in the step that created the job.
+        self.workers = workers
+        self.reports = reports or {}
+        self.due = [[] for _ in range(workers)]  # per worker: (step, job id)
+        self.aggregator = KVOutputAggregator(workers)
+        self.block_size = block_size
+        # False: no GPU prefix hit (as if earlier requests' GPU blocks were evicted)
+        self.gpu_prefix_cache = gpu_prefix_cache
+        self.sched, self.manager, self.fs, self.root = build(
+            capacity_chunks,
+            block_size,
+            blocks_per_chunk,
+            locality=locality,
+            order=order,
+            fs_root=fs_root,
+            fs=fs,
+            world_size=workers,
+        )
+        # async load in flight (WAITING_FOR_REMOTE_KVS): rid -> tokens computed once loaded
+        self.loading = {}
+        self.resumed = set()  # loaded, next scheduled as a new request with its full table
+        self.hasher = kv_cache_utils.get_request_block_hasher(block_size, sha256_cbor)
+        self.reqs = {}
+        self.seen = set()  # on_new_request done
+        self.started = set()  # scheduled at least once (blocks allocated)
+        self.cached = {}  # block hash -> GPU block id (prefix cache)
+        self.block_ids = {}  # req -> list of GPU block ids
+        self.next_block = 1
+        self.step_no = 0
+        self.batches = []  # (step, payload bytes)
+        self.log = []
+        self.encoder = msgspec.msgpack.Encoder()
+
+    def add_request(self, rid, token_ids):
+        self.reqs[rid] = Request(
+            rid,
+            list(token_ids),
+            _SamplingParams(),
+            None,
+            block_hasher=self.hasher,
+        )
+
+    def _gpu_hit(self, req):
+        if not self.gpu_prefix_cache:
+            return 0
+        n = 0
+        for h in req.block_hashes:
+            if h not in self.cached:
+                break
+            n += 1
+        hit = n * self.block_size
+        if hit >= req.num_tokens:
+            hit -= self.block_size
+        return hit
+
+    def _allocate(self, req, upto):
+        ids = self.block_ids.setdefault(req.request_id, [])
+        new = []
+        nblocks = -(-upto // self.block_size)
+        while len(ids) < nblocks:
+            i = len(ids)
+            h = req.block_hashes[i] if i < len(req.block_hashes) else None
+            full = (i + 1) * self.block_size <= upto
+            if h is not None and h in self.cached and self.gpu_prefix_cache:
+                bid = self.cached[h]
+            else:
+                bid = self.next_block
+                self.next_block += 1
+                if h is not None and full:
+                    self.cached[h] = bid
+            ids.append(bid)
+            new.append(bid)
+        return new
+
+    def step(self, schedule, fs_release=()):
+        """schedule: [(rid, n_tokens)] in scheduling order (a new request's count starts at
+        token 0, its GPU prefix hit included); fs_release: FS job ids whose I/O finishes
+        during this step's model run, in completion order."""
+        s = self.sched
+        new_reqs, cached_ids, cached_new_blocks, num_sched, waiting = [], [], [], {}, []
+        # add_request → on_new_request happens before schedule() (outside the step region)
+        for rid, _n in schedule:
+            if rid not in self.seen:
+                s.on_new_request(self.reqs[rid])
+                self.seen.add(rid)
+        for rid, n in schedule:
+            req = self.reqs[rid]
+            if rid not in self.started:
+                hit = self._gpu_hit(req)
+                ext, _async = s.get_num_new_matched_tokens(req, hit)
+                self.log.append((self.step_no, "lookup", rid, hit, ext))
+                if ext is None:
+                    waiting.append(rid)
+                    continue
+                if ext:
+                    # An async load: blocks for hit + ext tokens, fresh ones unhashed;
+                    # the request waits for the load and is not scheduled this step.
+                    self._allocate(req, hit)
+                    ids = self.block_ids[rid]
+                    while len(ids) < -(-(hit + ext) // self.block_size):
+                        ids.append(self.next_block)
+                        self.next_block += 1
+                    blocks = [
+                        ns(block_id=b, is_null=False, block_hash=None if i * self.block_size >= hit else req.block_hashes[i])
+                        for i, b in enumerate(ids)
+                    ]
+                    req.num_computed_tokens = hit
+                    s.update_state_after_alloc(req, KVCacheBlocks((blocks,)), ext)
+                    self.loading[rid] = hit + ext
+                    self.started.add(rid)
+                    continue
+                req.num_computed_tokens = hit
+                new = self._allocate(req, n)
+                s.update_state_after_alloc(req, KVCacheBlocks(([],)), 0)
+                self.started.add(rid)
+                new_reqs.append(
+                    ns(req_id=rid, block_ids=(list(self.block_ids[rid]),))
+                )
+                num_sched[rid] = n - hit
+            elif rid in self.loading:
+                continue  # still waiting for its load
+            else:
+                # a running request: `n` tokens this step, at most the rest of the prompt
+                # (requests never decode here)
+                n = min(n, req.num_tokens - req.num_computed_tokens)
+                if n <= 0:
+                    continue
+                new = self._allocate(req, req.num_computed_tokens + n)
+                if rid in self.resumed:
+                    self.resumed.discard(rid)
+                    new_reqs.append(ns(req_id=rid, block_ids=(list(self.block_ids[rid]),)))
+                else:
+                    cached_ids.append(rid)
+                    cached_new_blocks.append((new,))
+                num_sched[rid] = n
+        out = ns(
+            scheduled_new_reqs=new_reqs,
+            scheduled_cached_reqs=ns(req_ids=cached_ids, new_block_ids=cached_new_blocks),
+            num_scheduled_tokens=num_sched,
+            total_num_scheduled_tokens=sum(num_sched.values()),
+            finished_req_ids=set(),
+            preempted_req_ids=set(),
+            kv_cache_block_copies=None,
+            kv_connector_block_state=None,
+            new_block_ids_to_zero=None,
+            scheduled_spec_decode_tokens={},
+        )
+        meta = s.build_connector_meta(out)
+        for rid, n in num_sched.items():
+            self.reqs[rid].num_computed_tokens += n
+        for j in fs_release:
+            self.fs._pool.release(j)
+        created = sorted(list(meta.load_jobs) + list(meta.store_jobs))
+        self.log.append((self.step_no, "jobs", sorted(meta.store_jobs), sorted(meta.load_jobs)))
+        for j in created:
+            for w in range(self.workers):
+                at = self.reports.get(j, {}).get(w, self.step_no)
+                assert at >= self.step_no, (j, w, at)
+                self.due[w].append((at, j))
+        outputs = []
+        for w in range(self.workers):
+            now = sorted(j for at, j in self.due[w] if at <= self.step_no)
+            self.due[w] = [(at, j) for at, j in self.due[w] if at > self.step_no]
+            # OffloadingConnectorWorker.build_connector_worker_meta: None when empty
+            wm = OffloadingWorkerMetadata(completed_jobs={j: 1 for j in now}) if now else None
+            if now:
+                self.log.append((self.step_no, "report", w, now))
+            outputs.append(ns(kv_connector_output=KVConnectorOutput(kv_connector_worker_meta=wm)))
+        merged = self.aggregator.aggregate(outputs)  # vLLM's KVOutputAggregator
+        s.update_connector_output(merged.kv_connector_output)
+        for rid in [r for r in self.loading if r not in self.sched._req_status or not self.sched._req_status[r].transfer_jobs]:
+            # the load job completed: _update_waiting_for_remote_kv → WAITING, computed
+            self.reqs[rid].num_computed_tokens = self.loading.pop(rid)
+            self.resumed.add(rid)
+        events = list(s.take_events())
+        if events:
+            batch = KVEventBatch(ts=1700000000.0 + self.step_no, events=events)
+            batch.data_parallel_rank = 0
+            self.batches.append((self.step_no, self.encoder.encode(batch)))
+        self.step_no += 1
+        return waiting

@@ -1,0 +1,154 @@
+"""Issue 19's tiering scenarios, run through vLLM's real classes (`engine.Run`).
+
+    VLLM_SRC=/tmp/vllm-0.34.0 python scenarios.py OUT_DIR            # both orders
+    VLLM_SRC=/tmp/vllm-0.34.0 python scenarios.py OUT_DIR --order fixed --only NAME
+
+Writes `<name>.<order>.msgpack` (concatenated `KVEventBatch` payloads, one per step that had
+events) and `<name>.json` (inputs, vLLM version, per order the decoded batches with byte
+offsets, the stream's sha256 and the driver's per-step log). `cpython` runs in a child
+process with `PYTHONHASHSEED=0` (set order is CPython's for 36-byte keys under that seed).
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import msgspec
+
+import engine
+
+VLLM_VERSION = "0.34.0"
+
+# Each scenario: capacity, requests, then per step (schedule, FS jobs whose I/O finishes
+# during that step's model run, in completion order). FS job ids are the tiering manager's
+# own counter (cascades and promotions share it).
+
+
+def fs_cascade_out_of_order(order):
+    """CPU + FS cascade of three requests; the FS I/O finishes 2, 0 (step 2), then 1."""
+    r = engine.Run(16, order=order)
+    r.add_request("r0", range(1, 9))
+    r.add_request("r1", range(101, 109))
+    r.add_request("r2", range(201, 209))
+    all3 = [("r0", 8), ("r1", 8), ("r2", 8)]
+    r.step(all3)  # FS existence checks: all three RETRY, stay waiting
+    r.step(all3)  # MISS: three store jobs, three cascades (FS jobs 0, 1, 2)
+    r.step([], fs_release=[2, 0])  # reported by the next step's poll
+    r.step([], fs_release=[1])
+    r.step([])
+    return r
+
+
+def fs_promotion_evicts(order):
+    """CPU of 2 chunks: r1 evicts r0 (already on FS); r2 shares r0's prefix, so its lookup
+    promotes r0's chunks from FS, each promotion evicting one of r1's chunks."""
+    r = engine.Run(2, order=order, gpu_prefix_cache=False)
+    r.add_request("r0", range(1, 9))
+    r.add_request("r1", range(101, 109))
+    r.add_request("r2", [*range(1, 9), 301, 302])
+    r.step([("r0", 8)])  # RETRY
+    r.step([("r0", 8)])  # store r0 (CPU), cascade FS job 0
+    r.step([("r1", 8)], fs_release=[0])  # r1 RETRY; FS job 0's I/O done
+    r.step([("r1", 8)])  # STORAGE r0; r1 evicts r0 on CPU, cascade FS job 1
+    r.step([], fs_release=[1])  # FS job 1's I/O done (r1's CPU chunks still pinned)
+    for _ in range(5):  # r2: FS HIT -> promotions evicting r1 on CPU, then the load
+        r.step([("r2", 10)], fs_release=r.fs._pool.pending())
+    return r
+
+
+def fs_preloaded(order):
+    """Another instance wrote r0 = 1..8 to the FS directory; this instance's r1 = 1..16
+    finds chunks 0, 1 on FS (promotion), then stores chunks 2, 3, whose STORAGE parent was
+    never announced by this instance."""
+    root = tempfile.mkdtemp(prefix="kvscope-fs-preload-")
+    other = engine.Run(16, order="fixed", fs_root=root)
+    other.add_request("r0", range(1, 9))
+    other.step([("r0", 8)])
+    other.step([("r0", 8)])
+    other.step([], fs_release=[0])
+    other.step([])
+    assert other.fs._pool.pending() == [] and len(other.batches) == 2, other.log
+    r = engine.Run(16, order=order, fs_root=root)
+    r.add_request("r1", range(1, 17))
+    for _ in range(8):
+        r.step([("r1", 16)], fs_release=r.fs._pool.pending())
+    return r
+
+
+def two_workers_late_report(order):
+    """CPU only, two workers. r0 = 1..8 (step 0, job 0), r1 = 101..108 (step 1, job 1).
+    Worker 0 reports job 0 at step 0, worker 1 at step 1 with job 1: the merged map is
+    {1: 2, 0: 1} (worker 0's ids first), so job 1's events come before job 0's."""
+    r = engine.Run(16, order=order, fs=False, workers=2, reports={0: {1: 1}})
+    r.add_request("r0", range(1, 9))
+    r.add_request("r1", range(101, 109))
+    r.step([("r0", 8)])
+    r.step([("r1", 8)])
+    r.step([])
+    return r
+
+
+SCENARIOS = {
+    "fs_cascade_out_of_order": fs_cascade_out_of_order,
+    "fs_promotion_evicts": fs_promotion_evicts,
+    "fs_preloaded": fs_preloaded,
+    "two_workers_late_report": two_workers_late_report,
+}
+
+
+def run_one(name, order):
+    r = SCENARIOS[name](order)
+    stream = b"".join(p for _, p in r.batches)
+    batches, off = [], 0
+    for step, p in r.batches:
+        ts, events, rank = msgspec.msgpack.decode(p)
+        batches.append(
+            {"step": step, "offset": off, "length": len(p), "ts": ts,
+             "data_parallel_rank": rank, "events": events}
+        )
+        off += len(p)
+    log = [list(x) for x in r.log]
+    inputs = {
+        "block_size": r.block_size,
+        "blocks_per_chunk": r.sched.config.blocks_per_chunk,
+        "capacity_chunks": getattr(r.manager, "primary_tier", r.manager)._num_chunks,
+        "workers": r.workers,
+        "reports": {str(j): {str(w): at for w, at in ws.items()} for j, ws in r.reports.items()},
+        "requests": {rid: {"tokens": list(q.prompt_token_ids)} for rid, q in r.reqs.items()},
+    }
+    return stream, {"inputs": inputs, "batches": batches,
+                    "sha256": hashlib.sha256(stream).hexdigest(), "log": log}
+
+
+def main():
+    out = sys.argv[1]
+    args = sys.argv[2:]
+    if "--order" in args:
+        order = args[args.index("--order") + 1]
+        name = args[args.index("--only") + 1]
+        stream, info = run_one(name, order)
+        with open(os.path.join(out, f"{name}.{order}.msgpack"), "wb") as f:
+            f.write(stream)
+        json.dump(info, sys.stdout, default=repr)
+        return
+    os.makedirs(out, exist_ok=True)
+    for name, fn in SCENARIOS.items():
+        doc = {"name": name, "what": fn.__doc__, "vllm_version": VLLM_VERSION, "modes": {}}
+        for order, seed in (("fixed", "0"), ("cpython", "0")):
+            env = dict(os.environ, PYTHONHASHSEED=seed)
+            res = subprocess.run(
+                [sys.executable, __file__, out, "--order", order, "--only", name],
+                env=env, capture_output=True, text=True, check=False,
+            )
+            if res.returncode != 0:
+                sys.exit(f"{name} {order}: {res.stderr}")
+            doc["modes"][order] = json.loads(res.stdout)
+        with open(os.path.join(out, f"{name}.json"), "w") as f:
+            json.dump(doc, f, indent=1)
+        print(name, {o: m["sha256"][:12] for o, m in doc["modes"].items()})
+
+
+if __name__ == "__main__":
+    main()
