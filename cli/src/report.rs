@@ -34,10 +34,11 @@ pub fn parse_max_findings(s: &str) -> Result<MaxFindings, String> {
         .map_err(|_| format!("{s:?} is not a number of findings or `all`"))
 }
 
-/// Rules about whether the trace itself is whole (lost or recovered batches): what every
-/// other finding rests on, so they come first in the summary and the findings.
+/// Rules about whether the trace itself is whole (lost or recovered batches), and the routing
+/// preconditions (one of them explains thousands of losses): what every other finding rests
+/// on, so they come first in the summary and the findings.
 fn is_precondition(rule: Rule) -> bool {
-    matches!(rule, Rule::SeqGap | Rule::SeqGapRecovered)
+    matches!(rule, Rule::SeqGap | Rule::SeqGapRecovered) || rule.is_routing_precondition()
 }
 
 /// The rules in report order: preconditions first, then the analysis' own order.
@@ -289,7 +290,7 @@ mod tests {
     fn preconditions_come_first() {
         let order: Vec<Rule> = report_order().collect();
         assert_eq!(order.len(), Rule::ALL.len());
-        assert!(order[..2].iter().all(|r| is_precondition(*r)));
-        assert!(order[2..].iter().all(|r| !is_precondition(*r)));
+        assert!(order[..9].iter().all(|r| is_precondition(*r)));
+        assert!(order[9..].iter().all(|r| !is_precondition(*r)));
     }
 }

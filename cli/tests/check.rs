@@ -415,3 +415,36 @@ fn block_sizes_default_to_the_engine_block_size() {
     let o = kvscope(&["check", &fixed, "--llmd-block-size", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
 }
+
+/// The routing preconditions come first in the summary: here `hash-seed-mismatch` (two pods
+/// hash the same root tokens differently) before `unknown-parent` and `consumer-loss`.
+#[test]
+fn text_report_lists_routing_preconditions_first() {
+    use kvscope_core::event::KvEvent;
+    let root = stored(&[1], None, Some("GPU"), 16);
+    let mut other = root.clone();
+    if let KvEvent::BlockStored(e) = &mut other {
+        e.block_hashes = vec![kvscope_core::hash::BlockHash::Int(h(1001))];
+    }
+    let t = trace(vec![
+        batch("pod-a", 0, vec![root]),
+        batch("pod-a", 1, vec![stored(&[3], Some(2), Some("GPU"), 16)]),
+        batch("pod-b", 0, vec![other]),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("seeds.jsonl"), write_trace(&t)).unwrap();
+    let out = check_in(dir.path(), &["seeds.jsonl", "--max-findings", "1"]);
+    let rules: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("findings per rule"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        rules,
+        ["hash-seed-mismatch", "unknown-parent", "consumer-loss"],
+        "{out}"
+    );
+    assert_snapshot!("text_preconditions_first", out);
+}

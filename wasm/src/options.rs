@@ -24,7 +24,10 @@ export type ConsumerName = "llmd" | "dynamo" | "smg" | "sglang" | "ideal";
 export type RuleName = "child-before-parent-in-job" | "child-before-parent-across-jobs"
   | "child-before-parent-ambiguous"
   | "cross-tier-reorder" | "cross-source-reorder" | "promotion-reorder" | "unknown-parent"
-  | "remove-unknown" | "double-store" | "seq-gap" | "seq-gap-recovered" | "consumer-loss";
+  | "remove-unknown" | "double-store" | "seq-gap" | "seq-gap-recovered" | "consumer-loss"
+  | "undecodable-batch" | "missing-spec-kind" | "hash-seed-mismatch"
+  | "router-block-size-mismatch" | "silent-source" | "pod-entry-overflow"
+  | "stale-after-restart";
 /** How a rule's findings count. */
 export type Level = "allow" | "warn" | "deny";
 /** What a consumer did with an event or a block. */

@@ -20,6 +20,11 @@ pub mod compare;
 mod identity;
 mod index;
 mod pairs;
+#[cfg(feature = "preconditions")]
+mod preconditions;
+#[cfg(not(feature = "preconditions"))]
+#[path = "preconditions/off.rs"]
+mod preconditions;
 pub mod rules;
 mod run;
 
@@ -50,6 +55,9 @@ pub struct AnalysisConfig {
     /// jobs: with `W` workers, jobs finishing in one step can come out with up to `W - 1`
     /// descents (see [`BatchOrder`]). `None`: the trace header's `meta.world_size`, else 1.
     pub workers: Option<u32>,
+    /// `silent-source`: a source that publishes nothing for more than this many times its
+    /// median interval between batches, while other sources publish, is reported (default 10).
+    pub silent_source_factor: u32,
 }
 
 impl AnalysisConfig {
@@ -77,6 +85,7 @@ impl Default for AnalysisConfig {
             consumer_config: ConsumerConfig::default(),
             rules: RuleLevels::default(),
             workers: None,
+            silent_source_factor: preconditions::SILENT_SOURCE_FACTOR,
         }
     }
 }

@@ -42,11 +42,31 @@ pub enum Rule {
     SeqGapRecovered,
     /// A consumer model lost stored blocks (dropped, misrooted, truncated or skipped).
     ConsumerLoss,
+    /// Routing precondition: batches a router cannot decode at all (llm-d: small-integer
+    /// hashes, bad `extra_keys`; Dynamo: bytes hashes), with the events they take down.
+    UndecodableBatch,
+    /// Routing precondition: grouped events without `kv_cache_spec_kind`, which llm-d ignores.
+    MissingSpecKind,
+    /// Routing precondition: two sources store the same leading tokens under different
+    /// hashes (another NONE_HASH seed, PYTHONHASHSEED or hash algorithm; or a cache salt).
+    HashSeedMismatch,
+    /// Routing precondition: a router block size the engine's blocks do not fit, or one
+    /// source mixing block sizes that no single router setting fits.
+    RouterBlockSizeMismatch,
+    /// Routing precondition: a source a router ignores entirely, or one that publishes nothing
+    /// for far longer than its usual interval while others publish.
+    SilentSource,
+    /// Routing precondition: more than 10 `(pod, tier, group)` entries for one llm-d request
+    /// key, so llm-d's LRU silently evicts the oldest.
+    PodEntryOverflow,
+    /// Routing precondition: a publisher restart llm-d (replay off) does not notice: the blocks
+    /// still credited to the source that its new incarnation never re-announced.
+    StaleAfterRestart,
 }
 
 impl Rule {
     /// Every rule, in report order.
-    pub const ALL: [Rule; 12] = [
+    pub const ALL: [Rule; 19] = [
         Rule::ChildBeforeParentInJob,
         Rule::ChildBeforeParentAcrossJobs,
         Rule::ChildBeforeParentAmbiguous,
@@ -59,6 +79,13 @@ impl Rule {
         Rule::SeqGap,
         Rule::SeqGapRecovered,
         Rule::ConsumerLoss,
+        Rule::UndecodableBatch,
+        Rule::MissingSpecKind,
+        Rule::HashSeedMismatch,
+        Rule::RouterBlockSizeMismatch,
+        Rule::SilentSource,
+        Rule::PodEntryOverflow,
+        Rule::StaleAfterRestart,
     ];
 
     /// The rule's name.
@@ -76,6 +103,13 @@ impl Rule {
             Rule::SeqGap => "seq-gap",
             Rule::SeqGapRecovered => "seq-gap-recovered",
             Rule::ConsumerLoss => "consumer-loss",
+            Rule::UndecodableBatch => "undecodable-batch",
+            Rule::MissingSpecKind => "missing-spec-kind",
+            Rule::HashSeedMismatch => "hash-seed-mismatch",
+            Rule::RouterBlockSizeMismatch => "router-block-size-mismatch",
+            Rule::SilentSource => "silent-source",
+            Rule::PodEntryOverflow => "pod-entry-overflow",
+            Rule::StaleAfterRestart => "stale-after-restart",
         }
     }
 
@@ -94,6 +128,13 @@ impl Rule {
             Rule::SeqGap => "batches are missing from a publisher's sequence (lost or restarted); routers without replay lose them",
             Rule::SeqGapRecovered => "capture saw a sequence gap and recovered the missing batches over the replay socket (they are in the trace); a live router without replay would have lost them",
             Rule::ConsumerLoss => "a router model lost stored blocks (dropped orphan, misrooted, truncated or skipped)",
+            Rule::UndecodableBatch => "a router cannot decode these batches at all and drops every event of them (llm-d: a block or parent hash below 2^32, or an extra_keys entry that is not an array; Dynamo: a bytes hash)",
+            Rule::MissingSpecKind => "grouped events (group_idx) without kv_cache_spec_kind: llm-d cannot tell the group's kind and ignores the stores, then skips the group's removals",
+            Rule::HashSeedMismatch => "two sources store the same leading tokens under different hashes: their NONE_HASH seed, PYTHONHASHSEED or hash algorithm differ (or a cache salt), so no prefix can match across them",
+            Rule::RouterBlockSizeMismatch => "the router's block size (--llmd-block-size, --dynamo-block-size, auto: the source's first store) does not fit the engine's blocks: llm-d ignores them as sub_canonical, Dynamo truncates them",
+            Rule::SilentSource => "a router ignores every store of a source, or a source published nothing for far longer than its median interval between batches while other sources published",
+            Rule::PodEntryOverflow => "more than 10 (pod, tier, group) entries for one llm-d request key: llm-d's per-key LRU silently evicts the oldest, losing a mapping a pod still holds",
+            Rule::StaleAfterRestart => "a publisher restarted (seq went back) and llm-d without replay did not notice: the blocks of the old incarnation stay credited to the source",
         }
     }
 
@@ -107,6 +148,21 @@ impl Rule {
                 | Rule::CrossTierReorder
                 | Rule::CrossSourceReorder
                 | Rule::PromotionReorder
+        )
+    }
+
+    /// Whether this rule names a routing precondition: what makes a real router lose everything
+    /// or most of it (`docs/rules.md`, "Routing preconditions").
+    pub fn is_routing_precondition(self) -> bool {
+        matches!(
+            self,
+            Rule::UndecodableBatch
+                | Rule::MissingSpecKind
+                | Rule::HashSeedMismatch
+                | Rule::RouterBlockSizeMismatch
+                | Rule::SilentSource
+                | Rule::PodEntryOverflow
+                | Rule::StaleAfterRestart
         )
     }
 

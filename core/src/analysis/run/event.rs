@@ -55,6 +55,8 @@ impl Run {
             }
             *slot - 1
         };
+        let at = self.precondition_at(i, &loc, origin);
+        self.pre.event(trace, at, ev);
         let resolved = &mut self.resolved;
         let recording = recorder.is_some();
         // Consumers.
@@ -62,6 +64,7 @@ impl Run {
             resolved.clear();
             consumer.set_lane_log(recording);
             let v = crate::consumers::Consumer::apply(consumer, &ctx, ev, &self.ids, resolved);
+            self.pre.verdict(consumer, at, ev, &self.ids.hashes, &v);
             if let Some(s) = sink.as_mut() {
                 s(i, consumer.kind(), &v, resolved);
             }

@@ -139,13 +139,13 @@ impl Run {
                 }
             }
             FinishStep::Sort => {
-                // The rule takes the key's low 4 bits.
-                const _: () = assert!(Rule::ALL.len() <= 16);
+                // The rule takes the key's low 5 bits.
+                const _: () = assert!(Rule::ALL.len() <= 32);
                 // By (event, rule), stable: sort small keys; the findings move only once, when
                 // they are split.
                 let mut order: Vec<(u64, u32)> = Vec::with_capacity(self.raw.len());
                 for (k, f) in self.raw.iter().enumerate() {
-                    order.push((((f.event as u64) << 4) | f.rule as u64, k as u32));
+                    order.push((((f.event as u64) << 5) | f.rule as u64, k as u32));
                 }
                 crate::sort::sort_keyed(&mut order);
                 fin.order = Vec::with_capacity(order.len());

@@ -7,6 +7,7 @@
 mod event;
 mod finish;
 mod losses;
+mod preconditions;
 mod seq;
 mod violations;
 
@@ -99,6 +100,8 @@ pub(crate) struct Run {
     fin: Finishing,
     /// Scratch: lane changes of one model for one event.
     lane_changes: Vec<(LaneKey, LaneCounts)>,
+    /// The routing-precondition watcher.
+    pre: crate::analysis::preconditions::Preconditions,
     next: usize,
 }
 
@@ -138,6 +141,7 @@ impl Run {
             resolved: Vec::new(),
             lane_changes: Vec::new(),
             fin: Finishing::default(),
+            pre: Default::default(),
             next: 0,
         }
     }
@@ -205,6 +209,7 @@ impl Run {
                     }
                     spent += (end - start).max(1);
                     if self.next >= n {
+                        self.precondition_findings(trace);
                         self.stage = Stage::Release;
                     }
                 }

@@ -119,6 +119,8 @@ pub struct Llmd {
     last_seq: Map<u64, (u64, usize, bool)>,
     /// Publisher restarts replay did not handle, oldest first.
     restarts: Vec<Restart>,
+    /// Pod entries the per-key LRU evicted so far (R7).
+    entries_evicted: u64,
     pub(super) lanes: LaneBook,
 }
 
@@ -142,6 +144,7 @@ impl Llmd {
             replay: false,
             last_seq: Map::default(),
             restarts: Vec::new(),
+            entries_evicted: 0,
             lanes: LaneBook::default(),
         }
     }
@@ -165,6 +168,12 @@ impl Llmd {
         self.blocks
             .get(id as usize)
             .and_then(|s| s.req.last().copied())
+    }
+
+    /// How many pod entries the per-request-key LRU has evicted so far ([`PODS_PER_KEY`], R7):
+    /// each one is an 11th `(pod, tier, group)` entry pushing out the oldest.
+    pub fn pod_entries_evicted(&self) -> u64 {
+        self.entries_evicted
     }
 
     /// Number of engine hashes with a mapping.
@@ -229,6 +238,7 @@ impl Llmd {
         pods.push((entry, 0));
         if pods.len() > PODS_PER_KEY {
             pods.remove(0);
+            self.entries_evicted += 1;
         }
     }
 

@@ -1,0 +1,388 @@
+//! Routing preconditions: what makes a real router lose everything, or most of it, without
+//! saying so (`docs/rules.md`, "Routing preconditions"), named from the trace and from the
+//! router models' verdicts.
+//!
+//! [`Preconditions`] watches every delivered event (and every model's verdict on it) during
+//! the analysis' event stage; once the events are done it reports **one finding per
+//! condition** (per router and source, per pair of sources, per restart) with counts, so a
+//! condition that explains thousands of losses is one line of the report, not thousands.
+
+use crate::consumers::llmd::Llmd;
+use crate::consumers::{content_hash, AnyConsumer, ConsumerKind, EventVerdict, Map, VerdictKind};
+use crate::event::{ExtraValue, KvEvent};
+use crate::trace::{Trace, TraceRecord};
+
+mod findings;
+
+pub(crate) use findings::Context;
+
+/// The default `silent-source` factor: a source silent for more than this many times its
+/// median interval between batches, while other sources publish, is reported.
+pub const SILENT_SOURCE_FACTOR: u32 = 10;
+
+/// How many hashes a finding lists (the message gives the full count).
+const LISTED_HASHES: usize = 32;
+
+/// Where an event is: what a finding points at.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct At {
+    /// Global event index.
+    pub(crate) event: usize,
+    /// The batch's line (msgpack: batch number).
+    pub(crate) line: u64,
+    /// Position in the batch.
+    pub(crate) pos: u32,
+    /// Interned source.
+    pub(crate) source: u32,
+    /// The batch's record index.
+    pub(crate) record: u32,
+}
+
+/// One condition, aggregated: where it was first seen and how much it covers.
+#[derive(Clone, Debug)]
+struct Tally {
+    first: At,
+    batches: usize,
+    events: usize,
+    blocks: usize,
+    /// A second count (missing-spec-kind: removals; pod-entry-overflow: evicted entries;
+    /// silent-source: ignored stores).
+    other: usize,
+    last_record: u32,
+    /// Hashes of the first occurrence.
+    hashes: Vec<u64>,
+    /// Detail (missing-spec-kind: the groups; silent-source: the first reason).
+    notes: Vec<String>,
+}
+
+impl Tally {
+    fn new(first: At, hashes: &[u64]) -> Tally {
+        Tally {
+            first,
+            batches: 0,
+            events: 0,
+            blocks: 0,
+            other: 0,
+            last_record: u32::MAX,
+            hashes: hashes.iter().take(LISTED_HASHES).copied().collect(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Count one event of `blocks` blocks at `at`.
+    fn count(&mut self, at: At, blocks: usize) {
+        if self.last_record != at.record {
+            self.batches += 1;
+            self.last_record = at.record;
+        }
+        self.events += 1;
+        self.blocks += blocks;
+    }
+
+    fn note(&mut self, note: &str) {
+        if !self.notes.iter().any(|n| n == note) {
+            self.notes.push(note.to_owned());
+        }
+    }
+}
+
+/// Tallies by key, in first-seen order, found by the key packed into a `u64`.
+#[derive(Debug)]
+struct Tallies<K> {
+    list: Vec<(K, Tally)>,
+    index: Map<u64, u32>,
+}
+
+impl<K> Default for Tallies<K> {
+    fn default() -> Self {
+        Tallies {
+            list: Vec::new(),
+            index: Map::default(),
+        }
+    }
+}
+
+impl<K> Tallies<K> {
+    /// The tally of `key` (packed: `packed`), new at `at` with `hashes` if unseen.
+    fn get(&mut self, packed: u64, key: K, at: At, hashes: &[u64]) -> &mut Tally {
+        let i = match self.index.get(&packed) {
+            Some(i) => *i as usize,
+            None => {
+                self.index.insert(packed, self.list.len() as u32);
+                self.list.push((key, Tally::new(at, hashes)));
+                self.list.len() - 1
+            }
+        };
+        &mut self.list[i].1
+    }
+}
+
+/// The causes of a `batch_decode_error` the models name (the rest are `undecodable`).
+const CAUSES: [&str; 5] = [
+    "small_int_hash",
+    "empty_bytes_hash",
+    "extra_keys_entry_not_array",
+    "bytes_hash",
+    "undecodable",
+];
+
+/// A root block's extra keys as `hash-seed-mismatch` compares them.
+#[derive(Clone, Debug, PartialEq)]
+enum Extra {
+    /// The event has no `extra_keys` (connector events carry none).
+    Absent,
+    /// The root block's entry (`None`: nil).
+    Entry(Option<ExtraValue>),
+}
+
+impl Extra {
+    /// Equal, or absent on either side.
+    fn compatible(&self, other: &Extra) -> bool {
+        matches!((self, other), (Extra::Absent, _) | (_, Extra::Absent)) || self == other
+    }
+}
+
+/// One root block seen: its source, hash and extra keys.
+#[derive(Clone, Debug)]
+struct Root {
+    source: u32,
+    hash: u64,
+    extra: Extra,
+    event: usize,
+}
+
+/// A pair of sources that stored the same leading tokens under different hashes.
+#[derive(Clone, Debug)]
+struct Mismatch {
+    /// The later store (the finding's location) and the earlier one.
+    at: At,
+    other_event: usize,
+    other_source: u32,
+    /// This hash, the other source's.
+    hashes: [u64; 2],
+    roots: usize,
+    /// Extra keys absent on some side: a cache salt would explain it too.
+    salt_possible: bool,
+}
+
+/// One batch carrying events: `(ts, source, first event)`, the time in microseconds as an
+/// order-preserving `u64` ([`ts_key`]).
+type BatchAt = (u64, u32, At);
+
+/// `ts` (seconds) as whole microseconds in an order-preserving `u64` (differences of two keys
+/// are microseconds).
+fn ts_key(ts: f64) -> u64 {
+    ((ts * 1e6).round() as i64 as u64) ^ (1 << 63)
+}
+
+/// The precondition watcher of one analysis run (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Preconditions {
+    /// `undecodable-batch`: by (consumer, source, cause).
+    undecodable: Tallies<(ConsumerKind, u32, &'static str)>,
+    /// `missing-spec-kind`: by source (`other`: skipped removals).
+    missing_kind: Tallies<u32>,
+    /// `pod-entry-overflow`: by source (`other`: evicted entries), and llm-d's eviction
+    /// counter after the previous event.
+    overflow: Tallies<u32>,
+    llmd_evicted: u64,
+    /// `silent-source` (ignored entirely): by (consumer, source): `events` stores, `other`
+    /// ignored ones.
+    ignored: Tallies<(ConsumerKind, u32)>,
+    /// `router-block-size-mismatch`: by (source, block size): the stores carrying tokens.
+    sizes: Tallies<(u32, u32)>,
+    /// `hash-seed-mismatch`: root blocks by content key, and the pairs found.
+    root_at: Map<u64, u32>,
+    roots: Vec<Vec<Root>>,
+    mismatches: Vec<Mismatch>,
+    /// `silent-source` (timing): every batch carrying events.
+    batches: Vec<BatchAt>,
+}
+
+impl Preconditions {
+    /// Watch event `ev` at `at` (before or after the models: the trace-only checks).
+    pub(crate) fn event(&mut self, trace: &Trace, at: At, ev: &KvEvent) {
+        if at.pos == 0 {
+            if let Some(TraceRecord::Batch(b)) = trace.records.get(at.record as usize) {
+                if b.ts.is_finite() {
+                    self.batches.push((ts_key(b.ts), at.source, at));
+                }
+            }
+        }
+        let KvEvent::BlockStored(e) = ev else {
+            return;
+        };
+        if e.token_ids.is_empty() {
+            return;
+        }
+        let first = e.block_hashes.first().map(|h| h.as_u64());
+        let n = e.block_hashes.len();
+        self.sizes
+            .get(
+                u64::from(at.source) << 32 | u64::from(e.block_size),
+                (at.source, e.block_size),
+                at,
+                first.as_slice(),
+            )
+            .count(at, n);
+        // A root block: no parent (vLLM writes `None`; llm-d also takes 0 as the root).
+        let root = e.parent_block_hash.as_ref().is_none_or(|p| p.as_u64() == 0);
+        let bs = e.block_size as usize;
+        let (Some(first), Some(tokens)) = (first, e.token_ids.get(..bs)) else {
+            return;
+        };
+        if !root || bs == 0 {
+            return;
+        }
+        let lora = e.lora_name.as_deref().filter(|n| !n.is_empty());
+        let key = content_hash(e.block_size as u64, tokens, lora);
+        let extra = match &e.extra_keys {
+            None => Extra::Absent,
+            Some(x) => Extra::Entry(x.first().cloned().flatten()),
+        };
+        self.root(key, at, first, extra);
+    }
+
+    /// A root block of source `at.source` with content key `key`, hash `hash`.
+    fn root(&mut self, key: u64, at: At, hash: u64, extra: Extra) {
+        let slot = match self.root_at.get(&key) {
+            Some(i) => *i as usize,
+            None => {
+                self.root_at.insert(key, self.roots.len() as u32);
+                self.roots.push(Vec::new());
+                self.roots.len() - 1
+            }
+        };
+        let Some(seen) = self.roots.get_mut(slot) else {
+            return;
+        };
+        if seen.iter().any(|r| r.source == at.source && r.hash == hash) {
+            return;
+        }
+        let mut others: Vec<u32> = Vec::new();
+        for r in seen.iter() {
+            if r.source != at.source && !others.contains(&r.source) {
+                others.push(r.source);
+            }
+        }
+        for other in others {
+            let theirs = || seen.iter().filter(move |r| r.source == other);
+            if theirs().any(|r| r.hash == hash) {
+                continue;
+            }
+            let Some(r) = theirs().find(|r| r.extra.compatible(&extra)) else {
+                continue;
+            };
+            let salt = r.extra == Extra::Absent || extra == Extra::Absent;
+            let pair = |m: &Mismatch| {
+                (m.at.source == at.source && m.other_source == other)
+                    || (m.at.source == other && m.other_source == at.source)
+            };
+            match self.mismatches.iter_mut().find(|m| pair(m)) {
+                Some(m) => {
+                    m.roots += 1;
+                    m.salt_possible |= salt;
+                }
+                None => self.mismatches.push(Mismatch {
+                    at,
+                    other_event: r.event,
+                    other_source: other,
+                    hashes: [hash, r.hash],
+                    roots: 1,
+                    salt_possible: salt,
+                }),
+            }
+        }
+        seen.push(Root {
+            source: at.source,
+            hash,
+            extra,
+            event: at.event,
+        });
+    }
+
+    /// Watch model `consumer`'s verdict `v` on event `ev` (blocks `hashes`) at `at`.
+    pub(crate) fn verdict(
+        &mut self,
+        consumer: &AnyConsumer,
+        at: At,
+        ev: &KvEvent,
+        hashes: &[u64],
+        v: &EventVerdict,
+    ) {
+        let kind = consumer.kind();
+        let reason = v.reason.as_deref();
+        if reason == Some("batch_decode_error") {
+            let named = v.status.as_deref().unwrap_or(match kind {
+                ConsumerKind::Dynamo => "bytes_hash",
+                _ => "undecodable",
+            });
+            let code = CAUSES
+                .iter()
+                .position(|c| *c == named)
+                .unwrap_or(CAUSES.len() - 1);
+            let cause = CAUSES[code];
+            let blocks = if matches!(ev, KvEvent::BlockStored(_)) {
+                hashes.len()
+            } else {
+                0
+            };
+            self.undecodable
+                .get(
+                    (kind as u64) << 40 | (code as u64) << 32 | u64::from(at.source),
+                    (kind, at.source, cause),
+                    at,
+                    hashes,
+                )
+                .count(at, blocks);
+        }
+        if let KvEvent::BlockStored(_) = ev {
+            let t = self.ignored.get(
+                (kind as u64) << 32 | u64::from(at.source),
+                (kind, at.source),
+                at,
+                hashes,
+            );
+            t.count(at, hashes.len());
+            if v.verdict == VerdictKind::Ignored {
+                t.other += 1;
+                t.note(reason.unwrap_or("ignored"));
+            }
+        }
+        if let AnyConsumer::Llmd(m) = consumer {
+            self.llmd(m, at, ev, hashes, reason);
+        }
+    }
+
+    /// The llm-d-only conditions: stores and removals skipped for a missing kind, pod entries
+    /// evicted by the per-key LRU.
+    fn llmd(&mut self, m: &Llmd, at: At, ev: &KvEvent, hashes: &[u64], reason: Option<&str>) {
+        match ev {
+            KvEvent::BlockStored(e)
+                if reason == Some("unsupported_cache_kind")
+                    && e.kv_cache_spec_kind.as_deref().is_none_or(str::is_empty) =>
+            {
+                let t = self
+                    .missing_kind
+                    .get(at.source.into(), at.source, at, hashes);
+                t.count(at, hashes.len());
+                if let Some(g) = e.group_idx {
+                    t.note(&g.to_string());
+                }
+            }
+            KvEvent::BlockRemoved(_) if reason == Some("removals_skipped_unknown_group") => {
+                self.missing_kind
+                    .get(at.source.into(), at.source, at, hashes)
+                    .other += 1;
+            }
+            _ => {}
+        }
+        let evicted = m.pod_entries_evicted();
+        if evicted > self.llmd_evicted {
+            let t = self.overflow.get(at.source.into(), at.source, at, hashes);
+            t.count(at, hashes.len());
+            t.other += (evicted - self.llmd_evicted) as usize;
+        }
+        self.llmd_evicted = evicted;
+    }
+}
