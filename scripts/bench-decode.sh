@@ -6,7 +6,8 @@
 #
 # Builds core/examples/decode_anchor.rs (release), writes DIR/stream.msgpack and DIR/stream.lp
 # with it, then runs ROUNDS alternating rounds of: kvscope's decode, msgspec dropping each
-# batch, msgspec keeping every batch (one process each; file read excluded from every time).
+# batch, msgspec keeping every batch with Python's GC off (one process each; file read
+# excluded from every time).
 # Prints each round and the medians; the ratios are speeds (msgspec time / kvscope time), so
 # above 1 means kvscope is faster. Needs python3 with msgspec.
 set -euo pipefail
