@@ -100,3 +100,64 @@ fn msgspec_stream_to_jsonl_and_back_is_byte_identical_and_raw_is_kept() {
     assert!(o.status.success());
     assert_eq!(std::fs::read(&mp).unwrap(), std::fs::read(&stream).unwrap());
 }
+
+/// `convert` streams (a record read, a record written): on bad input it has already written
+/// the records before the bad one, then fails with exit 2 naming where.
+#[test]
+fn a_bad_record_ends_the_stream_after_the_records_before_it() {
+    let full = kvscope(&["convert", &fixture("stream.msgpack"), "--to", "jsonl"]);
+    assert_eq!(full.status.code(), Some(0));
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(fixture("stream.msgpack")).unwrap();
+    let cut = dir.path().join("stream.msgpack");
+    std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
+    let o = kvscope(&["convert", cut.to_str().unwrap(), "--to", "jsonl"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains(": byte offset 4253: batch 10: "));
+    let lines = String::from_utf8(o.stdout).unwrap();
+    let full = String::from_utf8(full.stdout).unwrap();
+    assert_eq!(lines.lines().count(), 9);
+    assert!(
+        full.starts_with(&lines),
+        "the first 9 batches as a whole conversion writes them"
+    );
+    assert_eq!(full.lines().count(), 10);
+}
+
+/// `--raw` keeps each payload's exact bytes when payloads straddle the reader's chunks: a
+/// stream of many read chunks (64 KiB each) goes to JSON Lines and back (`--encoding array`,
+/// so only kept `raw` bytes can reproduce the map-encoded input).
+#[test]
+fn raw_payloads_across_read_chunks_are_kept_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = std::fs::read(fixture("stream.msgpack")).unwrap();
+    let many: Vec<u8> = one.iter().copied().cycle().take(one.len() * 64).collect();
+    assert!(many.len() > 4 << 16);
+    let (mp, jsonl, back) = (
+        dir.path().join("many.msgpack"),
+        dir.path().join("many.jsonl"),
+        dir.path().join("back.msgpack"),
+    );
+    std::fs::write(&mp, &many).unwrap();
+    let o = kvscope(&[
+        "convert",
+        mp.to_str().unwrap(),
+        "--raw",
+        "-o",
+        jsonl.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = kvscope(&[
+        "convert",
+        jsonl.to_str().unwrap(),
+        "--encoding",
+        "array",
+        "-o",
+        back.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        std::fs::read(&back).unwrap() == many,
+        "payload bytes changed"
+    );
+}

@@ -60,13 +60,16 @@ fn truncated_msgpack_is_exit_2_naming_the_byte_offset() {
     let dir = tempfile::tempdir().unwrap();
     let bytes = std::fs::read(fixtures().join("wire/stream.msgpack")).unwrap();
     std::fs::write(dir.path().join("cut.msgpack"), &bytes[..bytes.len() - 3]).unwrap();
+    // `convert` streams: to stdout, the batches before the bad one are written (see
+    // `convert.rs`); to a file, the partial file is removed.
     assert_snapshot!(
         "truncated_convert",
         transcript(&run_in(
             dir.path(),
-            &["convert", "cut.msgpack", "--to", "jsonl"]
+            &["convert", "cut.msgpack", "--to", "jsonl", "-o", "out.jsonl"]
         ))
     );
+    assert!(!dir.path().join("out.jsonl").exists());
     assert_snapshot!(
         "truncated_check",
         transcript(&run_in(dir.path(), &["check", "cut.msgpack"]))
@@ -86,9 +89,17 @@ fn bad_jsonl_is_exit_2_naming_line_and_column() {
         "bad_jsonl_convert",
         transcript(&run_in(
             dir.path(),
-            &["convert", "bad.jsonl", "--to", "msgpack"]
+            &[
+                "convert",
+                "bad.jsonl",
+                "--to",
+                "msgpack",
+                "-o",
+                "out.msgpack"
+            ]
         ))
     );
+    assert!(!dir.path().join("out.msgpack").exists());
     assert_snapshot!(
         "bad_jsonl_check",
         transcript(&run_in(dir.path(), &["check", "bad.jsonl"]))
@@ -146,4 +157,49 @@ fn an_output_that_cannot_be_written_is_exit_3() {
             &["generate", "chunked", "-o", "/nonexistent/dir/out.jsonl"]
         ))
     );
+}
+
+/// A file that is bad from its first byte fails there: exit 2 naming byte 0, without the rest
+/// being read (256 MiB of zeros, sparse, so the test is cheap).
+#[test]
+fn a_large_bad_file_fails_at_byte_0_without_being_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let zeros = dir.path().join("zeros.msgpack");
+    let len: u64 = 256 << 20;
+    std::fs::File::create(&zeros).unwrap().set_len(len).unwrap();
+    let error = "kvscope: error: zeros.msgpack: byte offset 0: batch 1:";
+    for cmd in [
+        &["check"][..],
+        &["verdicts", "--consumer", "llmd"],
+        &["convert"],
+    ] {
+        let args: Vec<&str> = cmd.iter().copied().chain(["zeros.msgpack"]).collect();
+        let o = run_in(dir.path(), &args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with(error), "{args:?}: {stderr}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    let o = run_in(dir.path(), &["diff", "zeros.msgpack", "zeros.msgpack"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with(error));
+
+    // How much was read: the same file as `check -`'s stdin shares its file offset with ours.
+    for cmd in [&["check", "-"][..], &["convert", "-"]] {
+        let file = std::fs::File::open(&zeros).unwrap();
+        let mut ours = file.try_clone().unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_kvscope"))
+            .args(cmd)
+            .stdin(file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {stderr}");
+        assert!(
+            stderr.contains(": byte offset 0: batch 1:"),
+            "{cmd:?}: {stderr}"
+        );
+        let read = std::io::Seek::stream_position(&mut ours).unwrap();
+        assert!(read <= 1 << 20, "{cmd:?} read {read} of {len} bytes");
+    }
 }

@@ -338,3 +338,35 @@ fn the_worker_count_defaults_to_the_headers_world_size_and_the_option_overrides_
     );
     assert!(analyze(&t, &config(1)).has_deny());
 }
+
+#[test]
+fn the_replay_topology_is_per_group() {
+    use kvscope_core::event::KvEvent;
+    use kvscope_core::replay::Replay;
+    let t = capture(sim(two_groups(), "fixed", 0), false);
+    // A's batch: group 0 chunks 0..3 (events 0..3), then group 1 chunks 0..3 (events 4..7).
+    let stored: Vec<(u32, u64, Option<u64>)> = t
+        .batches()
+        .flat_map(|b| b.events.iter())
+        .filter_map(|e| match e {
+            KvEvent::BlockStored(s) => Some((
+                s.group_idx.unwrap_or(0),
+                s.block_hashes[0].as_u64(),
+                s.parent_block_hash.as_ref().map(|p| p.as_u64()),
+            )),
+            _ => None,
+        })
+        .collect();
+    let (g, c1, c0) = (stored[5].0, stored[5].1, stored[5].2);
+    assert_eq!((g, Some(stored[4].1)), (1, c0));
+    let mut r = Replay::new(t, &AnalysisConfig::default());
+    r.seek(r.len());
+    let b1 = r.block_in_group(1, c1);
+    assert_eq!(b1.parent, c0);
+    assert_eq!(
+        b1.first_stored,
+        Some(5),
+        "group 1's own first store, not group 0's"
+    );
+    assert_eq!(r.block(c1).first_stored, Some(1));
+}

@@ -467,10 +467,30 @@ pub fn StepBar() -> impl IntoView {
 #[component]
 pub fn RouterPicker() -> impl IntoView {
     let st = expect_context::<AppState>();
+    router_select(
+        st,
+        "Router",
+        "router",
+        "all routers",
+        Signal::derive(|| false),
+        Signal::derive(|| "Router lens: mark what this router did with each event"),
+    )
+}
+
+/// A select of [`AppState::consumer`] (one router model or all of them), shared by the
+/// timeline's router lens and the inspector's consumer picker.
+pub fn router_select(
+    st: AppState,
+    label: &'static str,
+    testid: &'static str,
+    all: &'static str,
+    disabled: Signal<bool>,
+    title: Signal<&'static str>,
+) -> impl IntoView {
     view! {
-        <select aria-label="Router" title="Router lens: mark what this router did with each event" data-testid="router"
+        <select aria-label=label title=title data-testid=testid prop:disabled=disabled
             on:change:target=move |e| { let v = e.target().value(); st.consumer.set(if v.is_empty() { None } else { Some(v) }) }>
-            <option value="" selected=move || st.consumer.get().is_none()>"all routers"</option>
+            <option value="" selected=move || st.consumer.get().is_none()>{all}</option>
             {kvscope_core::consumers::ConsumerKind::ALL.iter().map(|k| {
                 let name = k.as_str();
                 view! { <option value=name selected=move || st.consumer.get().as_deref() == Some(name)>{name}</option> }

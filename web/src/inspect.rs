@@ -433,15 +433,8 @@ pub fn Inspector() -> impl IntoView {
                 {tab_btn(Tab::Consumers, "Consumers")}
                 {tab_btn(Tab::Topology, "Topology")}
                 {tab_btn(Tab::JobOrder, "Job order")}
-                <select aria-label="Consumer" data-testid="consumer" prop:disabled=analysing
-                    title=move || if analysing() { wait_title } else { "Router model" }
-                    on:change:target=move |e| { let v = e.target().value(); st.consumer.set(if v.is_empty() { None } else { Some(v) }) }>
-                    <option value="" selected=move || st.consumer.get().is_none()>"all models"</option>
-                    {ConsumerKind::ALL.iter().map(|k| {
-                        let name = k.as_str();
-                        view! { <option value=name selected=move || st.consumer.get().as_deref() == Some(name)>{name}</option> }
-                    }).collect_view()}
-                </select>
+                {crate::controls::router_select(st, "Consumer", "consumer", "all models", Signal::derive(analysing),
+                    Signal::derive(move || if analysing() { wait_title } else { "Router model" }))}
             </div>
             {move || {
                 let cursor = st.cursor.get();

@@ -108,7 +108,12 @@ async fn parse(
                 let Some((c, part)) = part else {
                     // Malformed somewhere here: the core's decoder on the whole stream reports
                     // it with its exact byte offset and batch number.
-                    return Some(wire::read_trace(bytes, stem(name)));
+                    return Some(wire::read_trace_with(
+                        bytes,
+                        stem(name),
+                        json_float,
+                        &mut |_| {},
+                    ));
                 };
                 events += part.event_count();
                 records.extend(part.records.into_iter().map(|mut r| {
@@ -133,7 +138,7 @@ async fn parse(
             while pos < bytes.len() {
                 let end = crate::chunks::next_jsonl_chunk(bytes, pos, CHUNK);
                 let chunk = bytes.get(pos..end).unwrap_or_default();
-                let part = match wire::jsonl::read_trace(chunk) {
+                let part = match wire::jsonl::read_trace_with(chunk, json_float, &mut |_| {}) {
                     Ok(p) => p,
                     Err(e) => return Some(Err(shift_line(e, lines_before))),
                 };
@@ -613,3 +618,16 @@ pub fn relayout(st: AppState) {
 pub fn after(ms: u64, f: impl FnOnce() + 'static) {
     set_timeout(f, Duration::from_millis(ms));
 }
+
+/// The JSON Lines reader's [`wire::FloatParser`] in the page: the JavaScript engine's
+/// `parseFloat`, as in the npm package (`wasm/src/js.rs`), so the app links no float parser of
+/// its own. The reader hands it JSON number text only, which `parseFloat` reads whole and
+/// rounds correctly in every current engine (the package's `floats` tests check it).
+#[cfg(target_arch = "wasm32")]
+fn json_float(text: &str) -> Option<f64> {
+    Some(js_sys::Number::parse_float(text)).filter(|f| !f.is_nan())
+}
+
+/// Native builds (host-side unit tests) have no JavaScript engine: the core's own parser.
+#[cfg(not(target_arch = "wasm32"))]
+use wire::parse_float as json_float;

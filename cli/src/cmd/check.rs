@@ -6,9 +6,10 @@ use anyhow::Context;
 use kvscope_core::analysis::{analyze, AnalysisConfig, Level};
 use kvscope_core::consumers::ConsumerKind;
 use kvscope_core::trace::Trace;
-use kvscope_core::wire::{self, InputFormat};
+use kvscope_core::wire::InputFormat;
 
 use crate::exit::{BadInput, Findings};
+use crate::input::TraceInput;
 use crate::out;
 use crate::report::{self, MaxFindings};
 
@@ -97,22 +98,14 @@ pub fn load_trace(path: &Path) -> anyhow::Result<Trace> {
     load(path).map(|(trace, _)| trace)
 }
 
-/// Read and decode a trace, saying which format it was in; any failure is bad input.
-///
-/// The whole file is read before decoding starts, so a file that is bad from its first byte
-/// is still read to the end before the error. The fix is decoding from a reader, batch by
-/// batch, once `kvscope_core::wire` offers one (check, verdicts and convert would use it
-/// here); the CLI does not keep a reader of its own.
+/// Read and decode a trace record by record, saying which format it was in; any failure is
+/// bad input, found at the first bad record without reading the rest.
 pub fn load(path: &Path) -> anyhow::Result<(Trace, InputFormat)> {
-    let bytes = crate::input::read(path)?;
     let source = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "trace".into());
-    let format = wire::detect_format(&bytes);
-    let trace = wire::read_trace(&bytes, &source)
-        .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
-    Ok((trace, format))
+    TraceInput::open(path, &path.display().to_string(), &source, false)?.read_all()
 }
 
 /// Build the analysis configuration from the command line.

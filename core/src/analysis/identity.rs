@@ -5,6 +5,7 @@
 //! `vllm/v1/kv_offload/base.py` `make_offload_key`), so the group is part of a block's name.
 //! The consumer models keep the keying of the router each one models.
 
+use crate::consumers::Interner;
 use crate::event::KvEvent;
 
 type HashMap<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
@@ -18,14 +19,25 @@ pub(crate) fn group_of(ev: &KvEvent) -> u32 {
     }
 }
 
-/// Dense ids of `(group, hash)` block names.
+/// Dense ids of `(group, hash)` block names. A trace with one KV group (every `group_idx` 0 or
+/// absent, known once the index is built) uses the models' hash ids instead
+/// ([`BlockKeys::by_hash`]): the same ids, without a second map of every block.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct BlockKeys {
     ids: HashMap<(u32, u64), u32>,
     keys: Vec<(u32, u64)>,
+    hashes: Option<Interner>,
 }
 
 impl BlockKeys {
+    /// The names of a single-group trace: group 0, by the models' hash ids (`self.keys`,
+    /// filled by [`GroupIds::copy`], is the reverse table).
+    pub(crate) fn by_hash(mut self, interner: Interner) -> BlockKeys {
+        self.ids = HashMap::default();
+        self.hashes = Some(interner);
+        self
+    }
+
     /// The id of block `hash` of group `group`, assigned if new.
     pub(crate) fn intern(&mut self, group: u32, hash: u64) -> u32 {
         let next = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);
@@ -38,17 +50,27 @@ impl BlockKeys {
 
     /// The id of a block, if it was ever named.
     pub(crate) fn get(&self, group: u32, hash: u64) -> Option<u32> {
-        self.ids.get(&(group, hash)).copied()
+        match &self.hashes {
+            Some(h) => (group == 0).then(|| h.get(hash)).flatten(),
+            None => self.ids.get(&(group, hash)).copied(),
+        }
     }
 
     /// The `(group, hash)` of an id.
     pub(crate) fn key(&self, id: u32) -> Option<(u32, u64)> {
-        self.keys.get(id as usize).copied()
+        match &self.hashes {
+            Some(_) | None => self.keys.get(id as usize).copied(),
+        }
     }
 
     /// Approximate heap bytes.
     pub(crate) fn bytes(&self) -> usize {
-        self.ids.capacity() * 17 + self.keys.capacity() * 16
+        // The models' map (when kept) costs about what `ids` would: ~13 bytes per block.
+        self.hashes
+            .as_ref()
+            .map_or(0, |_| self.keys.capacity() * 13)
+            + self.ids.capacity() * 17
+            + self.keys.capacity() * 16
     }
 }
 
@@ -64,6 +86,35 @@ pub(crate) struct GroupIds {
 }
 
 impl GroupIds {
+    /// The ids of a single-group trace's event: the models' hash ids (see [`BlockKeys::by_hash`]).
+    pub(crate) fn copy(
+        &mut self,
+        keys: &mut BlockKeys,
+        ids: &crate::consumers::EventIds,
+        ev: &KvEvent,
+    ) {
+        self.group = 0;
+        self.blocks.clear();
+        self.blocks.extend_from_slice(&ids.blocks);
+        self.parent = ids.parent;
+        // The models' ids are dense in first-seen order (blocks, then the parent): extend the
+        // reverse table with the new ones.
+        for (&id, &h) in ids.blocks.iter().zip(&ids.hashes) {
+            if id as usize == keys.keys.len() {
+                keys.keys.push((0, h));
+            }
+        }
+        let parent_hash = match ev {
+            KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
+            _ => None,
+        };
+        if let (Some(id), Some(h)) = (ids.parent, parent_hash) {
+            if id as usize == keys.keys.len() {
+                keys.keys.push((0, h));
+            }
+        }
+    }
+
     /// Intern the blocks and parent of `ev`.
     pub(crate) fn fill(&mut self, keys: &mut BlockKeys, ev: &KvEvent) {
         self.group = group_of(ev);

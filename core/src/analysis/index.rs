@@ -156,6 +156,8 @@ pub(crate) struct IndexBuilder {
     candidates: Vec<usize>,
     last_hash: HashMap<(u32, u32, u64), usize>,
     parent: HashMap<usize, usize>,
+    /// Whether some event names a KV group other than 0.
+    pub(crate) multi_group: bool,
 }
 
 impl IndexBuilder {
@@ -187,6 +189,7 @@ impl IndexBuilder {
                 None => Tier::Gpu,
             };
             let tid = self.tier_id(&tier);
+            self.multi_group |= group_of(ev) != 0;
             let medium = ev.medium();
             if prev_medium != Some(medium) {
                 run += 1;

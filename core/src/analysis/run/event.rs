@@ -35,7 +35,11 @@ impl Run {
         // Block ids (and the parent's): by hash for the models, by group and hash for the
         // violation index and the recorder.
         self.ids.fill(&mut self.interner, ev);
-        self.gids.fill(&mut self.keys, ev);
+        if self.index.multi_group {
+            self.gids.fill(&mut self.keys, ev);
+        } else {
+            self.gids.copy(&mut self.keys, &self.ids, ev);
+        }
         let group = self.gids.group;
         let parent_id = self.gids.parent;
         if let Some(r) = recorder.as_mut() {

@@ -271,10 +271,16 @@ impl Run {
             config,
             index,
             keys,
+            interner,
             kinds,
             fin,
             ..
         } = self;
+        let keys = if index.multi_group {
+            keys
+        } else {
+            keys.by_hash(interner)
+        };
         let analysis = Analysis {
             index: index.idx,
             config,

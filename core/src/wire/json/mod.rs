@@ -17,8 +17,8 @@
 //! at most (serde_json's recursion limit) — except inside [`Parser::skip`], which like
 //! serde_json's `IgnoredAny` checks syntax only (any depth, lone surrogates, any exponent).
 //! Floats are converted from the number's text by a [`FloatParser`]: by default
-//! [`super::parse_float`] (`lexical-parse-float`, correctly rounded like core's `dec2flt` and
-//! serde_json's `float_roundtrip` parser, which the tests below check against); the npm package
+//! [`super::parse_float`] (Rust's `str::parse`, correctly rounded like serde_json's
+//! `float_roundtrip` parser); the npm package
 //! passes the JavaScript engine's own (see `wasm/README.md`, "Size").
 //!
 //! Error columns are 1-based byte columns: at the offending byte for syntax errors, just after
