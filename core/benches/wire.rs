@@ -1,5 +1,7 @@
-//! Wire-format throughput on the benchmark trace shape of issue 17 (the "anchor stream"): 1M single-block
-//! `BlockStored` events (16 tokens, mixed GPU/CPU media, a parent chain), 16 events per batch.
+//! Wire-format throughput on the bench trace: 1M single-block `BlockStored` events (16 tokens,
+//! every 4th on CPU, a parent chain per 64-block request), 16 events per batch. The msgspec
+//! comparison on issue 17's anchor stream (one chain, GPU/CPU alternating) is
+//! `scripts/bench-decode.sh` (`examples/decode_anchor.rs`).
 //!
 //! * `KVSCOPE_BENCH_EVENTS=N` scales the trace (default 1,000,000).
 //! * Unless `KVSCOPE_BENCH_MSGSPEC=0`, the stream is also written (length-prefixed payloads) to

@@ -154,6 +154,19 @@ macro_rules! define_events {
                 }
             }
 
+            /// [`Self::slot`] by position in `BlockStored::FIELDS` (`None` past the end).
+            pub fn slot_at(&mut self, index: usize) -> Option<(&'static str, FieldSlot<'_>)> {
+                let mut i = 0;
+                $(
+                    if i == index {
+                        return Some((stringify!($sname), FieldValue::slot(&mut self.$sname)));
+                    }
+                    i += 1;
+                )*
+                let _ = i;
+                None
+            }
+
             /// A `BlockStored` of the fields read; `Err(name)` for a missing required field.
             pub fn block_stored(self) -> Result<BlockStored, &'static str> {
                 Ok(BlockStored { $( $sname: FieldValue::take(self.$sname, stringify!($sname))?, )* })

@@ -503,6 +503,16 @@ impl<'a> Reader<'a> {
 
     /// A string's raw bytes (no UTF-8 check: used for keys and tags compared to ASCII names).
     fn str_bytes(&mut self) -> Res<&'a [u8]> {
+        // Fast path: a whole fixstr (every key and tag vLLM writes).
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b & 0xe0 == 0xa0 {
+                let start = self.pos + 1;
+                if let Some(s) = self.buf.get(start..start + usize::from(b & 0x1f)) {
+                    self.pos = start + s.len();
+                    return Ok(s);
+                }
+            }
+        }
         let (m, at) = self.marker()?;
         let len = match m {
             Marker::FixStr(n) => usize::from(n),
@@ -515,6 +525,9 @@ impl<'a> Reader<'a> {
     fn event_map(&mut self, n: usize, at: usize) -> Res<KvEvent> {
         let mut fields = EventFields::default();
         let mut tag: Option<&'a [u8]> = None;
+        // Where the next key is expected in `BlockStored::FIELDS` (msgspec writes declaration
+        // order), so that a key usually costs one comparison.
+        let mut next = 0;
         for _ in 0..n {
             let key = self.str_bytes().map_err(|e| ctx(e, format_args!("key")))?;
             if key == b"type" {
@@ -524,7 +537,7 @@ impl<'a> Reader<'a> {
                 );
                 continue;
             }
-            match std::str::from_utf8(key).ok().and_then(|k| fields.slot(k)) {
+            match field_named(key, &mut next).and_then(|i| fields.slot_at(i)) {
                 Some((name, slot)) => self
                     .field(slot)
                     .map_err(|e| ctx(e, format_args!("field {name}")))?,
@@ -582,6 +595,22 @@ impl<'a> Reader<'a> {
         }
         Ok(())
     }
+}
+
+/// The field whose wire name is `key` (raw bytes: the names are ASCII, so no UTF-8 check is
+/// needed), searched from `next` on, then from the start; `next` moves past the field found.
+/// `BlockStored`'s fields include `BlockRemoved`'s, so one table serves both.
+fn field_named(key: &[u8], next: &mut usize) -> Option<usize> {
+    let specs = BlockStored::FIELDS;
+    let from = (*next).min(specs.len());
+    let is = |s: &FieldSpec| s.name.as_bytes() == key;
+    let found = specs[from..]
+        .iter()
+        .position(is)
+        .map(|i| from + i)
+        .or_else(|| specs[..from].iter().position(is))?;
+    *next = found + 1;
+    Some(found)
 }
 
 /// The event of `tag` from the fields read (`what` names a field in errors: key or position).

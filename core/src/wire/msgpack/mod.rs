@@ -95,6 +95,13 @@ pub fn decode_stream_with_progress(
             raw: None,
             origin: seq + 1,
         }));
+        if seq == 0 {
+            // Batches of a stream are usually alike: reserve for as many as the first one's
+            // size suggests, capped at one record per 256 input bytes so that a tiny first
+            // batch cannot reserve much more than the input (wasm memory is never returned).
+            let estimate = bytes.len() / r.pos.max(1);
+            records.reserve(estimate.min(bytes.len() / 256));
+        }
         seq += 1;
         progress(r.pos);
     }

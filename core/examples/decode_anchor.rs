@@ -1,0 +1,181 @@
+//! The decode benchmark's anchor stream (issue 17), written and timed with kvscope's own code:
+//! 1M map-form `BlockStored` events, 16 per batch, one block each, 16 tokens `0..16`, a
+//! single parent chain through every event, media alternating GPU (even) / CPU (odd),
+//! `group_idx` 0, `kv_cache_spec_kind` `"full_attention"`, `ts` 1.7e9 + batch number, rank 0.
+//! The block hashes are Python's `random.Random(1).getrandbits(64)` sequence (MT19937 below),
+//! so the bytes are the ones a Python generator with msgspec's encoder writes for the same
+//! events.
+//!
+//! ```text
+//! decode_anchor write DIR [EVENTS]   # DIR/stream.msgpack and DIR/stream.lp (u32-LE framed)
+//! decode_anchor time FILE            # seconds of one `wire::read_trace` (file read excluded)
+//! ```
+//!
+//! `scripts/bench-decode.sh` runs both and msgspec alternately and prints the median ratio.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use kvscope_core::event::{BlockStored, KvEvent, KvEventBatch};
+use kvscope_core::hash::BlockHash;
+use kvscope_core::wire::msgpack::encode_batch_into;
+use kvscope_core::wire::{read_trace, EventEncoding};
+
+const EVENTS_PER_BATCH: usize = 16;
+
+/// CPython's Mersenne Twister (`Modules/_randommodule.c`): `random.Random(seed)` for a small
+/// non-negative int seed, and `getrandbits(64)`.
+struct Mt {
+    state: [u32; 624],
+    index: usize,
+}
+
+impl Mt {
+    /// `random.Random(seed)`: `init_by_array` with the seed as one 32-bit key word.
+    fn new(seed: u32) -> Mt {
+        let mut mt = [0u32; 624];
+        mt[0] = 19_650_218;
+        for i in 1..624 {
+            mt[i] = 1_812_433_253u32
+                .wrapping_mul(mt[i - 1] ^ (mt[i - 1] >> 30))
+                .wrapping_add(i as u32);
+        }
+        let key = [seed];
+        let (mut i, mut j) = (1usize, 0usize);
+        for _ in 0..624 {
+            mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_664_525))
+                .wrapping_add(key[j])
+                .wrapping_add(j as u32);
+            i += 1;
+            j += 1;
+            if i >= 624 {
+                mt[0] = mt[623];
+                i = 1;
+            }
+            if j >= key.len() {
+                j = 0;
+            }
+        }
+        for _ in 0..623 {
+            mt[i] = (mt[i] ^ (mt[i - 1] ^ (mt[i - 1] >> 30)).wrapping_mul(1_566_083_941))
+                .wrapping_sub(i as u32);
+            i += 1;
+            if i >= 624 {
+                mt[0] = mt[623];
+                i = 1;
+            }
+        }
+        mt[0] = 0x8000_0000;
+        Mt {
+            state: mt,
+            index: 624,
+        }
+    }
+
+    fn next_u32(&mut self) -> u32 {
+        if self.index >= 624 {
+            for k in 0..624 {
+                let y = (self.state[k] & 0x8000_0000) | (self.state[(k + 1) % 624] & 0x7fff_ffff);
+                let mag = if y & 1 == 1 { 0x9908_b0df } else { 0 };
+                self.state[k] = self.state[(k + 397) % 624] ^ (y >> 1) ^ mag;
+            }
+            self.index = 0;
+        }
+        let mut y = self.state[self.index];
+        self.index += 1;
+        y ^= y >> 11;
+        y ^= (y << 7) & 0x9d2c_5680;
+        y ^= (y << 15) & 0xefc6_0000;
+        y ^ (y >> 18)
+    }
+
+    /// `getrandbits(64)`: the first 32-bit output is the low word.
+    fn bits64(&mut self) -> u64 {
+        let lo = u64::from(self.next_u32());
+        let hi = u64::from(self.next_u32());
+        (hi << 32) | lo
+    }
+}
+
+/// The anchor stream's batches (`events` rounded down to whole batches).
+fn anchor_batches(events: usize) -> Vec<KvEventBatch> {
+    let mut rng = Mt::new(1);
+    let mut prev: Option<u64> = None;
+    (0..events / EVENTS_PER_BATCH)
+        .map(|b| KvEventBatch {
+            ts: 1.7e9 + b as f64,
+            events: (0..EVENTS_PER_BATCH)
+                .map(|i| {
+                    let h = rng.bits64();
+                    let parent = prev.replace(h);
+                    KvEvent::BlockStored(BlockStored {
+                        block_hashes: vec![BlockHash::Int(h)],
+                        parent_block_hash: parent.map(BlockHash::Int),
+                        token_ids: (0..16).collect(),
+                        block_size: 16,
+                        medium: Some(if i % 2 == 1 { "CPU" } else { "GPU" }.into()),
+                        group_idx: Some(0),
+                        kv_cache_spec_kind: Some("full_attention".into()),
+                        ..Default::default()
+                    })
+                })
+                .collect(),
+            data_parallel_rank: Some(0),
+        })
+        .collect()
+}
+
+fn write(dir: &str, events: usize) -> std::io::Result<()> {
+    let mut stream = Vec::new();
+    let mut framed = Vec::new();
+    let mut payload = Vec::new();
+    for batch in anchor_batches(events) {
+        payload.clear();
+        encode_batch_into(&mut payload, &batch, EventEncoding::Map);
+        stream.extend_from_slice(&payload);
+        framed.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        framed.extend_from_slice(&payload);
+    }
+    let dir = std::path::Path::new(dir);
+    std::fs::write(dir.join("stream.msgpack"), &stream)?;
+    std::fs::write(dir.join("stream.lp"), &framed)?;
+    println!(
+        "wrote {events} events, {:.1} MB, to {}",
+        stream.len() as f64 / 1e6,
+        dir.display()
+    );
+    Ok(())
+}
+
+fn time(file: &str) -> Result<(), String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
+    if std::env::var_os("DECODE_ANCHOR_WARM").is_some() {
+        // Diagnostic: decode and drop once first, so that the timed decode reuses memory the
+        // allocator already holds (how much of the time is the kernel's fresh pages).
+        drop(black_box(read_trace(&bytes, "bench")));
+    }
+    let t = Instant::now();
+    let trace = read_trace(black_box(&bytes), "bench").map_err(|e| e.to_string())?;
+    let secs = t.elapsed().as_secs_f64();
+    let events: usize = trace.batches().map(|b| b.events.len()).sum();
+    black_box(&trace);
+    println!("kvscope {secs:.3} ({events} events)");
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["write", dir] => write(dir, 1_000_000).map_err(|e| e.to_string()),
+        ["write", dir, n] => match n.parse() {
+            Ok(n) => write(dir, n).map_err(|e| e.to_string()),
+            Err(e) => Err(format!("EVENTS: {e}")),
+        },
+        ["time", file] => time(file),
+        _ => Err("usage: decode_anchor write DIR [EVENTS] | decode_anchor time FILE".into()),
+    };
+    if let Err(e) = result {
+        eprintln!("decode_anchor: {e}");
+        std::process::exit(2);
+    }
+}
