@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what kvscope's build and tests need, only when missing or at the wrong version.
-# Idempotent; safe to run on every `make serve` / `make test`. Pins: ../shared/reference/toolchain.md.
+# Idempotent; safe to run on every `make serve` / `make test`. Pins and why: docs/web-build.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,5 +1,5 @@
-//! The benchmark trace shape (DECISIONS.md), shared by `benches/analysis.rs`,
-//! `benches/jsonl_ab.rs` and `examples/seek_probe.rs`.
+//! The benchmark trace shape (each request's GPU chain, then its CPU job), shared by
+//! `benches/analysis.rs`, `benches/jsonl_ab.rs` and `examples/seek_probe.rs`.
 
 use kvscope_core::consumers::testkit::stored;
 use kvscope_core::event::KvEvent;
