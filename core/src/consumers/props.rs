@@ -78,9 +78,8 @@ fn event() -> impl Strategy<Value = KvEvent> {
                     extra_keys,
                     group_idx: group,
                     kv_cache_spec_kind: kind.map(str::to_owned),
-                    kv_cache_spec_sliding_window: None,
-                    locality: None,
                     ownership: ownership.map(str::to_owned),
+                    ..BlockStored::default()
                 })
             },
         );

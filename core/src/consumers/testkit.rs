@@ -44,15 +44,8 @@ pub fn stored_raw(hashes: &[u64], parent: Option<u64>, medium: Option<&str>, bs:
         parent_block_hash: parent.map(BlockHash::Int),
         token_ids,
         block_size: bs,
-        lora_id: None,
         medium: medium.map(str::to_owned),
-        lora_name: None,
-        extra_keys: None,
-        group_idx: None,
-        kv_cache_spec_kind: None,
-        kv_cache_spec_sliding_window: None,
-        locality: None,
-        ownership: None,
+        ..BlockStored::default()
     })
 }
 
