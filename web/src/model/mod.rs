@@ -284,11 +284,18 @@ pub const CHILD_FIRST: &str = "child-before-parent";
 /// The rule of per-model loss findings, left out of the default violation navigation.
 pub const CONSUMER_LOSS: &str = "consumer-loss";
 
-/// Whether a violation passes a rule filter (`None`: every rule but [`CONSUMER_LOSS`]).
+/// Whether a violation passes a rule filter (`None`: every rule but [`CONSUMER_LOSS`] and the
+/// routing preconditions, which explain losses rather than mark an event's order).
 pub fn rule_matches(v: &Violation, rule: Option<&str>) -> bool {
     match rule {
         Some(r) => v.rule == r,
-        None => v.rule != CONSUMER_LOSS,
+        None => {
+            v.rule != CONSUMER_LOSS
+                && !v
+                    .rule
+                    .parse::<kvscope_core::analysis::Rule>()
+                    .is_ok_and(kvscope_core::analysis::Rule::is_routing_precondition)
+        }
     }
 }
 
