@@ -518,9 +518,9 @@ impl Model {
         self.kinds.get(i as usize).copied()
     }
 
-    /// Whether the event at `i` is a violation.
+    /// Whether the event at `i` is a violation (of the rules [`rule_matches`] keeps by default).
     pub fn is_violation(&self, i: u32) -> bool {
-        self.violations_at(i).any(|v| v.rule != CONSUMER_LOSS)
+        self.violations_at(i).any(|v| rule_matches(v, None))
     }
 
     /// Violations at event `i`.
