@@ -20,25 +20,8 @@ use kvscope_core::order::OrderMode;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-/// Every upstream fixture: the stems of `tests/fixtures/vllm/*.json`, read from the directory
-/// so a new fixture is never silently skipped.
-fn fixture_names() -> Vec<String> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/vllm");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
-        .map(|p| p.file_stem().unwrap().to_str().unwrap().to_owned())
-        .collect();
-    names.sort();
-    assert!(
-        names.len() >= 10,
-        "only {} fixtures in {}",
-        names.len(),
-        dir.display()
-    );
-    names
-}
+mod common;
+use common::fixture_names;
 const MODES: &[&str] = &["fixed", "legacy"];
 
 fn fixture_dir() -> PathBuf {
