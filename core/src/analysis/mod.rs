@@ -27,6 +27,7 @@ mod preconditions;
 mod preconditions;
 pub mod rules;
 mod run;
+mod watch;
 
 use serde::{Deserialize, Serialize};
 

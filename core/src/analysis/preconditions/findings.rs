@@ -1,10 +1,10 @@
 //! The precondition findings: one per condition, with its counts and the upstream behaviour
 //! that makes it cost routing (`docs/rules.md`, "Routing preconditions").
 
-use super::{At, Preconditions, Tally, LISTED_HASHES};
-use crate::analysis::{EventIndex, Finding, Rule};
-use crate::consumers::{AnyConsumer, BlockSizes, ConsumerConfig, ConsumerKind, Interner};
-use crate::trace::{Trace, TraceRecord};
+use super::{At, Context, Preconditions, Tally, LISTED_HASHES};
+use crate::analysis::{Finding, Rule};
+use crate::consumers::{AnyConsumer, BlockSizes, ConsumerKind};
+use crate::trace::TraceRecord;
 
 impl Preconditions {
     /// The findings, once every event was delivered (the models still alive).
@@ -339,17 +339,6 @@ fn gcd(a: u32, b: u32) -> u32 {
     } else {
         gcd(b, a % b)
     }
-}
-
-/// What the findings need from the run.
-pub(crate) struct Context<'a> {
-    pub(crate) trace: &'a Trace,
-    pub(crate) index: &'a EventIndex,
-    pub(crate) consumers: &'a [AnyConsumer],
-    pub(crate) kinds: &'a [ConsumerKind],
-    pub(crate) consumer_config: &'a ConsumerConfig,
-    pub(crate) interner: &'a Interner,
-    pub(crate) silent_factor: u32,
 }
 
 impl Context<'_> {

@@ -14,29 +14,10 @@ use crate::trace::{Trace, TraceRecord};
 
 mod findings;
 
-pub(crate) use findings::Context;
-
-/// The default `silent-source` factor: a source silent for more than this many times its
-/// median interval between batches, while other sources publish, is reported.
-pub const SILENT_SOURCE_FACTOR: u32 = 10;
+pub(crate) use super::watch::{At, Context, SILENT_SOURCE_FACTOR};
 
 /// How many hashes a finding lists (the message gives the full count).
 const LISTED_HASHES: usize = 32;
-
-/// Where an event is: what a finding points at.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct At {
-    /// Global event index.
-    pub(crate) event: usize,
-    /// The batch's line (msgpack: batch number).
-    pub(crate) line: u64,
-    /// Position in the batch.
-    pub(crate) pos: u32,
-    /// Interned source.
-    pub(crate) source: u32,
-    /// The batch's record index.
-    pub(crate) record: u32,
-}
 
 /// One condition, aggregated: where it was first seen and how much it covers.
 #[derive(Clone, Debug)]
