@@ -23,6 +23,7 @@ mod lru;
 pub mod request;
 mod scheduler;
 mod tiering;
+mod touch;
 pub mod tracker;
 
 use crate::scenario::{HashFormat, Scenario};
