@@ -67,15 +67,42 @@ def _spec(block_size, blocks_per_chunk, manager):
     )
 
 
-class _SetOrderJobStatus(osched.TransferJobStatus):
-    """`order = "cpython"`: a store job keeps its keys as `set(set(keys))`, as vLLM up to
-    0.29.0 did (`_build_store_jobs`: `TransferJobStatus(keys=set(keys_to_store))` over
-    `keys_to_store = set(...)`); 0.34.0 keeps them in prefix order (a tuple)."""
+_JOB_STATUS = osched.TransferJobStatus  # vLLM's own, before a run replaces it
+
+
+def keeps_set_order():
+    """True when this vLLM keeps a store job's keys in a set (`TransferJobStatus.keys:
+    set[OffloadKey]`, 0.28.0 and 0.29.0), False when in prefix order (a tuple, 0.34.0)."""
+    return "set" in str(_JOB_STATUS.__annotations__["keys"])
+
+
+class _SetOrderJobStatus(_JOB_STATUS):
+    """`order = "cpython"` on a vLLM that keeps prefix order (0.34.0): a store job keeps its
+    keys as `set(set(keys))`, as 0.28.0/0.29.0 do (`_build_store_jobs`:
+    `TransferJobStatus(keys=set(keys_to_store))` over `keys_to_store = set(...)`)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.is_store:
             self.keys = set(set(self.keys))
+
+
+_SCHEDULER = []  # the run's OffloadingConnectorScheduler, for _PrefixOrderJobStatus
+
+
+class _PrefixOrderJobStatus(_JOB_STATUS):
+    """`order = "fixed"` on a vLLM that keeps a set (0.28.0): a store job's keys in prefix
+    order (the request's offload keys, group by group), the proposed fix, as
+    `tuple(dict.fromkeys(store_output.keys_to_store))` in 0.34.0. Only the iteration order
+    changes: the same keys reach `complete_store`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.is_store:
+            state = _SCHEDULER[0]._req_status[self.req_id]
+            prefix = [k for g in state.group_states for k in g.offload_keys]
+            rank = {k: i for i, k in reversed(list(enumerate(prefix)))}
+            self.keys = sorted(self.keys, key=rank.__getitem__)
 
 
 def build(
@@ -89,10 +116,13 @@ def build(
     fs=True,
 ):
     kv_cache_utils.NONE_HASH = sha256_cbor("vllm-none-hash")
-    if order == "cpython":
+    assert order in ("fixed", "cpython"), order
+    osched.TransferJobStatus = _JOB_STATUS
+    if keeps_set_order():
+        if order == "fixed":
+            osched.TransferJobStatus = _PrefixOrderJobStatus
+    elif order == "cpython":
         osched.TransferJobStatus = _SetOrderJobStatus
-    else:
-        assert order == "fixed", order
     if fs:
         manager, fs_tier, root = tiers.build_tiering_manager(
             capacity_chunks, block_size, blocks_per_chunk, fs_root=fs_root, locality=locality
@@ -102,7 +132,9 @@ def build(
         from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
 
         manager = CPUOffloadingManager(
-            num_chunks=capacity_chunks, cache_policy="lru", enable_events=True
+            **{tiers._capacity_kwarg(CPUOffloadingManager): capacity_chunks},
+            cache_policy="lru",
+            enable_events=True,
         )
         fs_tier, root = None, None
     kv_spec = FullAttentionSpec(
@@ -122,6 +154,7 @@ def build(
     sched = osched.OffloadingConnectorScheduler(
         _spec(block_size, blocks_per_chunk, manager), vllm_config, kv_cache_config
     )
+    _SCHEDULER[:] = [sched]
     return sched, manager, fs_tier, root
 
 
@@ -298,6 +331,7 @@ class Run:
             kv_connector_block_state=None,
             new_block_ids_to_zero=None,
             scheduled_spec_decode_tokens={},
+            partial_tail_offloads=None,  # 0.28.0 reads it (SchedulerOutput default)
         )
         meta = s.build_connector_meta(out)
         for rid, n in num_sched.items():

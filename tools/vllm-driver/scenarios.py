@@ -1,7 +1,7 @@
 """Issue 19's tiering scenarios, run through vLLM's real classes (`engine.Run`).
 
-    VLLM_SRC=/tmp/vllm-0.34.0 python scenarios.py OUT_DIR            # both orders
-    VLLM_SRC=/tmp/vllm-0.34.0 python scenarios.py OUT_DIR --order fixed --only NAME
+    VLLM_SRC=/tmp/vllm-0.28.0 python scenarios.py OUT_DIR            # both orders
+    VLLM_SRC=/tmp/vllm-0.28.0 python scenarios.py OUT_DIR --order fixed --only NAME
 
 Writes `<name>.<order>.msgpack` (concatenated `KVEventBatch` payloads, one per step that had
 events) and `<name>.json` (inputs, vLLM version, per order the decoded batches with byte
@@ -19,7 +19,6 @@ import msgspec
 
 import engine
 
-VLLM_VERSION = "0.34.0"
 
 # Each scenario: capacity, requests, then per step (schedule, FS jobs whose I/O finishes
 # during that step's model run, in completion order). FS job ids are the tiering manager's
@@ -41,19 +40,34 @@ def fs_cascade_out_of_order(order):
     return r
 
 
+def _preload(root, tokens):
+    """Another instance (its own run, same FS directory) stores `tokens` on the FS tier."""
+    other = engine.Run(16, order="fixed", fs_root=root)
+    other.add_request("r0", tokens)
+    n = len(tokens)
+    other.step([("r0", n)])  # FS existence check: RETRY
+    other.step([("r0", n)])  # MISS: CPU store, cascade FS job 0
+    other.step([], fs_release=[0])
+    other.step([])  # STORAGE
+    assert other.fs._pool.pending() == [] and len(other.batches) == 2, other.log
+
+
 def fs_promotion_evicts(order):
-    """CPU of 2 chunks: r1 evicts r0 (already on FS); r2 shares r0's prefix, so its lookup
-    promotes r0's chunks from FS, each promotion evicting one of r1's chunks."""
-    r = engine.Run(2, order=order, gpu_prefix_cache=False)
-    r.add_request("r0", range(1, 9))
-    r.add_request("r1", range(101, 109))
+    """Another instance wrote r0 = 1..8 to the FS directory. This instance's CPU holds 4
+    chunks: r1 = 101..116 fills it (stored, cascaded, FS I/O done during step 2); r2 =
+    1..8,301,302 finds r0's chunks on FS, and each promotion's `prepare_write([key])`
+    evicts one of r1's chunks, least recently stored first (one CPU `BlockRemoved` per
+    key; which ones depends on the store job's key order); the promotion's completion
+    stores both chunks on CPU, then r2 loads them."""
+    root = tempfile.mkdtemp(prefix="kvscope-fs-promote-")
+    _preload(root, range(1, 9))
+    r = engine.Run(4, order=order, fs_root=root, gpu_prefix_cache=False)
+    r.add_request("r1", range(101, 117))
     r.add_request("r2", [*range(1, 9), 301, 302])
-    r.step([("r0", 8)])  # RETRY
-    r.step([("r0", 8)])  # store r0 (CPU), cascade FS job 0
-    r.step([("r1", 8)], fs_release=[0])  # r1 RETRY; FS job 0's I/O done
-    r.step([("r1", 8)])  # STORAGE r0; r1 evicts r0 on CPU, cascade FS job 1
-    r.step([], fs_release=[1])  # FS job 1's I/O done (r1's CPU chunks still pinned)
-    for _ in range(5):  # r2: FS HIT -> promotions evicting r1 on CPU, then the load
+    r.step([("r1", 16)])  # RETRY
+    r.step([("r1", 16)])  # store r1 (CPU), cascade FS job 0
+    r.step([], fs_release=[0])  # FS job 0's I/O done, reported by the next poll
+    for _ in range(6):  # r2: probe, promotions evicting r1 on CPU, then the load
         r.step([("r2", 10)], fs_release=r.fs._pool.pending())
     return r
 
@@ -63,13 +77,7 @@ def fs_preloaded(order):
     finds chunks 0, 1 on FS (promotion), then stores chunks 2, 3, whose STORAGE parent was
     never announced by this instance."""
     root = tempfile.mkdtemp(prefix="kvscope-fs-preload-")
-    other = engine.Run(16, order="fixed", fs_root=root)
-    other.add_request("r0", range(1, 9))
-    other.step([("r0", 8)])
-    other.step([("r0", 8)])
-    other.step([], fs_release=[0])
-    other.step([])
-    assert other.fs._pool.pending() == [] and len(other.batches) == 2, other.log
+    _preload(root, range(1, 9))
     r = engine.Run(16, order=order, fs_root=root)
     r.add_request("r1", range(1, 17))
     for _ in range(8):
@@ -98,6 +106,18 @@ SCENARIOS = {
 }
 
 
+def vllm_version():
+    """The version of the unzipped wheel (`vllm/_version.py`)."""
+    ns = {}
+    with open(os.path.join(os.environ["VLLM_SRC"], "vllm", "_version.py")) as f:
+        exec(f.read(), ns)
+    return ns["__version__"]
+
+
+def _capacity(cpu):
+    return getattr(cpu, "_num_chunks", None) or cpu._num_blocks  # 0.34.0 / 0.28.0
+
+
 def run_one(name, order):
     r = SCENARIOS[name](order)
     stream = b"".join(p for _, p in r.batches)
@@ -113,7 +133,7 @@ def run_one(name, order):
     inputs = {
         "block_size": r.block_size,
         "blocks_per_chunk": r.sched.config.blocks_per_chunk,
-        "capacity_chunks": getattr(r.manager, "primary_tier", r.manager)._num_chunks,
+        "capacity_chunks": _capacity(getattr(r.manager, "primary_tier", r.manager)),
         "workers": r.workers,
         "reports": {str(j): {str(w): at for w, at in ws.items()} for j, ws in r.reports.items()},
         "requests": {rid: {"tokens": list(q.prompt_token_ids)} for rid, q in r.reqs.items()},
@@ -135,7 +155,7 @@ def main():
         return
     os.makedirs(out, exist_ok=True)
     for name, fn in SCENARIOS.items():
-        doc = {"name": name, "what": fn.__doc__, "vllm_version": VLLM_VERSION, "modes": {}}
+        doc = {"name": name, "what": fn.__doc__, "vllm_version": vllm_version(), "modes": {}}
         for order, seed in (("fixed", "0"), ("cpython", "0")):
             env = dict(os.environ, PYTHONHASHSEED=seed)
             res = subprocess.run(
