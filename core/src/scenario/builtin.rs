@@ -65,7 +65,15 @@ pub const BUILTINS: &[Builtin] = &[
     ),
     builtin!(
         "fs-cascade-out-of-order",
-        "CPU + FS tier: lookups wait on the FS check, FS jobs finish 2, 0, 1 (vLLM 0.34.0)"
+        "CPU + FS tier: lookups wait on the FS check, FS jobs finish 2, 0, 1 (vLLM 0.28.0)"
+    ),
+    builtin!(
+        "fs-promotion-evicts",
+        "CPU + FS tier: promotions from FS evict CPU chunks one key at a time (vLLM 0.28.0)"
+    ),
+    builtin!(
+        "fs-preloaded",
+        "FS directory filled by another instance: promotion, then STORAGE parents never announced"
     ),
     builtin!(
         "legacy-vs-fixed",

@@ -76,13 +76,9 @@ impl Engine<'_> {
                     self.cpu.complete_load(&j.keys);
                     if j.success {
                         let tier = &mut self.tiers[ti];
+                        // vLLM 0.28.0 has no `mark_present`: a cached FS verdict (a miss
+                        // probed before this store) stays a miss while a request holds it
                         tier.stored.extend(j.keys.iter().copied());
-                        // AsyncLookupManager.mark_present: a cached verdict becomes a hit
-                        for k in &j.keys {
-                            if let Some(p) = tier.probes.get_mut(k) {
-                                p.1 = Some(true);
-                            }
-                        }
                         tier.events.push((
                             RawEvent {
                                 keys: j.keys.clone(),
@@ -181,7 +177,9 @@ impl Engine<'_> {
                         .entry((ti, r))
                         .or_default()
                         .push(*key);
-                    LookupResult::Retry
+                    // `MISS if not promoted else HIT_PENDING`: the connector counts the
+                    // chunk and defers the request
+                    LookupResult::HitPending
                 }
             };
         }
