@@ -35,8 +35,9 @@ pub struct Scenario {
     /// Seed for generated token ids, latencies, worker lag and legacy permutations.
     #[serde(default)]
     pub seed: u64,
-    /// How a store job's keys are ordered at `complete_store`: `cpython` (what vLLM does
-    /// today), `fixed` (the proposed fix) or `legacy` (a seeded stand-in for set order).
+    /// How a store job's keys are ordered at `complete_store`: `cpython` (what vLLM
+    /// 0.28.0-0.33.0 do), `fixed` (prefix order: the proposed fix, upstream from 0.34.0) or
+    /// `legacy` (a seeded stand-in for set order).
     #[serde(default = "default_order")]
     pub order: OrderMode,
     /// Block hashing options.
