@@ -544,6 +544,7 @@ mod tiering {
                     }
                 }
                 let mut media = std::collections::BTreeSet::new();
+                let mut placeholders = 0;
                 for b in m["batches"].as_array().expect("batches") {
                     for e in b["events"].as_array().expect("events") {
                         let ctx = format!("{name}.{mode} step {} {e}", b["step"]);
@@ -557,7 +558,13 @@ mod tiering {
                             assert!(blocks.contains_key(h), "{ctx}: unknown hash");
                         }
                         media.insert(e["medium"].as_str().expect("medium").to_owned());
-                        if e["type"] == "BlockStored" {
+                        if e["type"] == "BlockStored" && e["block_size"] == 0 {
+                            // a placeholder: its chunk's metadata was popped by a CPU removal
+                            // translated earlier in the same batch (0.28.0's tracker)
+                            assert_eq!(e["parent_block_hash"], Value::Null, "{ctx}");
+                            assert_eq!(e["token_ids"], serde_json::json!([]), "{ctx}");
+                            placeholders += 1;
+                        } else if e["type"] == "BlockStored" {
                             let (parent, toks) = &blocks[&hashes[0]];
                             assert_eq!(e["parent_block_hash"].as_u64(), *parent, "{ctx}");
                             let got: Vec<u64> = e["token_ids"]
@@ -579,6 +586,8 @@ mod tiering {
                 let want: std::collections::BTreeSet<String> =
                     tiers.iter().map(|s| s.to_string()).collect();
                 assert_eq!(media, want, "{name}.{mode}: media");
+                // only fs_next_step evicts a chunk in the step its cascade is reported
+                assert_eq!(placeholders > 0, name == "fs_next_step", "{name}.{mode}");
             }
         }
     }

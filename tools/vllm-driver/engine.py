@@ -183,11 +183,16 @@ class Run:
         fs=True,
         workers=1,
         reports=None,
+        next_step=False,
     ):
         # reports: {connector job id: {worker: step}}: that worker reports the job at that
         # step; every other (job, worker) reports in the step that created the job.
         self.workers = workers
         self.reports = reports or {}
+        # next_step: the default report comes at the step after the job's creation (vLLM's
+        # real loop: the worker finishes the transfer during the next model run); else in
+        # the creation step
+        self.next_step = next_step
         self.due = [[] for _ in range(workers)]  # per worker: (step, job id)
         self.aggregator = KVOutputAggregator(workers)
         self.block_size = block_size
@@ -322,7 +327,9 @@ class Run:
                 num_sched[rid] = n
         out = ns(
             scheduled_new_reqs=new_reqs,
-            scheduled_cached_reqs=ns(req_ids=cached_ids, new_block_ids=cached_new_blocks),
+            scheduled_cached_reqs=ns(
+                req_ids=cached_ids, new_block_ids=cached_new_blocks, resumed_req_ids=set()
+            ),
             num_scheduled_tokens=num_sched,
             total_num_scheduled_tokens=sum(num_sched.values()),
             finished_req_ids=set(),
@@ -342,7 +349,8 @@ class Run:
         self.log.append((self.step_no, "jobs", sorted(meta.store_jobs), sorted(meta.load_jobs)))
         for j in created:
             for w in range(self.workers):
-                at = self.reports.get(j, {}).get(w, self.step_no)
+                default = self.step_no + 1 if self.next_step else self.step_no
+                at = self.reports.get(j, {}).get(w, default)
                 assert at >= self.step_no, (j, w, at)
                 self.due[w].append((at, j))
         outputs = []

@@ -85,6 +85,28 @@ def fs_preloaded(order):
     return r
 
 
+def fs_next_step(order):
+    """vLLM's real loop, where a worker reports a transfer job at the step after its creation
+    (next-step completion), with the FS tier: the directory already holds 1..8 (another
+    instance); CPU 6 chunks. r1 = 101..116 and r3 = 201..208 are stored (reported at step 2,
+    so their cascades are created at step 2); the FS I/O finishes r3's cascade before r1's;
+    r2 = 1..8,301..305 probes, promotes 1..8 from FS (evicting r1's chunks), loads them,
+    then stores its third chunk (evicting again)."""
+    root = tempfile.mkdtemp(prefix="kvscope-fs-next-")
+    _preload(root, range(1, 9))
+    r = engine.Run(6, order=order, fs_root=root, gpu_prefix_cache=False, next_step=True)
+    r.add_request("r1", range(101, 117))
+    r.add_request("r3", range(201, 209))
+    r.add_request("r2", [*range(1, 9), *range(301, 306)])
+    r.step([("r1", 16), ("r3", 8)])  # RETRY
+    r.step([("r1", 16), ("r3", 8)])  # store jobs 0, 1 (reported at step 2)
+    r.step([])  # CPU stored; cascades: tier jobs 0 (r1), 1 (r3)
+    r.step([("r2", 13)], fs_release=[1, 0])  # r2 RETRY; FS I/O: r3's, then r1's
+    for _ in range(8):
+        r.step([("r2", 13)], fs_release=r.fs._pool.pending())
+    return r
+
+
 def two_workers_late_report(order):
     """CPU only, two workers. r0 = 1..8 (step 0, job 0), r1 = 101..108 (step 1, job 1).
     Worker 0 reports job 0 at step 0, worker 1 at step 1 with job 1: the merged map is
@@ -103,6 +125,7 @@ SCENARIOS = {
     "fs_promotion_evicts": fs_promotion_evicts,
     "fs_preloaded": fs_preloaded,
     "two_workers_late_report": two_workers_late_report,
+    "fs_next_step": fs_next_step,
 }
 
 
@@ -135,6 +158,7 @@ def run_one(name, order):
         "blocks_per_chunk": r.sched.config.blocks_per_chunk,
         "capacity_chunks": _capacity(getattr(r.manager, "primary_tier", r.manager)),
         "workers": r.workers,
+        "next_step": r.next_step,
         "reports": {str(j): {str(w): at for w, at in ws.items()} for j, ws in r.reports.items()},
         "requests": {rid: {"tokens": list(q.prompt_token_ids)} for rid, q in r.reqs.items()},
     }
@@ -151,7 +175,9 @@ def main():
         stream, info = run_one(name, order)
         with open(os.path.join(out, f"{name}.{order}.msgpack"), "wb") as f:
             f.write(stream)
-        json.dump(info, sys.stdout, default=repr)
+        # vLLM's logger also writes to stdout (e.g. the tracker's placeholder warning): the
+        # result is the last line
+        sys.stdout.write("\n" + json.dumps(info, default=repr) + "\n")
         return
     os.makedirs(out, exist_ok=True)
     for name, fn in SCENARIOS.items():
@@ -164,7 +190,7 @@ def main():
             )
             if res.returncode != 0:
                 sys.exit(f"{name} {order}: {res.stderr}")
-            doc["modes"][order] = json.loads(res.stdout)
+            doc["modes"][order] = json.loads(res.stdout.splitlines()[-1])
         with open(os.path.join(out, f"{name}.json"), "w") as f:
             json.dump(doc, f, indent=1)
         print(name, {o: m["sha256"][:12] for o, m in doc["modes"].items()})
