@@ -37,7 +37,7 @@ pub enum OrderMode {
         /// Permutation seed (combined with the job id so jobs differ).
         seed: u64,
     },
-    /// What vLLM does today: exactly as CPython 3.11 iterates `set(set(keys_to_store))`.
+    /// What vLLM 0.28.0-0.33.0 do: exactly as CPython 3.11 iterates `set(set(keys_to_store))`.
     #[serde(rename = "cpython")]
     CPython {
         /// `PYTHONHASHSEED` (0 = hash randomisation off, zero SipHash key).

@@ -57,7 +57,7 @@ pub const BUILTINS: &[Builtin] = &[
     ),
     builtin!(
         "two-workers-late-report-cpython",
-        "the same late report in cpython order (what vLLM does today)"
+        "the same late report in cpython order (what vLLM 0.28.0-0.33.0 do)"
     ),
     builtin!(
         "two-pods-dp",
@@ -77,7 +77,7 @@ pub const BUILTINS: &[Builtin] = &[
     ),
     builtin!(
         "legacy-vs-fixed",
-        "demo: two requests in cpython order (what vLLM does today); --order fixed shows the proposed fix"
+        "demo: two requests in cpython order (vLLM 0.28.0-0.33.0); --order fixed shows prefix order (the fix, vLLM 0.34.0)"
     ),
 ];
 

@@ -11,7 +11,7 @@ pub enum OrderChoice {
     Fixed,
     /// A seeded stand-in for set order (a permutation seeded from the scenario seed).
     Legacy,
-    /// What vLLM does today: CPython 3.11 `set` order under `PYTHONHASHSEED`.
+    /// What vLLM 0.28.0-0.33.0 do: CPython 3.11 `set` order under `PYTHONHASHSEED`.
     CPython,
 }
 
