@@ -35,19 +35,20 @@ from vllm.v1.request import Request
 ns = types.SimpleNamespace
 
 
-def _spec(block_size, blocks_per_chunk, manager):
+def _spec(block_size, blocks_per_chunk, manager, groups=1):
     extra = {
         "blocks_per_chunk": blocks_per_chunk,
         "self_describing_kv_events": True,
     }
     config = ns(
-        groups=(
+        groups=tuple(
             ns(
-                group_id=0,
+                group_id=g,
                 tokens_per_block=block_size,
-                layer_names=("layer.0",),
+                layer_names=(f"layer.{g}",),
                 sliding_window_size_in_chunks=None,
-            ),
+            )
+            for g in range(groups)
         ),
         extra_config=extra,
         cache=ns(tokens_per_hash=block_size, blocks_per_chunk=blocks_per_chunk),
@@ -59,7 +60,7 @@ def _spec(block_size, blocks_per_chunk, manager):
             enable_kv_cache_events=True, self_describing_kv_events=True
         ),
         offload_prompt_only=True,
-        tokens_per_block=(block_size,),
+        tokens_per_block=(block_size,) * groups,
         tokens_per_hash=block_size,
         blocks_per_chunk=blocks_per_chunk,
         replicated_layout=False,
@@ -114,6 +115,7 @@ def build(
     order="fixed",
     fs_root=None,
     fs=True,
+    groups=1,
 ):
     kv_cache_utils.NONE_HASH = sha256_cbor("vllm-none-hash")
     assert order in ("fixed", "cpython"), order
@@ -125,7 +127,12 @@ def build(
         osched.TransferJobStatus = _SetOrderJobStatus
     if fs:
         manager, fs_tier, root = tiers.build_tiering_manager(
-            capacity_chunks, block_size, blocks_per_chunk, fs_root=fs_root, locality=locality
+            capacity_chunks,
+            block_size,
+            blocks_per_chunk,
+            fs_root=fs_root,
+            locality=locality,
+            groups=groups,
         )
     else:
         # CPU only: what CPUOffloadingSpec.get_manager builds (without the byte arithmetic)
@@ -143,7 +150,9 @@ def build(
     kv_cache_config = KVCacheConfig(
         num_blocks=1000,
         kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["layer.0"], kv_spec)],
+        # `groups` full-attention groups of the same block size (e.g. two attention types
+        # with equal specs); each has its own offload keys (the group index is in the key)
+        kv_cache_groups=[KVCacheGroupSpec([f"layer.{g}"], kv_spec) for g in range(groups)],
     )
     vllm_config = ns(
         num_hash_lookahead_tokens=0,
@@ -152,7 +161,7 @@ def build(
         parallel_config=ns(world_size=world_size, decode_context_parallel_size=1),
     )
     sched = osched.OffloadingConnectorScheduler(
-        _spec(block_size, blocks_per_chunk, manager), vllm_config, kv_cache_config
+        _spec(block_size, blocks_per_chunk, manager, groups), vllm_config, kv_cache_config
     )
     _SCHEDULER[:] = [sched]
     return sched, manager, fs_tier, root
@@ -184,6 +193,7 @@ class Run:
         workers=1,
         reports=None,
         next_step=False,
+        groups=1,
     ):
         # reports: {connector job id: {worker: step}}: that worker reports the job at that
         # step; every other (job, worker) reports in the step that created the job.
@@ -207,7 +217,9 @@ class Run:
             fs_root=fs_root,
             fs=fs,
             world_size=workers,
+            groups=groups,
         )
+        self.groups = groups
         # async load in flight (WAITING_FOR_REMOTE_KVS): rid -> tokens computed once loaded
         self.loading = {}
         self.resumed = set()  # loaded, next scheduled as a new request with its full table
@@ -297,16 +309,16 @@ class Run:
                         for i, b in enumerate(ids)
                     ]
                     req.num_computed_tokens = hit
-                    s.update_state_after_alloc(req, KVCacheBlocks((blocks,)), ext)
+                    s.update_state_after_alloc(req, KVCacheBlocks((blocks,) * self.groups), ext)
                     self.loading[rid] = hit + ext
                     self.started.add(rid)
                     continue
                 req.num_computed_tokens = hit
                 new = self._allocate(req, n)
-                s.update_state_after_alloc(req, KVCacheBlocks(([],)), 0)
+                s.update_state_after_alloc(req, KVCacheBlocks(([],) * self.groups), 0)
                 self.started.add(rid)
                 new_reqs.append(
-                    ns(req_id=rid, block_ids=(list(self.block_ids[rid]),))
+                    ns(req_id=rid, block_ids=(list(self.block_ids[rid]),) * self.groups)
                 )
                 num_sched[rid] = n - hit
             elif rid in self.loading:
@@ -320,10 +332,12 @@ class Run:
                 new = self._allocate(req, req.num_computed_tokens + n)
                 if rid in self.resumed:
                     self.resumed.discard(rid)
-                    new_reqs.append(ns(req_id=rid, block_ids=(list(self.block_ids[rid]),)))
+                    new_reqs.append(
+                        ns(req_id=rid, block_ids=(list(self.block_ids[rid]),) * self.groups)
+                    )
                 else:
                     cached_ids.append(rid)
-                    cached_new_blocks.append((new,))
+                    cached_new_blocks.append((new,) * self.groups)
                 num_sched[rid] = n
         out = ns(
             scheduled_new_reqs=new_reqs,

@@ -40,9 +40,9 @@ def fs_cascade_out_of_order(order):
     return r
 
 
-def _preload(root, tokens):
+def _preload(root, tokens, groups=1):
     """Another instance (its own run, same FS directory) stores `tokens` on the FS tier."""
-    other = engine.Run(16, order="fixed", fs_root=root)
+    other = engine.Run(16, order="fixed", fs_root=root, groups=groups)
     other.add_request("r0", tokens)
     n = len(tokens)
     other.step([("r0", n)])  # FS existence check: RETRY
@@ -107,6 +107,44 @@ def fs_next_step(order):
     return r
 
 
+def fs_two_groups(order):
+    """Two KV groups (full attention, same block size) with next-step completion and the FS
+    tier: the directory holds 1..8 in both groups; CPU 8 chunks. r1 = 101..112 stores 3
+    chunks per group (one job, 6 keys), cascaded to FS; r2 = 1..8,301..305 promotes 1..8 in
+    both groups (the second group's promotions evict r1's chunks), loads, then stores its
+    third chunk in both groups."""
+    root = tempfile.mkdtemp(prefix="kvscope-fs-groups-")
+    _preload(root, range(1, 9), groups=2)
+    r = engine.Run(8, order=order, fs_root=root, gpu_prefix_cache=False, next_step=True, groups=2)
+    r.add_request("r1", range(101, 113))
+    r.add_request("r2", [*range(1, 9), *range(301, 306)])
+    r.step([("r1", 12)])  # RETRY
+    r.step([("r1", 12)])  # store job 0 (reported at step 2)
+    r.step([])  # CPU stored; cascade tier job 0
+    for _ in range(10):
+        r.step([("r2", 13)], fs_release=r.fs._pool.pending())
+    return r
+
+
+def fs_two_workers(order):
+    """The FS tier behind two workers, next-step completion: r0 = 1..8 (step 0, job 0) and
+    r1 = 101..108 (step 2, job 1; it waited a step on the FS check). Worker 0 reports job 0
+    at step 2, worker 1 only at step 3 with job 1, so the merged map of step 3 is [1, 0]:
+    job 1's CPU events come first and its cascade (tier job 0) is submitted before job 0's
+    (tier job 1); the FS I/O then finishes tier job 1 first."""
+    r = engine.Run(16, order=order, next_step=True, workers=2, reports={0: {1: 3}})
+    r.add_request("r0", range(1, 9))
+    r.add_request("r1", range(101, 109))
+    r.step([("r0", 8)])  # RETRY
+    r.step([("r0", 8), ("r1", 8)])  # job 0 (r0); r1 RETRY
+    r.step([("r1", 8)])  # job 1 (r1); worker 0 reports job 0, worker 1 not yet
+    r.step([])  # worker 0 reports job 1, worker 1 reports {0, 1}: merged [1, 0]
+    r.step([], fs_release=list(reversed(r.fs._pool.pending())))
+    for _ in range(3):
+        r.step([], fs_release=r.fs._pool.pending())
+    return r
+
+
 def two_workers_late_report(order):
     """CPU only, two workers. r0 = 1..8 (step 0, job 0), r1 = 101..108 (step 1, job 1).
     Worker 0 reports job 0 at step 0, worker 1 at step 1 with job 1: the merged map is
@@ -126,6 +164,8 @@ SCENARIOS = {
     "fs_preloaded": fs_preloaded,
     "two_workers_late_report": two_workers_late_report,
     "fs_next_step": fs_next_step,
+    "fs_two_groups": fs_two_groups,
+    "fs_two_workers": fs_two_workers,
 }
 
 
@@ -159,6 +199,7 @@ def run_one(name, order):
         "capacity_chunks": _capacity(getattr(r.manager, "primary_tier", r.manager)),
         "workers": r.workers,
         "next_step": r.next_step,
+        "groups": r.groups,
         "reports": {str(j): {str(w): at for w, at in ws.items()} for j, ws in r.reports.items()},
         "requests": {rid: {"tokens": list(q.prompt_token_ids)} for rid, q in r.reqs.items()},
     }

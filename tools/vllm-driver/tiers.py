@@ -92,12 +92,14 @@ def _sync_lookup_manager(mgr):
     return mgr
 
 
-def _fs_spec(block_size, blocks_per_chunk, enable_events):
+def _fs_spec(block_size, blocks_per_chunk, enable_events, groups=1):
     from vllm.v1.kv_offload.base import OffloadingKVEventsConfig
 
     ns = types.SimpleNamespace
     config = ns(
-        groups=[ns(tokens_per_block=block_size, layer_names=["layer.0"])],
+        groups=[
+            ns(tokens_per_block=block_size, layer_names=[f"layer.{g}"]) for g in range(groups)
+        ],
         parallel=ns(
             tp_size=1, pp_size=1, pcp_size=1, dcp_size=1, rank=0,
             is_parallelism_agnostic=True,
@@ -140,7 +142,7 @@ def _capacity_kwarg(cls):
 
 
 def build_tiering_manager(
-    capacity_chunks, block_size, blocks_per_chunk, fs_root=None, locality=None
+    capacity_chunks, block_size, blocks_per_chunk, fs_root=None, locality=None, groups=1
 ):
     """CPU (LRU) primary + one FS tier, events enabled, tier-poll thread off (as with
     `tier_poll_interval_s <= 0`; the FS tier does not set `tolerates_off_thread_polling`)."""
@@ -154,7 +156,7 @@ def build_tiering_manager(
     )
     root = fs_root or tempfile.mkdtemp(prefix="kvscope-fs-")
     fs = fs_manager.FileSystemTierManager(
-        _fs_spec(block_size, blocks_per_chunk, True),
+        _fs_spec(block_size, blocks_per_chunk, True, groups),
         primary.get_kv_memoryview(),
         tier_type="fs",
         root_dir=root,
