@@ -1,7 +1,10 @@
 //! The tiering manager: `TieringOffloadingManager` (`vllm/v1/kv_offload/tiering/manager.py`)
 //! over the CPU primary tier and the secondary (`STORAGE`) tiers in config order: cascade
 //! store jobs after each CPU `complete_store`, promotions on a CPU miss, and the poll of
-//! finished secondary jobs (`_maybe_process_finished_jobs`, at most once per step).
+//! finished secondary jobs (`_maybe_process_finished_jobs`, at most once per step, from a
+//! lookup, a `prepare_store` or `on_schedule_end`), as in vLLM 0.28.0; the `fs` kind adds the
+//! file-system tier's asynchronous existence checks (`tiering/async_lookup.py`) and
+//! `preload`ed keys (`docs/vllm-offloading.md` facts 14-17).
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
