@@ -11,6 +11,7 @@ process with `PYTHONHASHSEED=0` (set order is CPython's for 36-byte keys under t
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -183,6 +184,8 @@ def _capacity(cpu):
 
 def run_one(name, order):
     r = SCENARIOS[name](order)
+    if r.root:
+        shutil.rmtree(r.root, ignore_errors=True)  # the FS tier's directory (temporary)
     stream = b"".join(p for _, p in r.batches)
     batches, off = [], 0
     for step, p in r.batches:
