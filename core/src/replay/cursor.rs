@@ -79,10 +79,10 @@ impl Replay {
     }
 
     fn matches(&self, event: usize, finding: Option<&Finding>, filter: &ViolationFilter) -> bool {
-        if filter.rule.is_some() || filter.ordering {
-            if !finding.is_some_and(|f| filter.keeps(f.rule)) {
-                return false;
-            }
+        if (filter.rule.is_some() || filter.ordering)
+            && !finding.is_some_and(|f| filter.keeps(f.rule))
+        {
+            return false;
         }
         if let Some(kind) = filter.consumer {
             let lost = matches!(self.event_kind(event), Some("BlockStored"))
