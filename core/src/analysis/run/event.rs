@@ -176,7 +176,8 @@ impl Run {
                         )
                         .at(origin, loc.pos as usize)
                         .source(source_name)
-                        .hashes(doubles),
+                        .hashes(doubles)
+                        .group(group),
                     );
                 }
                 // Resolve children waiting for these blocks.
@@ -240,6 +241,7 @@ impl Run {
                                 .at(worigin, wloc.pos as usize)
                                 .source(wsource)
                                 .hashes(w.hashes.to_vec())
+                                .group(w.group)
                                 .parent(*h)
                                 .related(i)
                                 .inferred(inferred)
@@ -271,7 +273,8 @@ impl Run {
                         )
                         .at(origin, loc.pos as usize)
                         .source(source_name)
-                        .hashes(unknown),
+                        .hashes(unknown)
+                        .group(group),
                     );
                 }
             }
