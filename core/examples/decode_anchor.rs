@@ -14,6 +14,8 @@
 //! `scripts/bench-decode.sh` runs both and msgspec alternately and prints the median ratio.
 
 use std::hint::black_box;
+
+use smallvec::smallvec;
 use std::time::Instant;
 
 use kvscope_core::event::{BlockStored, KvEvent, KvEventBatch};
@@ -109,7 +111,7 @@ fn anchor_batches(events: usize) -> Vec<KvEventBatch> {
                     let h = rng.bits64();
                     let parent = prev.replace(h);
                     KvEvent::BlockStored(BlockStored {
-                        block_hashes: vec![BlockHash::Int(h)],
+                        block_hashes: smallvec![BlockHash::Int(h)],
                         parent_block_hash: parent.map(BlockHash::Int),
                         token_ids: (0..16).collect(),
                         block_size: 16,

@@ -162,13 +162,14 @@ mod tests {
                     block_hashes: vec![
                         BlockHash::Int(u64::MAX - i),
                         BlockHash::Bytes(vec![7; 40].into()),
-                    ],
+                    ]
+                    .into(),
                     parent_block_hash: (i > 0).then_some(BlockHash::Int(i)),
                     token_ids: (0..(i as u32 * 37) % 300).collect(),
                     block_size: 16,
                     lora_id: None,
                     medium: Some("CPU".into()),
-                    lora_name: Some("x".repeat(i as usize % 70)),
+                    lora_name: Some("x".repeat(i as usize % 70).into()),
                     extra_keys: Some(vec![Some(ExtraValue::Array(vec![
                         ExtraValue::Str("k".into()),
                         ExtraValue::Float(0.5),
