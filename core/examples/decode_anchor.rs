@@ -8,7 +8,8 @@
 //!
 //! ```text
 //! decode_anchor write DIR [EVENTS]   # DIR/stream.msgpack and DIR/stream.lp (u32-LE framed)
-//! decode_anchor time FILE            # seconds of one `wire::read_trace` (file read excluded)
+//! decode_anchor time FILE            # wall and CPU seconds of one `wire::read_trace`
+//!                                    # (file read excluded)
 //! ```
 //!
 //! `scripts/bench-decode.sh` runs both and msgspec alternately and prints the median ratio.
@@ -149,6 +150,14 @@ fn write(dir: &str, events: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// This thread's CPU time so far (user and system, nanoseconds: the first field of
+/// `/proc/thread-self/schedstat`), or `None` where there is no such file. On a loaded machine
+/// the wall time counts other processes' turns; the CPU time does not.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
 fn time(file: &str) -> Result<(), String> {
     let bytes = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
     if std::env::var_os("DECODE_ANCHOR_WARM").is_some() {
@@ -156,12 +165,18 @@ fn time(file: &str) -> Result<(), String> {
         // allocator already holds (how much of the time is the kernel's fresh pages).
         drop(black_box(read_trace(&bytes, "bench")));
     }
+    let cpu = thread_cpu_ns();
     let t = Instant::now();
     let trace = read_trace(black_box(&bytes), "bench").map_err(|e| e.to_string())?;
     let secs = t.elapsed().as_secs_f64();
+    let cpu_secs = match (cpu, thread_cpu_ns()) {
+        (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
+        _ => secs,
+    };
     let events: usize = trace.batches().map(|b| b.events.len()).sum();
     black_box(&trace);
-    println!("kvscope {secs:.3} ({events} events)");
+    // Wall seconds, then CPU seconds.
+    println!("kvscope {secs:.3} {cpu_secs:.3} ({events} events)");
     Ok(())
 }
 
