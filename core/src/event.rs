@@ -560,3 +560,21 @@ impl KvEvent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A decoded trace holds one `KvEvent` per event, so its size is memory (and fresh-page
+    /// faults) for every large trace (`docs/performance.md`, "The event representation"). A
+    /// regression guard on 64-bit targets, not a goal.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn an_event_is_at_most_272_bytes() {
+        let size = std::mem::size_of::<KvEvent>();
+        assert!(size <= 272, "KvEvent is {size} bytes");
+        // A known label costs no allocation; any other string is kept exactly.
+        assert!(matches!(label("GPU"), Label::Borrowed("GPU")));
+        assert!(matches!(label("gpu"), Label::Owned(ref s) if s == "gpu"));
+    }
+}
