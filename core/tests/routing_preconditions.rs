@@ -150,6 +150,29 @@ fn cases() -> Vec<Case> {
         )],
     ));
 
+    // undecodable-batch, llm-d: a map key that is not a string inside extra_keys (msgpack v5
+    // decodes maps as map[string]any).
+    out.push(case(
+        "llm-d extra_keys map key not a string",
+        trace(vec![
+            batch("a", 0, vec![stored(&[1], None, GPU, 16)]),
+            batch(
+                "a",
+                1,
+                vec![with(stored(&[2], Some(1), GPU, 16), |e| {
+                    e.extra_keys = Some(vec![Some(ExtraValue::Array(vec![ExtraValue::Map(vec![
+                        (ExtraValue::UInt(1), ExtraValue::Str("x".into())),
+                    ])]))])
+                })],
+            ),
+        ]),
+        vec![(
+            UndecodableBatch,
+            1,
+            vec!["llmd:", "extra_keys_map_key_not_string", "all 1 event(s)"],
+        )],
+    ));
+
     // undecodable-batch, Dynamo: a bytes hash (llm-d reads bytes).
     let mut bytes = [0u8; 32];
     bytes[24..].copy_from_slice(&h(9).to_be_bytes());

@@ -26,6 +26,7 @@ impl Preconditions {
                 "small_int_hash" => "a block or parent hash below 2^32: vLLM writes it as a small msgpack integer, which llm-d's getHashAsUint64 rejects",
                 "empty_bytes_hash" => "an empty bytes hash, which llm-d's getHashAsUint64 rejects",
                 "extra_keys_entry_not_array" => "an extra_keys entry that is neither an array nor nil, which llm-d's convertExtraKeys rejects",
+                "extra_keys_map_key_not_string" => "a map in extra_keys with a key that is not a string, bytes or nil, which llm-d's msgpack decoder (map[string]any) rejects",
                 "bytes_hash" => "a bytes block hash, which Dynamo's BlockHashValue (i64 | u64) cannot hold",
                 other => other,
             };

@@ -118,10 +118,11 @@ impl<K> Tallies<K> {
 }
 
 /// The causes of a `batch_decode_error` the models name (the rest are `undecodable`).
-const CAUSES: [&str; 5] = [
+const CAUSES: [&str; 6] = [
     "small_int_hash",
     "empty_bytes_hash",
     "extra_keys_entry_not_array",
+    "extra_keys_map_key_not_string",
     "bytes_hash",
     "undecodable",
 ];

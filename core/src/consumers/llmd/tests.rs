@@ -212,12 +212,78 @@ fn r1b_an_extra_keys_entry_that_is_not_an_array_drops_the_batch() {
             ),
             (0, vec![entry(None)]),
             (0, vec![entry(Some(ExtraValue::Array(vec![])))]),
+            // msgpack v5 decodes maps as `map[string]any`: a map key that is not a string,
+            // bytes or nil fails the event at any depth, and the batch with it.
+            (0, vec![entry(Some(arr(vec![map(ExtraValue::UInt(1))])))]),
+            (
+                0,
+                vec![entry(Some(arr(vec![arr(vec![
+                    str("mm"),
+                    map(ExtraValue::Bool(true)),
+                ])])))],
+            ),
+            (0, vec![entry(Some(arr(vec![map(ExtraValue::Float(1.5))])))]),
+            // String, bytes and nil keys decode.
+            (0, vec![entry(Some(arr(vec![map(str("k"))])))]),
+            (
+                0,
+                vec![entry(Some(arr(vec![map(ExtraValue::Bytes(vec![0]))])))],
+            ),
+            (0, vec![entry(Some(arr(vec![map(ExtraValue::Nil)])))]),
         ],
         &[
             want(Ignored, Some("batch_decode_error"), &[Ignored]),
             want(Ignored, Some("batch_decode_error"), &[Ignored]),
             want(Applied, None, &[Applied]),
             want(Applied, None, &[Applied]),
+            want(Ignored, Some("batch_decode_error"), &[Ignored]),
+            want(Ignored, Some("batch_decode_error"), &[Ignored]),
+            want(Ignored, Some("batch_decode_error"), &[Ignored]),
+            want(Applied, None, &[Applied]),
+            want(Applied, None, &[Applied]),
+            want(Applied, None, &[Applied]),
+        ],
+    );
+}
+
+fn arr(items: Vec<ExtraValue>) -> ExtraValue {
+    ExtraValue::Array(items)
+}
+
+fn str(s: &str) -> ExtraValue {
+    ExtraValue::Str(s.into())
+}
+
+/// A one-entry map with key `key`.
+fn map(key: ExtraValue) -> ExtraValue {
+    ExtraValue::Map(vec![(key, ExtraValue::UInt(1))])
+}
+
+#[test]
+fn a_hash_repeated_in_one_store_maps_to_the_keys_of_all_its_positions() {
+    // `engineToRequestMapping` gives hash 1 both request keys of the store [1, 1]; block 3,
+    // stored at the root with the first position's tokens, shares the first key. Evicting
+    // hash 1 empties both keys, so block 3's removal then finds nothing.
+    let first_tokens = match stored(&[1], None, GPU, 4) {
+        KvEvent::BlockStored(s) => s.token_ids,
+        _ => unreachable!(),
+    };
+    check(
+        "repeated hash",
+        &[(
+            0,
+            vec![
+                stored(&[1, 1], None, GPU, 4),
+                with(stored(&[3], None, GPU, 4), |s| s.token_ids = first_tokens),
+                removed(&[1, 1], GPU),
+                removed(&[3], GPU),
+            ],
+        )],
+        &[
+            want(Applied, None, &[Applied, Applied]),
+            want(Applied, None, &[Applied]),
+            want(Removed, None, &[Ignored, Removed]),
+            want_block(RemoveUnknown, &[RemoveUnknown], "evict_removed_nothing"),
         ],
     );
 }
