@@ -8,13 +8,14 @@
 
 use kvscope_core::analysis::{analyze, Analysis, AnalysisConfig, Finding, Rule};
 use kvscope_core::consumers::testkit::{batch, h, removed, stored, stored_raw, trace};
-use kvscope_core::event::{ExtraValue, KvEvent};
+use kvscope_core::event::{label, ExtraValue, KvEvent};
 use kvscope_core::hash::BlockHash;
 use kvscope_core::order::OrderMode;
 use kvscope_core::scenario::{builtin::BUILTINS, Scenario};
 use kvscope_core::sim::simulate;
 use kvscope_core::trace::{Trace, TraceRecord};
 use proptest::prelude::*;
+use smallvec::smallvec;
 
 use Rule::{
     HashSeedMismatch, MissingSpecKind, PodEntryOverflow, RouterBlockSizeMismatch, SilentSource,
@@ -184,7 +185,7 @@ fn cases() -> Vec<Case> {
                 1,
                 vec![
                     with(stored(&[9], Some(1), GPU, 16), |e| {
-                        e.block_hashes = vec![BlockHash::Bytes(Box::new(bytes))]
+                        e.block_hashes = smallvec![BlockHash::Bytes(Box::new(bytes))]
                     }),
                     removed(&[1], GPU),
                 ],
@@ -206,7 +207,7 @@ fn cases() -> Vec<Case> {
     let grouped = |ev: KvEvent, kind: Option<&str>| {
         with(ev, |e| {
             e.group_idx = Some(1);
-            e.kv_cache_spec_kind = kind.map(str::to_owned);
+            e.kv_cache_spec_kind = kind.map(label);
         })
     };
     let mut grouped_removal = removed(&[5], CPU);

@@ -321,7 +321,7 @@ fn big_msgpack(batches: u64, per_batch: u64) -> Vec<u8> {
                 let h = 1_000_000 + i;
                 let parent = last[m].replace(h).map(BlockHash::Int);
                 KvEvent::BlockStored(BlockStored {
-                    block_hashes: vec![BlockHash::Int(h)],
+                    block_hashes: vec![BlockHash::Int(h)].into(),
                     parent_block_hash: parent,
                     token_ids: (0..256)
                         .map(|k| 70_000 + (i as u32 * 256 + k) % 50_000)

@@ -1,17 +1,17 @@
 //! Native tests of the view-model.
 
 use super::*;
-use kvscope_core::event::BlockStored;
+use kvscope_core::event::{label, BlockStored};
 use kvscope_core::hash::BlockHash;
 
 fn stored(h: u64, parent: Option<u64>, medium: &str) -> KvEvent {
     KvEvent::BlockStored(BlockStored {
-        block_hashes: vec![BlockHash::Int(h)],
+        block_hashes: vec![BlockHash::Int(h)].into(),
         parent_block_hash: parent.map(BlockHash::Int),
         token_ids: vec![1, 2],
         block_size: 2,
         lora_id: None,
-        medium: Some(medium.into()),
+        medium: Some(label(medium)),
         lora_name: None,
         extra_keys: None,
         group_idx: None,
@@ -308,8 +308,8 @@ fn prov(tier: &str, job: Option<u64>) -> Provenance {
 
 fn removed(h: u64, medium: &str) -> KvEvent {
     KvEvent::BlockRemoved(kvscope_core::event::BlockRemoved {
-        block_hashes: vec![BlockHash::Int(h)],
-        medium: Some(medium.into()),
+        block_hashes: vec![BlockHash::Int(h)].into(),
+        medium: Some(label(medium)),
         group_idx: None,
         locality: None,
         ownership: None,
