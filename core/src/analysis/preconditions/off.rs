@@ -4,7 +4,7 @@
 use crate::analysis::{EventIndex, Finding};
 use crate::consumers::{AnyConsumer, ConsumerConfig, ConsumerKind, EventVerdict, Interner};
 use crate::event::KvEvent;
-use crate::trace::Trace;
+use crate::trace::TraceBatch;
 
 /// The default `silent-source` factor (see the feature's module).
 pub const SILENT_SOURCE_FACTOR: u32 = 10;
@@ -25,7 +25,7 @@ pub(crate) struct At {
 pub(crate) struct Preconditions;
 
 impl Preconditions {
-    pub(crate) fn event(&mut self, _: &Trace, _: At, _: &KvEvent) {}
+    pub(crate) fn event(&mut self, _: &TraceBatch, _: At, _: &KvEvent) {}
 
     pub(crate) fn verdict(
         &mut self,
@@ -45,7 +45,6 @@ impl Preconditions {
 /// What the findings would need from the run.
 #[allow(dead_code)]
 pub(crate) struct Context<'a> {
-    pub(crate) trace: &'a Trace,
     pub(crate) index: &'a EventIndex,
     pub(crate) consumers: &'a [AnyConsumer],
     pub(crate) kinds: &'a [ConsumerKind],

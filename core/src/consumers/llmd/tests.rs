@@ -70,6 +70,7 @@ fn check(name: &str, batches: &[Batch], wants: &[Want]) -> Standalone<Llmd> {
     let mut got = Vec::new();
     let mut index = 0;
     for (pod, events) in batches {
+        let batch_start = index;
         for ev in events {
             let ctx = EventCtx {
                 index,
@@ -79,6 +80,7 @@ fn check(name: &str, batches: &[Batch], wants: &[Want]) -> Standalone<Llmd> {
                 tier: lane_tier(ev, &mut tiers),
                 provenance: None,
                 batch: events,
+                batch_start,
             };
             index += 1;
             got.push(m.apply(&ctx, ev, &mut resolved));
@@ -443,6 +445,7 @@ fn run_seq(on: bool, batches: &[(u64, Vec<KvEvent>)]) -> (Standalone<Llmd>, Vec<
     let mut m = Standalone::new(Llmd::new(4).with_replay(on));
     let mut out = Vec::new();
     for (seq, events) in batches {
+        let batch_start = out.len();
         for ev in events {
             let ctx = EventCtx {
                 index: out.len(),
@@ -452,6 +455,7 @@ fn run_seq(on: bool, batches: &[(u64, Vec<KvEvent>)]) -> (Standalone<Llmd>, Vec<
                 tier: 0,
                 provenance: None,
                 batch: events,
+                batch_start,
             };
             out.push(m.apply(&ctx, ev, &mut Vec::new()));
         }
