@@ -158,7 +158,11 @@ impl Run {
                 {
                     if let Some(scope) = presence.scope_missing(Some(pid), engine, loc.tier) {
                         // A parent stored earlier in this same event cannot be missing.
-                        waiting.entry(pid as u64).push(Waiter {
+                        // Most parents have one waiter: room for exactly one more (a first
+                        // push would make room for four).
+                        let list = waiting.entry(pid as u64);
+                        list.reserve_exact(1);
+                        list.push(Waiter {
                             child: i,
                             source: loc.source,
                             engine,
