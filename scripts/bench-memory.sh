@@ -4,9 +4,9 @@
 #
 #   anchor   the anchor stream of scripts/bench-decode.sh (1M map-form events, 16 per batch;
 #            core/examples/decode_anchor.rs), where Dynamo orphans every GPU event;
-#   churn    a generated trace with LRU churn (a CPU tier of CHURN_CPU chunks, CHURN_REQUESTS
-#            requests; `kvscope generate` holds it in memory, `check` streams it), at the
-#            default size about 1M events, and with SCALE=10 ten times as many requests;
+#   churn    a generated trace with LRU churn (a CPU tier of 64 chunks and 8,000 * SCALE
+#            requests; `kvscope generate` holds it in memory, `check` streams it): about 1M
+#            events at SCALE=1 (the default), 10M at SCALE=10;
 #   orphans  ORPHANS one-event batches whose parents are never stored (every event an orphan
 #            for every strict router; core/examples/orphans.rs).
 #
@@ -26,24 +26,37 @@ kv=$target/kvscope
 [ -s "$dir/stream.msgpack" ] || "$target/examples/decode_anchor" write "$dir" >/dev/null
 [ -s "$dir/orphans.msgpack" ] || "$target/examples/orphans" "$dir/orphans.msgpack" "$orphans" >/dev/null
 
-# The churn scenario: CHURN_REQUESTS requests of 4 distinct 16-token blocks, one block per
-# engine step, each chunk one block, a CPU tier far smaller than the working set.
-churn_requests=${CHURN_REQUESTS:-$((6000 * scale))}
-churn=$dir/churn-$churn_requests.msgpack
+# The churn scenario: one engine, requests of 1,024 distinct tokens (64 blocks of 16) arriving
+# one after the other, one block per engine step, a CPU tier of 64 chunks (every block is
+# stored, then evicted): about 128 events per request, 8,000 requests per 1M events. A
+# scenario holds at most 2^22 blocks, so SCALE=10 concatenates two 40,000-request scenarios
+# (seeds 1 and 2; a msgpack stream is its batches end to end).
+churn=$dir/churn-$scale.msgpack
 if [ ! -s "$churn" ]; then
-    python3 - "$dir/churn-$churn_requests.json" "$churn_requests" <<'PY'
+    parts=()
+    left=$((8000 * scale))
+    seed=1
+    while [ "$left" -gt 0 ]; do
+        n=$((left < 40000 ? left : 40000))
+        python3 - "$dir/churn-$scale-$seed.json" "$n" "$seed" <<'PY'
 import json, sys
-path, n = sys.argv[1], int(sys.argv[2])
+path, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 json.dump({
-    "name": "churn", "seed": 1, "block_size": 16,
+    "name": "churn", "seed": seed, "block_size": 16,
     "cpu": {"capacity_chunks": 64},
-    "engines": [{"source": f"pod-{p}", "dp_rank": 0} for p in range(8)],
-    "scheduler": {"max_num_batched_tokens": 64, "max_num_seqs": 64},
-    "requests": [{"id": f"r{i}", "prompt_len": 64, "arrival_step": i // 8}
+    "scheduler": {"max_num_batched_tokens": 16, "max_num_seqs": 64},
+    "max_steps": 4000000,
+    "requests": [{"id": f"r{i}", "prompt_len": 1024, "arrival_step": i * 64}
                  for i in range(n)],
 }, open(path, "w"))
 PY
-    "$kv" generate "$dir/churn-$churn_requests.json" --format msgpack -o "$churn"
+        "$kv" generate "$dir/churn-$scale-$seed.json" --format msgpack -o "$dir/churn-$scale-$seed.msgpack"
+        parts+=("$dir/churn-$scale-$seed.msgpack")
+        left=$((left - n))
+        seed=$((seed + 1))
+    done
+    cat "${parts[@]}" >"$churn"
+    rm -f "${parts[@]}"
 fi
 
 measure() {
