@@ -177,7 +177,7 @@ pub(crate) struct Cursor {
 }
 
 impl FindingStore {
-    /// Sort the records and count what is reported.
+    /// Sort the records.
     pub(crate) fn new(p: StoreParts) -> FindingStore {
         let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(p.recs.len());
         for (k, r) in p.recs.iter().enumerate() {
@@ -192,7 +192,7 @@ impl FindingStore {
         for t in &p.tiers {
             tiers.push(t.label());
         }
-        let mut store = FindingStore {
+        FindingStore {
             recs: p.recs,
             order,
             roots: p.roots,
@@ -203,16 +203,20 @@ impl FindingStore {
             tiers,
             workers: p.workers,
             counts: [0; Rule::ALL.len()],
-        };
+        }
+    }
+
+    /// Count what is reported, per rule (for [`FindingStore::count`]; the whole-trace
+    /// analysis, which renders every finding, does not need it).
+    pub(crate) fn count_all(&mut self) {
         let mut counts = [0usize; Rule::ALL.len()];
         let mut cur = Cursor::default();
-        while let Some(f) = store.next(&mut cur) {
+        while let Some(f) = self.next(&mut cur) {
             if f.level != Level::Allow {
                 counts[f.rule as usize] += 1;
             }
         }
-        store.counts = counts;
-        store
+        self.counts = counts;
     }
 
     /// Reported findings (warn and deny) of `rule`.
@@ -256,13 +260,6 @@ impl FindingStore {
             let r = self.recs.get(*k as usize)?;
             r.rule.is_reorder().then(|| self.at(What::Rec(*k as usize)))
         })
-    }
-
-    /// The `k`-th record in order, if a child-before-parent finding (`None` past the end).
-    pub(crate) fn violation(&self, k: usize) -> Option<Option<FindingRef<'_>>> {
-        let i = *self.order.get(k)? as usize;
-        let reorder = self.recs.get(i).is_some_and(|r| r.rule.is_reorder());
-        Some(reorder.then(|| self.at(What::Rec(i))))
     }
 
     /// The final verdict of event `i` for the `c`-th model.

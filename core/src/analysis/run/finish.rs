@@ -152,8 +152,6 @@ impl Run {
                 fin.step = if self.index.streaming {
                     FinishStep::Done
                 } else {
-                    // Room for the rendered findings (no reallocation of large vectors).
-                    fin.findings.reserve_exact(store.len());
                     FinishStep::Render
                 };
                 fin.store = Some(store);
@@ -161,7 +159,8 @@ impl Run {
                 heavy = true;
             }
             FinishStep::Render => {
-                // The reported findings (warn and deny), rendered.
+                // The reported findings (warn and deny) and the child-before-parent ones at
+                // every level, rendered.
                 let fin = &mut self.fin;
                 let Some(store) = fin.store.as_ref() else {
                     fin.step = FinishStep::Done;
@@ -169,36 +168,20 @@ impl Run {
                 };
                 while work < budget {
                     let Some(f) = store.next(&mut fin.cursor) else {
-                        fin.step = FinishStep::Violations;
-                        fin.pos = 0;
+                        fin.step = FinishStep::Done;
                         break;
                     };
                     work += 1;
-                    if f.level != crate::analysis::Level::Allow {
-                        fin.findings.push(f.render());
+                    let reported = f.level != crate::analysis::Level::Allow;
+                    if !reported && !f.rule.is_reorder() {
+                        continue;
                     }
-                }
-            }
-            FinishStep::Violations => {
-                // Child-before-parent findings at every level, rendered.
-                let fin = &mut self.fin;
-                let Some(store) = fin.store.as_ref() else {
-                    fin.step = FinishStep::Done;
-                    return (1, false);
-                };
-                while work < budget {
-                    match store.violation(fin.pos) {
-                        None => {
-                            fin.step = FinishStep::Done;
-                            break;
-                        }
-                        Some(f) => {
-                            if let Some(f) = f {
-                                fin.violations.push(f.render());
-                            }
-                            fin.pos += 1;
-                            work += 1;
-                        }
+                    let rendered = f.render();
+                    if f.rule.is_reorder() {
+                        fin.violations.push(rendered.clone());
+                    }
+                    if reported {
+                        fin.findings.push(rendered);
                     }
                 }
             }
@@ -221,7 +204,6 @@ pub(super) enum FinishStep {
     Losses,
     Store,
     Render,
-    Violations,
     Done,
 }
 
@@ -230,8 +212,6 @@ pub(super) enum FinishStep {
 pub(super) struct Finishing {
     pub(super) step: FinishStep,
     pub(super) leftovers: std::vec::IntoIter<(u64, Waiter)>,
-    /// Position in the violations (`Violations`).
-    pub(super) pos: usize,
     /// Position in the findings (`Render`).
     pub(super) cursor: Cursor,
     pub(super) store: Option<FindingStore>,

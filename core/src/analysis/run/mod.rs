@@ -331,7 +331,11 @@ impl Run {
             jobs: self.index.job_count(),
             sources: self.index.idx.sources,
             losses: self.fin.losses,
-            findings: self.fin.store.unwrap_or_default(),
+            findings: {
+                let mut store = self.fin.store.unwrap_or_default();
+                store.count_all();
+                store
+            },
         }
     }
 
