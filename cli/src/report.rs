@@ -7,11 +7,16 @@
 //! - **github**: GitHub Actions workflow commands (`::error ...`, `::warning ...`), one per
 //!   shown finding, so `check` gates a CI job natively.
 //!
-//! The analysis decides; this module only renders what it found.
+//! The analysis decides; this module only renders what it found. The findings stay compact
+//! in the [`Report`] until shown: the text and github reports render the first
+//! `--max-findings` of each rule, and the JSON report renders each finding straight to the
+//! output, one at a time.
 
 use std::fmt::Write as _;
+use std::io::Write;
 
-use kvscope_core::analysis::{Analysis, Finding, Level, Rule};
+use anyhow::Context as _;
+use kvscope_core::analysis::{Finding, Level, Report, Rule};
 
 /// How many findings of each rule the text and github reports show: `Some(n)`, or `None` =
 /// all of them.
@@ -47,30 +52,54 @@ fn report_order() -> impl Iterator<Item = Rule> {
     pre.chain(Rule::ALL.into_iter().filter(|r| !is_precondition(*r)))
 }
 
-/// One rule's findings, in event order.
-struct RuleFindings<'a> {
+/// One rule's findings: how many, the first (rendered) and the ones shown (rendered).
+struct RuleFindings {
     rule: Rule,
     level: Level,
-    findings: Vec<&'a Finding>,
+    total: usize,
+    first: Finding,
+    shown: Vec<Finding>,
 }
 
-/// The findings grouped per rule, in report order; rules without findings left out.
-fn by_rule(a: &Analysis) -> Vec<RuleFindings<'_>> {
+/// The findings grouped per rule, in report order, with at most `max` rendered per rule (and
+/// the first, for the summary); rules without findings left out. One pass over the compact
+/// findings: only what is shown is rendered.
+fn by_rule(a: &Report, max: MaxFindings) -> Vec<RuleFindings> {
+    let mut first: Vec<Option<Finding>> = vec![None; Rule::ALL.len()];
+    let mut shown: Vec<Vec<Finding>> = vec![Vec::new(); Rule::ALL.len()];
+    for f in a.findings.iter() {
+        let r = f.rule as usize;
+        let (Some(first), Some(shown)) = (first.get_mut(r), shown.get_mut(r)) else {
+            continue;
+        };
+        let room = max.0.is_none_or(|m| shown.len() < m);
+        if !room && first.is_some() {
+            continue;
+        }
+        let rendered = f.render();
+        if first.is_none() {
+            *first = Some(rendered.clone());
+        }
+        if room {
+            shown.push(rendered);
+        }
+    }
     report_order()
         .filter_map(|rule| {
-            let findings: Vec<&Finding> = a.findings.iter().filter(|f| f.rule == rule).collect();
-            let level = findings.first()?.level;
+            let first = first.get_mut(rule as usize)?.take()?;
             Some(RuleFindings {
                 rule,
-                level,
-                findings,
+                level: first.level,
+                total: a.findings.count(rule),
+                first,
+                shown: shown.get_mut(rule as usize).map(std::mem::take)?,
             })
         })
         .collect()
 }
 
-fn count(a: &Analysis, level: Level) -> usize {
-    a.findings.iter().filter(|f| f.level == level).count()
+fn count(a: &Report, level: Level) -> usize {
+    a.findings.count_level(level)
 }
 
 /// How many findings a rule shows and how many it leaves out.
@@ -127,17 +156,17 @@ fn render_finding(out: &mut String, f: &Finding, msgpack: bool) {
 
 /// The text report. `msgpack` says the input was a msgpack stream (locations are batch
 /// numbers, not lines).
-pub fn text(a: &Analysis, name: &str, msgpack: bool, max: MaxFindings) -> String {
+pub fn text(a: &Report, name: &str, msgpack: bool, max: MaxFindings) -> String {
     let (deny, warn) = (count(a, Level::Deny), count(a, Level::Warn));
     let mut out = String::new();
     let _ = writeln!(
         out,
         "kvscope check {name}: {} events, {} sources, {} jobs: {deny} error(s), {warn} warning(s)",
-        a.event_count(),
-        a.index.sources.len(),
-        a.index.jobs.len()
+        a.events,
+        a.sources.len(),
+        a.jobs
     );
-    let groups = by_rule(a);
+    let groups = by_rule(a, max);
     if !groups.is_empty() {
         out.push_str("\nfindings per rule (level, count, first occurrence):\n");
         let width = groups
@@ -146,15 +175,14 @@ pub fn text(a: &Analysis, name: &str, msgpack: bool, max: MaxFindings) -> String
             .max()
             .unwrap_or(0);
         for g in &groups {
-            let first = g.findings[0];
             let _ = writeln!(
                 out,
                 "  {:<width$}  {:<7}  {:>6}  first at {}, source {:?}",
                 g.rule.name(),
                 level_word(g.level),
-                g.findings.len(),
-                location(first, msgpack),
-                first.source,
+                g.total,
+                location(&g.first, msgpack),
+                g.first.source,
             );
         }
     }
@@ -174,9 +202,9 @@ pub fn text(a: &Analysis, name: &str, msgpack: bool, max: MaxFindings) -> String
         out.push('\n');
     }
     for g in &groups {
-        let (n, more) = shown(max, g.findings.len());
+        let (_, more) = shown(max, g.total);
         out.push('\n');
-        for f in &g.findings[..n] {
+        for f in &g.shown {
             render_finding(&mut out, f, msgpack);
         }
         if more > 0 {
@@ -186,8 +214,10 @@ pub fn text(a: &Analysis, name: &str, msgpack: bool, max: MaxFindings) -> String
     out
 }
 
-/// The JSON report: one compact document with every finding.
-pub fn json(a: &Analysis) -> serde_json::Value {
+/// Write the JSON report to `out`: one compact document with every finding, each rendered
+/// from its compact record as it is written (the same bytes as serialising the whole
+/// document at once: `events`, `findings`, `losses`, `rules`, `deny`, `warn`).
+pub fn write_json(a: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
     let rules: Vec<serde_json::Value> = Rule::ALL
         .iter()
         .map(|r| {
@@ -198,14 +228,30 @@ pub fn json(a: &Analysis) -> serde_json::Value {
             })
         })
         .collect();
-    serde_json::json!({
-        "events": a.event_count(),
-        "findings": a.findings,
-        "losses": a.losses,
-        "rules": rules,
-        "deny": count(a, Level::Deny),
-        "warn": count(a, Level::Warn),
-    })
+    let mut buf = Vec::with_capacity(1 << 16);
+    let _ = write!(buf, "{{\"events\":{},\"findings\":[", a.events);
+    for (k, f) in a.findings.iter().enumerate() {
+        if k > 0 {
+            buf.push(b',');
+        }
+        serde_json::to_writer(&mut buf, &f.render()).context("serialising a finding")?;
+        if buf.len() >= 1 << 16 {
+            out.write_all(&buf).context("writing stdout")?;
+            buf.clear();
+        }
+    }
+    buf.extend_from_slice(b"],\"losses\":");
+    serde_json::to_writer(&mut buf, &a.losses).context("serialising the losses")?;
+    buf.extend_from_slice(b",\"rules\":");
+    serde_json::to_writer(&mut buf, &rules).context("serialising the rules")?;
+    let _ = writeln!(
+        buf,
+        ",\"deny\":{},\"warn\":{}}}",
+        count(a, Level::Deny),
+        count(a, Level::Warn)
+    );
+    out.write_all(&buf).context("writing stdout")?;
+    out.flush().context("writing stdout")
 }
 
 /// Escape the message of a workflow command (`%`, CR, LF).
@@ -223,13 +269,13 @@ fn escape_property(s: &str) -> String {
 /// GitHub Actions workflow commands: one `::error` / `::warning` per shown finding (at most
 /// `max` per rule), then one `::notice` with the totals. A JSON Lines trace's findings point
 /// at their line; a msgpack stream has no lines, so its findings name the file only.
-pub fn github(a: &Analysis, file: &str, msgpack: bool, max: MaxFindings) -> String {
+pub fn github(a: &Report, file: &str, msgpack: bool, max: MaxFindings) -> String {
     let mut out = String::new();
     let mut hidden = 0;
-    for g in by_rule(a) {
-        let (n, more) = shown(max, g.findings.len());
+    for g in by_rule(a, max) {
+        let (_, more) = shown(max, g.total);
         hidden += more;
-        for f in &g.findings[..n] {
+        for f in &g.shown {
             let command = match f.level {
                 Level::Deny => "error",
                 _ => "warning",

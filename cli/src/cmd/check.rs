@@ -2,8 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-use kvscope_core::analysis::{analyze, AnalysisConfig, Level};
+use kvscope_core::analysis::{AnalysisConfig, Analyzer, Report};
 use kvscope_core::consumers::ConsumerKind;
 use kvscope_core::trace::Trace;
 use kvscope_core::wire::InputFormat;
@@ -101,11 +100,35 @@ pub fn load_trace(path: &Path) -> anyhow::Result<Trace> {
 /// Read and decode a trace record by record, saying which format it was in; any failure is
 /// bad input, found at the first bad record without reading the rest.
 pub fn load(path: &Path) -> anyhow::Result<(Trace, InputFormat)> {
+    open(path)?.read_all()
+}
+
+/// Open a trace for reading record by record (its file stem names a msgpack stream's source).
+pub fn open(path: &Path) -> anyhow::Result<TraceInput> {
     let source = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "trace".into());
-    TraceInput::open(path, &path.display().to_string(), &source, false)?.read_all()
+    TraceInput::open(path, &path.display().to_string(), &source, false)
+}
+
+/// Analyse a trace as it is read, record by record (the trace is never held whole: memory is
+/// the models' state and the compact findings), saying which format it was in; any read
+/// failure is bad input, found at the first bad record.
+pub fn analyze_file(
+    path: &Path,
+    config: &AnalysisConfig,
+    mut sink: Option<&mut kvscope_core::analysis::VerdictSink<'_>>,
+) -> anyhow::Result<(Report, InputFormat)> {
+    let mut input = open(path)?;
+    let mut a = Analyzer::new(config);
+    while let Some(rec) = input.next_record()? {
+        match sink.as_deref_mut() {
+            Some(s) => a.push_with(&rec, s),
+            None => a.push(&rec),
+        }
+    }
+    Ok((a.finish(), input.format()))
 }
 
 /// Build the analysis configuration from the command line.
@@ -146,23 +169,24 @@ pub fn config(
 /// Run the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = config(&args.consumers, &args.rules, &args.models)?;
-    let (trace, input) = load(&args.trace)?;
-    let a = analyze(&trace, &config);
+    let (a, input) = analyze_file(&args.trace, &config, None)?;
     let format = if args.json { Format::Json } else { args.format };
     let name = args.trace.display().to_string();
     let msgpack = input == InputFormat::MsgpackStream;
-    let text = match format {
-        Format::Text => report::text(&a, &name, msgpack, args.max_findings),
-        Format::Json => {
-            let mut t =
-                serde_json::to_string(&report::json(&a)).context("serialising the report")?;
-            t.push('\n');
-            t
+    match format {
+        Format::Text => {
+            out::stdout(report::text(&a, &name, msgpack, args.max_findings).as_bytes())?
         }
-        Format::Github => report::github(&a, &name, msgpack, args.max_findings),
-    };
-    out::stdout(text.as_bytes())?;
-    let deny = a.findings.iter().filter(|f| f.level == Level::Deny).count();
+        Format::Json => {
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            report::write_json(&a, &mut w)?;
+        }
+        Format::Github => {
+            out::stdout(report::github(&a, &name, msgpack, args.max_findings).as_bytes())?
+        }
+    }
+    let deny = a.findings.count_level(kvscope_core::analysis::Level::Deny);
     if deny > 0 {
         return Err(Findings(if format == Format::Json {
             String::new()

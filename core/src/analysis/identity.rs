@@ -38,6 +38,18 @@ impl BlockKeys {
         self
     }
 
+    /// A trace first seen with one KV group turned out to have more (a streaming run learns it
+    /// late): index the names given so far (group 0, the models' hash ids) so that
+    /// [`GroupIds::fill`] goes on with the same ids.
+    pub(crate) fn index_keys(&mut self) {
+        if self.ids.len() == self.keys.len() {
+            return;
+        }
+        for (id, key) in self.keys.iter().enumerate() {
+            self.ids.insert(*key, id as u32);
+        }
+    }
+
     /// The id of block `hash` of group `group`, assigned if new.
     pub(crate) fn intern(&mut self, group: u32, hash: u64) -> u32 {
         let next = u32::try_from(self.keys.len()).unwrap_or(u32::MAX);

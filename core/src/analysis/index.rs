@@ -144,6 +144,14 @@ type GpuStores = HashMap<(u32, u32, u32, u64), (u32, u32)>;
 #[derive(Default)]
 pub(crate) struct IndexBuilder {
     pub(crate) idx: EventIndex,
+    /// Streaming: keep only the current batch's locations in `idx.events` (the first of them
+    /// is event `base`) and no [`Job`] records (their evidence is in `job_evidence`), so the
+    /// index does not grow with the trace's length.
+    pub(crate) streaming: bool,
+    /// Events indexed before `idx.events[0]` (0 unless streaming).
+    pub(crate) base: usize,
+    /// Per job id: what its boundaries rest on (kept in both modes).
+    pub(crate) job_evidence: Vec<JobEvidence>,
     /// Source ids by name hash.
     sources: HashChain,
     /// Job ids by key hash, and each job's key.
@@ -161,10 +169,34 @@ pub(crate) struct IndexBuilder {
 }
 
 impl IndexBuilder {
+    /// Events indexed so far.
+    pub(crate) fn event_count(&self) -> usize {
+        self.base + self.idx.events.len()
+    }
+
+    /// The location of event `i`, if it is still held (streaming: the current batch's only).
+    pub(crate) fn loc(&self, i: usize) -> Option<EventLoc> {
+        self.idx.events.get(i.checked_sub(self.base)?).copied()
+    }
+
+    /// Number of jobs found so far.
+    pub(crate) fn job_count(&self) -> usize {
+        self.job_evidence.len()
+    }
+
+    /// The evidence of job `job` (`u32::MAX`: none).
+    pub(crate) fn evidence_of(&self, job: u32) -> Option<JobEvidence> {
+        self.job_evidence.get(job as usize).copied()
+    }
+
     /// Index batch record `ri`; returns its source id.
     pub(crate) fn batch(&mut self, ri: usize, b: &TraceBatch) -> u32 {
         let sid = self.source_id(&b.source);
         let dp = b.dp_rank.unwrap_or(0);
+        if self.streaming {
+            self.base += self.idx.events.len();
+            self.idx.events.clear();
+        }
         let first = self.idx.events.len();
         let gpu_jobs = self.gpu_jobs(ri, sid, dp, b);
         let mut run = 0u32;
@@ -212,7 +244,7 @@ impl IndexBuilder {
                 },
                 (None, KvEvent::BlockRemoved(_)) => Some(JobKey::Inferred(ri as u32, run)),
             };
-            let gi = self.idx.events.len();
+            let gi = self.base + self.idx.events.len();
             let job = match key {
                 None => u32::MAX,
                 Some(k) => self.job_id(k, evidence, gi, b, &tier, prov),
@@ -329,6 +361,7 @@ impl IndexBuilder {
         tier: &Tier,
         prov: Option<&crate::trace::Provenance>,
     ) -> u32 {
+        let streaming = self.streaming;
         let idx = &mut self.idx;
         let kh = {
             use std::hash::BuildHasher;
@@ -336,10 +369,15 @@ impl IndexBuilder {
         };
         let keys = &self.job_keys;
         let found = self.jobs.find(kh, |id| keys.get(id as usize) == Some(&k));
+        let job_evidence = &mut self.job_evidence;
         let id = found.unwrap_or_else(|| {
-            let id = idx.jobs.len() as u32;
+            let id = job_evidence.len() as u32;
             self.jobs.push(kh, id);
             self.job_keys.push(k);
+            job_evidence.push(evidence);
+            if streaming {
+                return id;
+            }
             idx.jobs.push(Job {
                 id,
                 job_id: prov.and_then(|p| p.job_id),
@@ -379,10 +417,9 @@ impl IndexBuilder {
                 continue;
             };
             let batch_run = self
-                .idx
-                .jobs
+                .job_evidence
                 .get(loc.job as usize)
-                .is_some_and(|j| j.evidence == JobEvidence::BatchRun);
+                .is_some_and(|e| *e == JobEvidence::BatchRun);
             if !batch_run {
                 continue;
             }
@@ -475,7 +512,8 @@ impl IndexBuilder {
                 continue;
             };
             if order.descents > 0 {
-                self.idx.batch_order.push(((first + pos) as u32, order));
+                let event = self.base + first + pos;
+                self.idx.batch_order.push((event as u32, order));
             }
         }
     }
@@ -514,6 +552,7 @@ impl EventIndex {
             tier: loc.tier,
             provenance: b.provenance.as_ref().and_then(|p| p.get(loc.pos as usize)),
             batch: &b.events,
+            batch_start: i - loc.pos as usize,
         };
         Some((ctx, ev))
     }

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod compare;
+mod findings;
 mod identity;
 mod index;
 mod pairs;
@@ -32,6 +33,7 @@ mod watch;
 use serde::{Deserialize, Serialize};
 
 pub use compare::{compare, TraceDiff};
+pub use findings::{FindingRef, FindingStore};
 pub(crate) use identity::BlockKeys;
 pub(crate) use index::IndexBuilder;
 pub use index::{BatchOrder, EventIndex, EventLoc, Job, JobEvidence};
@@ -40,7 +42,7 @@ pub use rules::{Level, Rule, RuleError, RuleLevels};
 pub(crate) use run::{Recorder, Run, Stage};
 
 use crate::consumers::{ConsumerConfig, ConsumerKind, EventVerdict, Resolution, VerdictKind};
-use crate::trace::{Trace, TraceRecord};
+use crate::trace::{Trace, TraceHeader, TraceRecord};
 
 /// What to analyse and how.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,16 +69,20 @@ impl AnalysisConfig {
     pub fn workers_for(&self, trace: &Trace) -> u32 {
         let from_header = || {
             trace.records.iter().find_map(|r| match r {
-                TraceRecord::Header(h) => h
-                    .meta
-                    .get("world_size")
-                    .and_then(serde_json::Value::as_u64)
-                    .map(|w| u32::try_from(w).unwrap_or(u32::MAX)),
+                TraceRecord::Header(h) => header_workers(h),
                 _ => None,
             })
         };
         self.workers.or_else(from_header).unwrap_or(1).max(1)
     }
+}
+
+/// A header's `meta.world_size`.
+fn header_workers(h: &TraceHeader) -> Option<u32> {
+    h.meta
+        .get("world_size")
+        .and_then(serde_json::Value::as_u64)
+        .map(|w| u32::try_from(w).unwrap_or(u32::MAX))
 }
 
 impl Default for AnalysisConfig {
@@ -190,11 +196,6 @@ impl Finding {
     pub(crate) fn group(mut self, group: u32) -> Finding {
         self.group = group;
         self
-    }
-
-    /// The parent concerned.
-    pub(crate) fn parent(self, parent: u64) -> Finding {
-        self.parent_opt(Some(parent))
     }
 
     /// The parent concerned, if any.
@@ -404,6 +405,97 @@ pub fn analyze_with(
         run.advance(trace, usize::MAX, Some(&mut *sink), None);
     }
     run.finish(trace)
+}
+
+/// The analysis of a trace read record by record ([`Analyzer`]): counts, losses and the
+/// findings as a compact [`FindingStore`], rendered one at a time when shown. Unlike an
+/// [`Analysis`] it has no per-event index: memory is the findings, one verdict byte per event
+/// and model, and the loss summaries.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The configuration used.
+    pub config: AnalysisConfig,
+    /// Number of delivered events.
+    pub events: usize,
+    /// Number of transfer jobs (explicit and inferred).
+    pub jobs: usize,
+    /// Source names, by interned id.
+    pub sources: Vec<String>,
+    /// Per consumer (in `config.consumers` order): loss summary.
+    pub losses: Vec<LossSummary>,
+    /// Every finding, compact.
+    pub findings: FindingStore,
+}
+
+impl Report {
+    /// Whether any deny-level finding exists.
+    pub fn has_deny(&self) -> bool {
+        self.findings.count_level(Level::Deny) > 0
+    }
+
+    /// The final verdict kind of event `i` for `kind`.
+    pub fn verdict_kind(&self, kind: ConsumerKind, i: usize) -> Option<VerdictKind> {
+        let c = self.config.consumers.iter().position(|k| *k == kind)?;
+        self.findings.verdict(c, i)
+    }
+}
+
+/// The analysis pass fed one record at a time, for a trace too large to hold (`kvscope check`
+/// and `verdicts` read through [`crate::wire::stream`] into it). Given the records of a trace
+/// in order, its [`Report`] holds the same findings, losses and verdicts as [`analyze`] on the
+/// whole trace, with one difference: an `auto` router block size resolves against the engine
+/// block sizes seen so far, where [`analyze`] knows every source's before the first event.
+///
+/// ```
+/// use kvscope_core::analysis::{analyze, Analyzer, AnalysisConfig, Rule};
+/// use kvscope_core::consumers::testkit::{batch, stored, trace};
+///
+/// let t = trace(vec![batch("pod-a", 0, vec![
+///     stored(&[2], Some(1), Some("CPU"), 16),
+///     stored(&[1], None, Some("CPU"), 16),
+/// ])]);
+/// let config = AnalysisConfig::default();
+/// let mut a = Analyzer::new(&config);
+/// for rec in &t.records {
+///     a.push(rec);
+/// }
+/// let report = a.finish();
+/// assert_eq!(report.findings.count(Rule::ChildBeforeParentInJob), 1);
+/// let rendered: Vec<_> = report.findings.iter().map(|f| f.render()).collect();
+/// assert_eq!(rendered, analyze(&t, &config).findings);
+/// ```
+pub struct Analyzer {
+    run: Run,
+}
+
+impl Analyzer {
+    /// An analysis with `config`, before any record.
+    pub fn new(config: &AnalysisConfig) -> Analyzer {
+        Analyzer {
+            run: Run::streaming(config),
+        }
+    }
+
+    /// Feed the next record.
+    pub fn push(&mut self, rec: &TraceRecord) {
+        self.run.push(rec, None);
+    }
+
+    /// Feed the next record, streaming every consumer verdict to `sink` (as
+    /// [`analyze_with`]).
+    pub fn push_with(&mut self, rec: &TraceRecord, sink: &mut VerdictSink<'_>) {
+        self.run.push(rec, Some(sink));
+    }
+
+    /// Events delivered so far.
+    pub fn events(&self) -> usize {
+        self.run.events()
+    }
+
+    /// Every record was fed: the report.
+    pub fn finish(self) -> Report {
+        self.run.report()
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 
 use crate::analysis::EventIndex;
 use crate::consumers::{AnyConsumer, ConsumerConfig, ConsumerKind, Interner};
-use crate::trace::Trace;
 
 /// The default `silent-source` factor: a source silent for more than this many times its
 /// median interval between batches, while other sources publish, is reported.
@@ -30,7 +29,6 @@ pub(crate) struct At {
 /// What the findings need from the run.
 #[cfg_attr(not(feature = "preconditions"), allow(dead_code))]
 pub(crate) struct Context<'a> {
-    pub(crate) trace: &'a Trace,
     pub(crate) index: &'a EventIndex,
     pub(crate) consumers: &'a [AnyConsumer],
     pub(crate) kinds: &'a [ConsumerKind],

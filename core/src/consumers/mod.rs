@@ -61,6 +61,10 @@ pub struct EventCtx<'a> {
     /// Every event of the batch that delivered this one (in batch order): a consumer that
     /// decodes whole batches (Dynamo's `decode_event_batch`) loses all of them together.
     pub batch: &'a [KvEvent],
+    /// Global index of the first event of `batch`: identifies the delivering batch (two
+    /// batches with events never share it, whereas a streaming reader may decode a batch into
+    /// the memory of an earlier, freed one).
+    pub batch_start: usize,
 }
 
 /// The common interface of the consumer models: the one path through which the analysis, the

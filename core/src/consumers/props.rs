@@ -122,6 +122,7 @@ fn run(batches: &[(u32, Vec<KvEvent>)]) -> (Vec<Vec<EventVerdict>>, Vec<AnyConsu
     let mut resolved = Vec::new();
     let mut index = 0;
     for (pod, events) in batches {
+        let batch_start = index;
         for ev in events {
             let medium = match ev {
                 KvEvent::BlockStored(s) => s.medium.clone(),
@@ -143,6 +144,7 @@ fn run(batches: &[(u32, Vec<KvEvent>)]) -> (Vec<Vec<EventVerdict>>, Vec<AnyConsu
                 tier,
                 provenance: None,
                 batch: events,
+                batch_start,
             };
             index += 1;
             ids.fill(&mut interner, ev);

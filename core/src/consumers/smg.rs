@@ -244,6 +244,7 @@ mod tests {
         let mut resolved = Vec::new();
         let mut got = Vec::new();
         for (source, dp_rank, events) in batches {
+            let batch_start = got.len();
             for ev in events {
                 let tier = match ev {
                     KvEvent::BlockStored(s) => s.medium.as_deref(),
@@ -258,6 +259,7 @@ mod tests {
                     tier: u32::from(tier.is_some_and(|t| t != "GPU")),
                     provenance: None,
                     batch: events,
+                    batch_start,
                 };
                 let s = smg.apply(&ctx, ev, &mut resolved);
                 let d = dynamo.apply(&ctx, ev, &mut resolved);
@@ -305,6 +307,7 @@ mod tests {
             tier: 0,
             provenance: None,
             batch,
+            batch_start: index,
         }
     }
 

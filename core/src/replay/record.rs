@@ -350,6 +350,7 @@ impl Recording {
 }
 
 impl Recorder for Recording {
+    #[inline]
     fn start(&mut self, index: &crate::analysis::EventIndex) {
         // The lane count is bounded by consumers × sources × tiers.
         let lanes = self.consumers.max(1) * index.sources.len() * index.tiers.len();
@@ -357,6 +358,7 @@ impl Recorder for Recording {
         self.job_events = vec![Vec::new(); index.jobs.len()];
     }
 
+    #[inline]
     fn event(
         &mut self,
         event: usize,
@@ -420,6 +422,7 @@ impl Recorder for Recording {
         });
     }
 
+    #[inline]
     fn verdict(
         &mut self,
         event: usize,
@@ -458,6 +461,7 @@ impl Recorder for Recording {
         }
     }
 
+    #[inline]
     fn lanes(&mut self, _event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]) {
         for &(k, v) in changed {
             let lane = self.lane_slot(k);

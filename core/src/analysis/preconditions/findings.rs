@@ -4,7 +4,6 @@
 use super::{At, Context, Preconditions, Tally, LISTED_HASHES};
 use crate::analysis::{Finding, Rule};
 use crate::consumers::{AnyConsumer, BlockSizes, ConsumerKind};
-use crate::trace::TraceRecord;
 
 impl Preconditions {
     /// The findings, once every event was delivered (the models still alive).
@@ -16,7 +15,7 @@ impl Preconditions {
         self.block_size_findings(cx, &mut out);
         self.silent_findings(cx, &mut out);
         self.overflow_findings(cx, &mut out);
-        stale_findings(cx, &mut out);
+        stale_findings(cx, &self.restarts, &mut out);
         out
     }
 
@@ -291,7 +290,7 @@ impl Preconditions {
 }
 
 /// `stale-after-restart`: per restart llm-d did not notice, the blocks still credited.
-fn stale_findings(cx: &Context<'_>, out: &mut Vec<Finding>) {
+fn stale_findings(cx: &Context<'_>, restarts: &[At], out: &mut Vec<Finding>) {
     for c in cx.consumers {
         let AnyConsumer::Llmd(m) = c else {
             continue;
@@ -300,7 +299,12 @@ fn stale_findings(cx: &Context<'_>, out: &mut Vec<Finding>) {
             if hashes.is_empty() {
                 continue;
             }
-            let Some(at) = cx.at(r.event) else {
+            // Where the batch starts (in event order: llm-d sees the restart at its first event).
+            let Some(at) = restarts
+                .binary_search_by_key(&r.event, |a| a.event)
+                .ok()
+                .and_then(|k| restarts.get(k).copied())
+            else {
                 continue;
             };
             let listed = if hashes.len() > LISTED_HASHES {
@@ -348,22 +352,6 @@ impl Context<'_> {
             .sources
             .get(source as usize)
             .map_or("", String::as_str)
-    }
-
-    /// Where event `event` is.
-    fn at(&self, event: usize) -> Option<At> {
-        let loc = self.index.events.get(event)?;
-        let line = match self.trace.records.get(loc.record as usize) {
-            Some(TraceRecord::Batch(b)) => b.origin,
-            _ => 0,
-        };
-        Some(At {
-            event,
-            line,
-            pos: loc.pos,
-            source: loc.source,
-            record: loc.record,
-        })
     }
 
     fn finding(&self, rule: Rule, at: At, hashes: &[u64], message: String) -> Finding {

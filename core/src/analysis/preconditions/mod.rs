@@ -10,7 +10,7 @@
 use crate::consumers::llmd::Llmd;
 use crate::consumers::{content_hash, AnyConsumer, ConsumerKind, EventVerdict, Map, VerdictKind};
 use crate::event::{ExtraValue, KvEvent};
-use crate::trace::{Trace, TraceRecord};
+use crate::trace::TraceBatch;
 
 mod findings;
 
@@ -179,15 +179,24 @@ pub(crate) struct Preconditions {
     mismatches: Vec<Mismatch>,
     /// `silent-source` (timing): every batch carrying events.
     batches: Vec<BatchAt>,
+    /// `stale-after-restart`: per publisher (`source << 32 | dp_rank`), the `seq` of its last
+    /// batch carrying events; and where each batch whose `seq` went back starts (what llm-d
+    /// sees as a restart: the findings point there).
+    last_seq: Map<u64, u64>,
+    restarts: Vec<At>,
 }
 
 impl Preconditions {
     /// Watch event `ev` at `at` (before or after the models: the trace-only checks).
-    pub(crate) fn event(&mut self, trace: &Trace, at: At, ev: &KvEvent) {
+    pub(crate) fn event(&mut self, b: &TraceBatch, at: At, ev: &KvEvent) {
         if at.pos == 0 {
-            if let Some(TraceRecord::Batch(b)) = trace.records.get(at.record as usize) {
-                if b.ts.is_finite() {
-                    self.batches.push((ts_key(b.ts), at.source, at));
+            if b.ts.is_finite() {
+                self.batches.push((ts_key(b.ts), at.source, at));
+            }
+            let key = u64::from(at.source) << 32 | u64::from(b.dp_rank.unwrap_or(0));
+            if let Some(last) = self.last_seq.insert(key, b.seq) {
+                if b.seq < last {
+                    self.restarts.push(at);
                 }
             }
         }

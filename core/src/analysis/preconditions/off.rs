@@ -4,7 +4,7 @@
 use crate::analysis::Finding;
 use crate::consumers::{AnyConsumer, EventVerdict};
 use crate::event::KvEvent;
-use crate::trace::Trace;
+use crate::trace::TraceBatch;
 
 pub(crate) use super::watch::{At, Context, SILENT_SOURCE_FACTOR};
 
@@ -13,7 +13,7 @@ pub(crate) use super::watch::{At, Context, SILENT_SOURCE_FACTOR};
 pub(crate) struct Preconditions;
 
 impl Preconditions {
-    pub(crate) fn event(&mut self, _: &Trace, _: At, _: &KvEvent) {}
+    pub(crate) fn event(&mut self, _: &TraceBatch, _: At, _: &KvEvent) {}
 
     pub(crate) fn verdict(
         &mut self,

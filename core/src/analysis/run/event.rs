@@ -1,37 +1,43 @@
 //! One event through the consumer models, the loss bookkeeping and the violation index.
 
 use super::violations::{Scope, Waiter};
-use super::{source_name_of, tier_label, Recorder, Run};
+use super::{Recorder, Run};
+use crate::analysis::findings::{Msg, Rec, RootAt, Why};
+use crate::analysis::IndexBuilder;
 use crate::analysis::{
-    EventIndex, EventLoc, Evidence, Finding, JobEvidence, ReorderClass, Rule, UnreachablePrefix,
-    VerdictSink,
+    EventLoc, Evidence, JobEvidence, ReorderClass, Rule, UnreachablePrefix, VerdictSink,
 };
-use crate::consumers::{Hashes, VerdictKind};
+use crate::consumers::{EventCtx, Hashes, VerdictKind};
 use crate::event::KvEvent;
 use crate::event::Tier;
-use crate::trace::{ProvenanceKind, Trace, TraceRecord};
+use crate::trace::{ProvenanceKind, TraceBatch};
 
 impl Run {
-    /// Feed event `i` to the models and the violation index.
+    /// Feed event `i` (of batch `b`, indexed) to the models and the violation index.
     pub(super) fn event(
         &mut self,
-        trace: &Trace,
+        b: &TraceBatch,
         i: usize,
         mut sink: Option<&mut VerdictSink<'_>>,
         mut recorder: Option<&mut dyn Recorder>,
     ) {
-        let index = &self.index.idx;
-        let Some((ctx, ev)) = index.ctx(trace, i) else {
+        let Some(loc) = self.index.loc(i) else {
             return;
         };
-        let Some(loc) = index.events.get(i).copied() else {
+        let Some(ev) = b.events.get(loc.pos as usize) else {
             return;
         };
-        let origin = match trace.records.get(loc.record as usize) {
-            Some(TraceRecord::Batch(b)) => b.origin,
-            _ => 0,
+        let ctx = EventCtx {
+            index: i,
+            source: loc.source,
+            dp_rank: loc.dp_rank,
+            seq: b.seq,
+            tier: loc.tier,
+            provenance: b.provenance.as_ref().and_then(|p| p.get(loc.pos as usize)),
+            batch: &b.events,
+            batch_start: i - loc.pos as usize,
         };
-        let source_name = source_name_of(index, loc.source);
+        let origin = b.origin;
         // Block ids (and the parent's): by hash for the models, by group and hash for the
         // violation index and the recorder.
         self.ids.fill(&mut self.interner, ev);
@@ -56,7 +62,7 @@ impl Run {
             *slot - 1
         };
         let at = self.precondition_at(i, &loc, origin);
-        self.pre.event(trace, at, ev);
+        self.pre.event(b, at, ev);
         let resolved = &mut self.resolved;
         let recording = recorder.is_some();
         // Consumers.
@@ -101,6 +107,14 @@ impl Run {
                     let at = match t.roots.binary_search_by_key(&root, |r| r.event) {
                         Ok(at) => at,
                         Err(at) => {
+                            t.root_at.insert(
+                                at.min(t.root_at.len()),
+                                RootAt {
+                                    line: origin,
+                                    pos: loc.pos,
+                                    source: loc.source,
+                                },
+                            );
                             t.roots.insert(
                                 at,
                                 UnreachablePrefix {
@@ -128,6 +142,7 @@ impl Run {
             }
         }
         // Violation index.
+        let index = &self.index;
         let presence = &mut self.presence;
         let ids = &self.gids.blocks;
         let waiting = &mut self.waiting;
@@ -143,7 +158,11 @@ impl Run {
                 {
                     if let Some(scope) = presence.scope_missing(Some(pid), engine, loc.tier) {
                         // A parent stored earlier in this same event cannot be missing.
-                        waiting.entry(pid as u64).push(Waiter {
+                        // Most parents have one waiter: room for exactly one more (a first
+                        // push would make room for four).
+                        let list = waiting.entry(pid as u64);
+                        list.reserve_exact(1);
+                        list.push(Waiter {
                             child: i,
                             source: loc.source,
                             engine,
@@ -151,34 +170,35 @@ impl Run {
                             parent: p,
                             tier: loc.tier,
                             job: loc.job,
+                            record: loc.record,
+                            pos: loc.pos,
+                            line: origin,
                             scope,
                             promotion,
                             hashes: hashes.clone(),
                         });
                     }
                 }
-                let mut doubles = Vec::new();
+                let mut doubles = Hashes::new();
                 for (h, id) in hashes.iter().zip(ids) {
                     if !presence.add(*id, engine, loc.tier) {
                         doubles.push(*h);
                     }
                 }
                 if !doubles.is_empty() {
-                    raw.push(
-                        Finding::new(
-                            Rule::DoubleStore,
-                            i,
-                            format!(
-                                "stored into {}{} again while already held",
-                                tier_label(index, loc.tier),
-                                GroupNote(group)
-                            ),
-                        )
-                        .at(origin, loc.pos as usize)
-                        .source(source_name)
-                        .hashes(doubles)
-                        .group(group),
+                    let mut r = Rec::new(
+                        Rule::DoubleStore,
+                        i,
+                        origin,
+                        loc.pos,
+                        loc.source,
+                        Msg::Double {
+                            tier: loc.tier,
+                            group,
+                        },
                     );
+                    r.hashes = doubles;
+                    raw.push(r);
                 }
                 // Resolve children waiting for these blocks.
                 for (h, id) in hashes.iter().zip(ids) {
@@ -191,9 +211,8 @@ impl Run {
                     let mut keep = Vec::new();
                     for w in ws {
                         let same_lane = w.engine == engine && w.tier == loc.tier;
-                        let wloc = index.events.get(w.child).copied().unwrap_or(loc);
                         let class = if same_lane {
-                            Some(classify(index, self.workers, &w, &wloc, i, &loc))
+                            Some(classify(index, self.workers, &w, &loc))
                         } else if w.engine == engine && w.scope >= Scope::Source {
                             Some((ReorderClass::CrossTier, Evidence::Lanes, Why::Lanes))
                         } else if w.engine != engine && w.scope == Scope::Global {
@@ -209,44 +228,31 @@ impl Run {
                             class = ReorderClass::Promotion;
                             evidence = Evidence::Lanes;
                         }
-                        let inferred = wloc.job != u32::MAX
+                        let inferred = w.job != u32::MAX
                             && index
-                                .jobs
-                                .get(wloc.job as usize)
-                                .is_some_and(|j| j.inferred);
-                        let worigin = match trace.records.get(wloc.record as usize) {
-                            Some(TraceRecord::Batch(b)) => b.origin,
-                            _ => 0,
-                        };
-                        let wsource = source_name_of(index, w.source);
-                        // " from <source>" only across engines (one `format!`, no inner one).
-                        let (from, from_source) = if engine != w.engine {
-                            (" from ", source_name)
-                        } else {
-                            ("", "")
-                        };
-                        let msg = format!(
-                            "block {} delivered before its parent {}, which arrives at event {} ({}{}{}{}){}",
-                            w.hashes.first().copied().unwrap_or_default(),
-                            h,
-                            i,
-                            tier_label(index, loc.tier),
-                            GroupNote(group),
-                            from,
-                            from_source,
-                            Because { why, class, workers: self.workers },
+                                .evidence_of(w.job)
+                                .is_some_and(|e| e != JobEvidence::Provenance);
+                        let mut r = Rec::new(
+                            class.rule(),
+                            w.child,
+                            w.line,
+                            w.pos,
+                            w.source,
+                            Msg::Reorder {
+                                first: w.hashes.first().copied().unwrap_or_default(),
+                                tier: loc.tier,
+                                group,
+                                // The parent's source, only across engines.
+                                from: (engine != w.engine).then_some(loc.source),
+                                why,
+                            },
                         );
-                        raw.push(
-                            Finding::new(class.rule(), w.child, msg)
-                                .at(worigin, wloc.pos as usize)
-                                .source(wsource)
-                                .hashes(w.hashes.to_vec())
-                                .group(w.group)
-                                .parent(*h)
-                                .related(i)
-                                .inferred(inferred)
-                                .classed(class, evidence),
-                        );
+                        r.hashes = w.hashes;
+                        r.parent = Some(*h);
+                        r.related = Some(i);
+                        r.inferred = inferred;
+                        r.class = Some((class, evidence));
+                        raw.push(r);
                     }
                     if !keep.is_empty() {
                         *waiting.entry(*id as u64) = keep;
@@ -254,28 +260,26 @@ impl Run {
                 }
             }
             KvEvent::BlockRemoved(_) => {
-                let mut unknown = Vec::new();
+                let mut unknown = Hashes::new();
                 for (&h, id) in self.ids.hashes.iter().zip(ids) {
                     if !presence.remove(Some(*id), engine, loc.tier) {
                         unknown.push(h);
                     }
                 }
                 if !unknown.is_empty() {
-                    raw.push(
-                        Finding::new(
-                            Rule::RemoveUnknown,
-                            i,
-                            format!(
-                                "removed from {}{} which does not hold it",
-                                tier_label(index, loc.tier),
-                                GroupNote(group)
-                            ),
-                        )
-                        .at(origin, loc.pos as usize)
-                        .source(source_name)
-                        .hashes(unknown)
-                        .group(group),
+                    let mut r = Rec::new(
+                        Rule::RemoveUnknown,
+                        i,
+                        origin,
+                        loc.pos,
+                        loc.source,
+                        Msg::Removed {
+                            tier: loc.tier,
+                            group,
+                        },
                     );
+                    r.hashes = unknown;
+                    raw.push(r);
                 }
             }
             KvEvent::AllBlocksCleared => presence.clear_source(engine),
@@ -283,48 +287,24 @@ impl Run {
     }
 }
 
-/// Why a same-lane inversion got its class (rendered by [`Because`]).
-#[derive(Clone, Copy)]
-enum Why {
-    /// Cross-tier / cross-source / promotion: the lanes said it.
-    Lanes,
-    /// No job (GPU-tier events).
-    NoJob,
-    /// Different batches.
-    SeparateBatches,
-    /// Provenance job ids (the parent's job, when another).
-    Provenance,
-    /// GPU events partition the batch into store jobs.
-    GpuEvents,
-    /// The request's runs in the batch: descents, runs.
-    BatchOrder(u32, u32),
-    /// A secondary tier without provenance or GPU events.
-    Secondary,
-    /// The child's and the parent's jobs rest on different evidence.
-    Mixed,
-}
-
-/// The class of a same-lane inversion of waiter `w` (at `wloc`) by its parent (event `i` at
-/// `loc`), from the best evidence both events have (see `docs/rules.md`, "Jobs and evidence").
+/// The class of a same-lane inversion of waiter `w` by its parent (at `loc`), from the best evidence both events have (see `docs/rules.md`, "Jobs and evidence").
 fn classify(
-    index: &EventIndex,
+    index: &IndexBuilder,
     workers: u32,
     w: &Waiter,
-    wloc: &EventLoc,
-    i: usize,
     loc: &EventLoc,
 ) -> (ReorderClass, Evidence, Why) {
     if w.job == u32::MAX || loc.job == u32::MAX {
         return (ReorderClass::AcrossJobs, Evidence::NoJob, Why::NoJob);
     }
-    if wloc.record != loc.record {
+    if w.record != loc.record {
         return (
             ReorderClass::AcrossJobs,
             Evidence::SeparateBatches,
             Why::SeparateBatches,
         );
     }
-    let (child_ev, parent_ev) = (index.job_evidence(w.child), index.job_evidence(i));
+    let (child_ev, parent_ev) = (index.evidence_of(w.job), index.evidence_of(loc.job));
     let same_job = w.job == loc.job;
     match (child_ev, parent_ev) {
         (Some(JobEvidence::Provenance), Some(JobEvidence::Provenance)) => (
@@ -347,6 +327,7 @@ fn classify(
         ),
         (Some(JobEvidence::BatchRun), Some(JobEvidence::BatchRun)) => {
             let primary = index
+                .idx
                 .tiers
                 .get(loc.tier as usize)
                 .is_some_and(|t| *t == Tier::Cpu);
@@ -357,7 +338,7 @@ fn classify(
                     Why::Secondary,
                 );
             }
-            let order = index.batch_order_of(w.child).unwrap_or_default();
+            let order = index.idx.batch_order_of(w.child).unwrap_or_default();
             let why = Why::BatchOrder(order.descents, order.runs);
             if order.descents >= workers {
                 (ReorderClass::InJob, Evidence::BatchOrder, why)
@@ -366,62 +347,5 @@ fn classify(
             }
         }
         _ => (ReorderClass::Ambiguous, Evidence::BatchOrder, Why::Mixed),
-    }
-}
-
-/// The evidence part of a child-before-parent message.
-struct Because {
-    why: Why,
-    class: ReorderClass,
-    workers: u32,
-}
-
-impl std::fmt::Display for Because {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let w = self.workers;
-        let s = if w == 1 { "" } else { "s" };
-        match (self.why, self.class) {
-            (Why::Lanes | Why::NoJob, _) => Ok(()),
-            (Why::SeparateBatches, _) => {
-                f.write_str("; in another batch (a job's events are published in one batch)")
-            }
-            (Why::Provenance, ReorderClass::InJob) => f.write_str("; one job by provenance"),
-            (Why::Provenance, _) => f.write_str("; another job by provenance"),
-            (Why::GpuEvents, ReorderClass::InJob) => f.write_str(
-                "; one store job by the GPU events (same request, same step)",
-            ),
-            (Why::GpuEvents, _) => f.write_str(
-                "; another store job by the GPU events (another request or step)",
-            ),
-            (Why::BatchOrder(d, r), ReorderClass::InJob) => write!(
-                f,
-                "; job inferred from batch structure: this request's {r} runs in the batch start with {d} descent(s), more than {w} worker{s} allow (at most {}), so a job is in set order",
-                w - 1
-            ),
-            (Why::BatchOrder(d, r), _) => write!(
-                f,
-                "; ambiguous: this request's {r} runs in the batch start with {d} descent(s), which {w} worker{s} completing jobs out of order allow (at most {}); GPU-tier events in the capture, provenance, or a lower worker count (--workers) would decide it",
-                w - 1
-            ),
-            (Why::Secondary, _) => f.write_str(
-                "; ambiguous: secondary-tier jobs complete asynchronously, so only provenance or GPU-tier events in the capture would decide it",
-            ),
-            (Why::Mixed, _) => f.write_str(
-                "; ambiguous: the child's and the parent's jobs rest on different evidence; provenance or GPU-tier events for both would decide it",
-            ),
-        }
-    }
-}
-
-/// " group N" for KV groups other than 0 (nothing for a single-group trace).
-struct GroupNote(u32);
-
-impl std::fmt::Display for GroupNote {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0 == 0 {
-            Ok(())
-        } else {
-            write!(f, " group {}", self.0)
-        }
     }
 }

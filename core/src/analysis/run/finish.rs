@@ -1,11 +1,13 @@
-//! The finishing stage: unknown parents, consumer-loss findings, levels, verdicts and
-//! cascades attached, loss summaries.
+//! The finishing stage: unknown parents, loss summaries, the compact finding store (levels,
+//! order, consumer-loss findings from the loss roots) and, for an [`crate::analysis::Analysis`],
+//! the findings rendered.
 
 use super::violations::Waiter;
-use super::{source_name_of, Run};
-use crate::analysis::{Finding, Level, LossSummary, Rule, SortedPairs};
+use super::Run;
+use crate::analysis::findings::{Cursor, FindingStore, Msg, Rec, StoreParts};
+use crate::analysis::Rule;
+use crate::analysis::{Finding, LossSummary, SortedPairs};
 use crate::consumers::VerdictKind;
-use crate::trace::{Trace, TraceRecord};
 
 impl Run {
     /// Enter the finishing stage: list the children whose parent never arrived.
@@ -27,7 +29,7 @@ impl Run {
         let roots: usize = self.tracks.iter().map(|t| t.roots.len()).sum();
         let most = self.raw.len() + leftovers.len() + roots;
         self.fin = Finishing {
-            total: leftovers.len() + roots + 2 * most + self.tracks.len(),
+            total: leftovers.len() + self.tracks.len() + 1 + most,
             leftovers: leftovers.into_iter(),
             ..Finishing::default()
         };
@@ -36,208 +38,58 @@ impl Run {
     /// One slice of the finishing work (about `budget` findings). Returns the work done and
     /// whether the step was a heavy one (a sort, a model's loss summary) after which the
     /// current [`Run::advance`] call should return.
-    pub(super) fn finish_step(&mut self, trace: &Trace, budget: usize) -> (usize, bool) {
-        let index = &self.index.idx;
-        let fin = &mut self.fin;
+    pub(super) fn finish_step(&mut self, budget: usize) -> (usize, bool) {
         let mut work = 0usize;
         let mut heavy = false;
-        match fin.step {
+        match self.fin.step {
             FinishStep::Leftovers => {
+                let fin = &mut self.fin;
                 // Children whose parent never arrived anywhere.
                 for (p, w) in fin.leftovers.by_ref() {
                     work += 1;
                     if !self.presence.ever(Some(p as u32)) {
-                        let (group, p) = (w.group, w.parent);
-                        if let Some(wloc) = index.events.get(w.child).copied() {
-                            let worigin = match trace.records.get(wloc.record as usize) {
-                                Some(TraceRecord::Batch(b)) => b.origin,
-                                _ => 0,
-                            };
-                            let wsource = source_name_of(index, w.source);
-                            self.raw.push(
-                                Finding::new(
-                                    Rule::UnknownParent,
-                                    w.child,
-                                    if group == 0 {
-                                        format!("parent {p} is never stored in this trace")
-                                    } else {
-                                        format!(
-                                            "parent {p} is never stored in KV group {group} in this trace"
-                                        )
-                                    },
-                                )
-                                .at(worigin, wloc.pos as usize)
-                                .source(wsource)
-                                .hashes(w.hashes.to_vec())
-                                .parent(p),
-                            );
-                        }
+                        let mut r = Rec::new(
+                            Rule::UnknownParent,
+                            w.child,
+                            w.line,
+                            w.pos,
+                            w.source,
+                            Msg::Unknown { group: w.group },
+                        );
+                        r.hashes = w.hashes;
+                        r.parent = Some(w.parent);
+                        self.raw.push(r);
                     }
                     if work >= budget {
                         break;
                     }
                 }
                 if fin.leftovers.len() == 0 {
-                    fin.step = FinishStep::LossFindings;
-                    // Only `ever` is needed from here on (free the rest early).
-                    self.presence.by_source = Vec::new();
-                }
-            }
-            FinishStep::LossFindings => {
-                // Consumer-loss findings: one per unreachable prefix root.
-                while work < budget {
-                    let (Some(kind), Some(track), Some(kinds)) = (
-                        self.config.consumers.get(fin.model),
-                        self.tracks.get(fin.model),
-                        self.kinds.get(fin.model),
-                    ) else {
-                        fin.step = FinishStep::Sort;
-                        break;
-                    };
-                    let Some(root) = track.roots.get(fin.pos) else {
-                        fin.model += 1;
-                        fin.pos = 0;
-                        continue;
-                    };
-                    fin.pos += 1;
-                    work += 1;
-                    let Some(loc) = index.events.get(root.event).copied() else {
-                        continue;
-                    };
-                    let origin = match trace.records.get(loc.record as usize) {
-                        Some(TraceRecord::Batch(b)) => b.origin,
-                        _ => 0,
-                    };
-                    let verdict = kinds.get(root.event).copied();
-                    if verdict == Some(VerdictKind::Replayed) {
-                        continue;
-                    }
-                    let src = source_name_of(index, loc.source);
-                    self.raw.push(
-                        Finding::new(
-                            Rule::ConsumerLoss,
-                            root.event,
-                            format!(
-                                "{}: {} ({} event(s), {} block(s) lost including cascade)",
-                                kind.as_str(),
-                                verdict.map_or("lost", VerdictKind::as_str),
-                                root.events,
-                                root.blocks
-                            ),
-                        )
-                        .at(origin, loc.pos as usize)
-                        .source(src)
-                        .hashes(root.first_block.map_or_else(Vec::new, |b| vec![b]))
-                        .parent_opt(root.missing_parent),
-                    );
-                }
-                if fin.step == FinishStep::Sort {
-                    fin.model = 0;
-                    fin.pos = 0;
-                    // The sort gets a call of its own.
-                    heavy = true;
-                }
-            }
-            FinishStep::Sort => {
-                // The rule takes the key's low 5 bits.
-                const _: () = assert!(Rule::ALL.len() <= 32);
-                // By (event, rule), stable: sort small keys; the findings move only once, when
-                // they are split.
-                let mut order: Vec<(u64, u32)> = Vec::with_capacity(self.raw.len());
-                for (k, f) in self.raw.iter().enumerate() {
-                    order.push((((f.event as u64) << 5) | f.rule as u64, k as u32));
-                }
-                crate::sort::sort_keyed(&mut order);
-                fin.order = Vec::with_capacity(order.len());
-                for (_, k) in order {
-                    fin.order.push(k);
-                }
-                // Room for the split (no reallocation of large vectors later).
-                let reorders = self.raw.iter().filter(|f| f.rule.is_reorder()).count();
-                let reported = self
-                    .raw
-                    .iter()
-                    .filter(|f| self.config.rules.level(f.rule) != Level::Allow)
-                    .count();
-                fin.violations.reserve_exact(reorders);
-                fin.findings.reserve_exact(reported);
-                fin.step = FinishStep::Attach;
-                work = 1;
-                heavy = true;
-            }
-            FinishStep::Attach => {
-                // Attach verdicts and cascades, apply levels.
-                let end = fin.pos.saturating_add(budget).min(fin.order.len());
-                for k in fin.order.get(fin.pos..end).unwrap_or(&[]) {
-                    let Some(f) = self.raw.get_mut(*k as usize) else {
-                        continue;
-                    };
-                    f.level = self.config.rules.level(f.rule);
-                    // Gaps are not tied to an event's verdicts; neither are findings without a
-                    // line.
-                    if f.line == 0 || matches!(f.rule, Rule::SeqGap | Rule::SeqGapRecovered) {
-                        continue;
-                    }
-                    for ((kind, track), kinds) in self
-                        .config
-                        .consumers
-                        .iter()
-                        .zip(&self.tracks)
-                        .zip(&self.kinds)
-                    {
-                        if let Some(v) = kinds.get(f.event) {
-                            f.verdicts.insert(kind.as_str().into(), *v);
-                        }
-                        f.cascade
-                            .insert(kind.as_str().into(), track.cascade(f.event));
-                    }
-                }
-                work = end - fin.pos;
-                fin.pos = end;
-                if fin.pos >= fin.order.len() {
-                    fin.step = FinishStep::Split;
-                    fin.pos = 0;
-                }
-            }
-            FinishStep::Split => {
-                // Reorders (all levels) and reported findings (warn and deny).
-                let end = fin.pos.saturating_add(budget).min(fin.order.len());
-                for k in fin.order.get(fin.pos..end).unwrap_or(&[]) {
-                    let Some(f) = self.raw.get_mut(*k as usize) else {
-                        continue;
-                    };
-                    let f = std::mem::replace(f, finding_placeholder());
-                    if f.rule.is_reorder() {
-                        fin.violations.push(f.clone());
-                    }
-                    if f.level != Level::Allow {
-                        fin.findings.push(f);
-                    }
-                }
-                work = end - fin.pos;
-                fin.pos = end;
-                if fin.pos >= fin.order.len() {
-                    self.raw = Vec::new();
-                    fin.order = Vec::new();
                     fin.step = FinishStep::Losses;
-                    fin.pos = 0;
-                    // The loss summaries get calls of their own.
-                    heavy = true;
+                    // The lanes and waiters are done with.
+                    self.presence = Default::default();
+                    self.waiting = Default::default();
                 }
             }
             FinishStep::Losses => {
                 // One model's loss summary per step (sorts its lost hashes).
+                let fin = &mut self.fin;
                 let c = fin.losses.len();
                 let (Some(kind), Some(track), Some(kinds)) = (
                     self.config.consumers.get(c),
-                    self.tracks.get(c),
+                    self.tracks.get_mut(c),
                     self.kinds.get(c),
                 ) else {
-                    fin.step = FinishStep::Done;
-                    fin.done = fin.total;
+                    fin.step = FinishStep::Store;
                     return (1, false);
                 };
-                let lost = self.lost_blocks.get(c).map(Vec::as_slice).unwrap_or(&[]);
+                // Only the roots are needed from here on.
+                track.root_of = Default::default();
+                let lost = self
+                    .lost_blocks
+                    .get_mut(c)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
                 // Plain loops (no iterator-adapter `collect` instances). `ALL` is in key order.
                 let mut counts = Vec::new();
                 for k in VerdictKind::ALL {
@@ -252,7 +104,7 @@ impl Run {
                 let mut hashes: Vec<u64> = Vec::new();
                 let mut events_lost = 0usize;
                 let mut last_event = None;
-                for &(e, h) in lost {
+                for &(e, h) in &lost {
                     if kinds.get(e) == Some(&VerdictKind::Replayed) {
                         continue;
                     }
@@ -262,6 +114,7 @@ impl Run {
                     }
                     hashes.push(h);
                 }
+                drop(lost);
                 let blocks_lost = hashes.len();
                 crate::sort::sort_u64(&mut hashes);
                 hashes.dedup();
@@ -283,7 +136,60 @@ impl Run {
                 work = 1;
                 heavy = true;
             }
+            FinishStep::Store => {
+                // Sort the compact findings; the consumer-loss ones come from the roots.
+                let store = FindingStore::new(StoreParts {
+                    recs: std::mem::take(&mut self.raw),
+                    roots: std::mem::take(&mut self.tracks),
+                    consumers: self.config.consumers.clone(),
+                    kinds: std::mem::take(&mut self.kinds),
+                    levels: self.config.rules.clone(),
+                    sources: self.index.idx.sources.clone(),
+                    tiers: self.index.idx.tiers.clone(),
+                    workers: self.workers,
+                });
+                let fin = &mut self.fin;
+                fin.step = if self.index.streaming {
+                    FinishStep::Done
+                } else {
+                    FinishStep::Render
+                };
+                fin.store = Some(store);
+                work = 1;
+                heavy = true;
+            }
+            FinishStep::Render => {
+                // The reported findings (warn and deny) and the child-before-parent ones at
+                // every level, rendered.
+                let fin = &mut self.fin;
+                let Some(store) = fin.store.as_ref() else {
+                    fin.step = FinishStep::Done;
+                    return (1, false);
+                };
+                while work < budget {
+                    let Some(f) = store.next(&mut fin.cursor) else {
+                        fin.step = FinishStep::Done;
+                        break;
+                    };
+                    work += 1;
+                    let reported = f.level != crate::analysis::Level::Allow;
+                    if !reported && !f.rule.is_reorder() {
+                        continue;
+                    }
+                    let rendered = f.render();
+                    if f.rule.is_reorder() {
+                        fin.violations.push(rendered.clone());
+                    }
+                    if reported {
+                        fin.findings.push(rendered);
+                    }
+                }
+            }
             FinishStep::Done => {}
+        }
+        let fin = &mut self.fin;
+        if fin.step == FinishStep::Done {
+            fin.done = fin.total;
         }
         fin.done = fin.done.saturating_add(work);
         (work, heavy)
@@ -295,11 +201,9 @@ impl Run {
 pub(super) enum FinishStep {
     #[default]
     Leftovers,
-    LossFindings,
-    Sort,
-    Attach,
-    Split,
     Losses,
+    Store,
+    Render,
     Done,
 }
 
@@ -308,20 +212,12 @@ pub(super) enum FinishStep {
 pub(super) struct Finishing {
     pub(super) step: FinishStep,
     pub(super) leftovers: std::vec::IntoIter<(u64, Waiter)>,
-    /// Model being summarised (loss findings).
-    pub(super) model: usize,
-    /// Position in the current list (roots, `order`).
-    pub(super) pos: usize,
-    /// Indices into `raw` in (event, rule) order.
-    pub(super) order: Vec<u32>,
+    /// Position in the findings (`Render`).
+    pub(super) cursor: Cursor,
+    pub(super) store: Option<FindingStore>,
     pub(super) violations: Vec<Finding>,
     pub(super) findings: Vec<Finding>,
     pub(super) losses: Vec<LossSummary>,
     pub(super) done: usize,
     pub(super) total: usize,
-}
-
-/// An empty finding (no allocation), left behind when findings are moved out.
-pub(super) fn finding_placeholder() -> Finding {
-    Finding::new(Rule::SeqGap, 0, String::new())
 }

@@ -3,6 +3,11 @@
 //! [`Analysis`]. Each stage can be advanced by a budget of events, so a caller (the replay
 //! builder, hence the web app) can do the work in slices and show progress; [`super::analyze`]
 //! runs it in one go.
+//!
+//! The same pass also runs on a stream ([`Run::streaming`], [`Run::push`]): each record is
+//! indexed and its events delivered as it comes, the index keeps only the current batch, and
+//! the result is a [`super::Report`] with compact findings, so memory is the models' state and
+//! the findings, not the trace.
 
 mod event;
 mod finish;
@@ -11,18 +16,21 @@ mod preconditions;
 mod seq;
 mod violations;
 
+use super::findings::Rec;
 use super::identity::GroupIds;
 use super::{
-    Analysis, AnalysisConfig, BlockKeys, EventIndex, EventLoc, Finding, IndexBuilder, VerdictSink,
+    Analysis, AnalysisConfig, BlockKeys, EventIndex, EventLoc, Finding, IndexBuilder, Report,
+    VerdictSink,
 };
 use crate::consumers::Interner;
 use crate::consumers::{
-    AnyConsumer, EventIds, EventVerdict, LaneCounts, LaneKey, Resolution, SlabMap, VerdictKind,
+    AnyConsumer, BlockSizes, EventIds, EventVerdict, LaneCounts, LaneKey, Resolution, SlabMap,
+    VerdictKind,
 };
-use crate::event::{KvEvent, Tier};
+use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
 use finish::{FinishStep, Finishing};
-use losses::LossTrack;
+pub(crate) use losses::LossTrack;
 use violations::{Presence, Waiter};
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
@@ -69,10 +77,10 @@ pub(crate) struct Run {
     index: IndexBuilder,
     /// The next record to index.
     next_record: usize,
-    /// Last seq per (source, rank), by `source << 32 | dp_rank`; gap records
-    /// (`(event, record)`).
+    /// Last seq per (source, rank), by `source << 32 | dp_rank`; gap findings waiting for the
+    /// next event's line.
     last_seq: SlabMap<Option<u64>>,
-    gap_records: Vec<(usize, usize)>,
+    pending_gaps: Vec<Finding>,
     consumers: Vec<AnyConsumer>,
     kinds: Vec<Vec<VerdictKind>>,
     lost_blocks: Vec<Vec<(usize, u64)>>,
@@ -90,11 +98,18 @@ pub(crate) struct Run {
     /// (engine, tier).
     engines: SlabMap<u32>,
     engine_count: u32,
-    /// Workers reporting the store jobs ([`AnalysisConfig::workers_for`]).
+    /// Workers reporting the store jobs ([`AnalysisConfig::workers_for`]); whether a header
+    /// gave them (streaming).
     workers: u32,
+    header_workers: bool,
+    /// Streaming: whether the models are built, and how many sources' engine block sizes they
+    /// know.
+    started: bool,
+    known_sizes: usize,
     /// Children waiting for a parent, by the parent's block id.
     waiting: SlabMap<Vec<Waiter>>,
-    raw: Vec<Finding>,
+    /// The findings so far, compact.
+    raw: Vec<Rec>,
     resolved: Vec<Resolution>,
     /// The finishing stage's state.
     fin: Finishing,
@@ -116,14 +131,26 @@ impl Run {
                 _ => 0,
             })
             .sum();
+        let mut run = Run::streaming(config);
+        run.index.streaming = false;
+        run.total = total;
+        run.workers = config.workers_for(trace);
+        run.header_workers = true;
+        run
+    }
+
+    /// A run fed record by record with [`Run::push`] (see the module docs).
+    pub(crate) fn streaming(config: &AnalysisConfig) -> Run {
+        let mut index = IndexBuilder::default();
+        index.streaming = true;
         Run {
             config: config.clone(),
-            total,
+            total: 0,
             stage: Stage::Index,
-            index: IndexBuilder::default(),
+            index,
             next_record: 0,
             last_seq: SlabMap::default(),
-            gap_records: Vec::new(),
+            pending_gaps: Vec::new(),
             consumers: Vec::new(),
             kinds: Vec::new(),
             lost_blocks: Vec::new(),
@@ -135,7 +162,10 @@ impl Run {
             gids: GroupIds::default(),
             engines: SlabMap::default(),
             engine_count: 0,
-            workers: config.workers_for(trace),
+            workers: config.workers.unwrap_or(1).max(1),
+            header_workers: false,
+            started: false,
+            known_sizes: 0,
             waiting: SlabMap::default(),
             raw: Vec::new(),
             resolved: Vec::new(),
@@ -154,7 +184,7 @@ impl Run {
     /// Work done in the current stage, in events.
     pub(crate) fn done(&self) -> usize {
         match self.stage {
-            Stage::Index => self.index.idx.events.len(),
+            Stage::Index => self.index.event_count(),
             Stage::Events | Stage::Release => self.next,
             Stage::Finish => self.fin.done.min(self.fin.total),
             Stage::Done => self.total,
@@ -186,7 +216,7 @@ impl Run {
                 Stage::Index => {
                     spent += self.index_records(trace, left);
                     if self.next_record >= trace.records.len() {
-                        self.gap_findings(trace);
+                        self.resolve_gaps(0);
                         self.start_events();
                         if let Some(r) = recorder.as_mut() {
                             r.start(&self.index.idx);
@@ -195,21 +225,31 @@ impl Run {
                     }
                 }
                 Stage::Events => {
-                    let n = self.index.idx.events.len();
+                    let n = self.index.event_count();
                     let start = self.next;
                     let end = start.saturating_add(left).min(n);
                     while self.next < end {
-                        self.event(
-                            trace,
-                            self.next,
-                            sink.as_deref_mut(),
-                            recorder.as_mut().map(|r| &mut **r as &mut dyn Recorder),
-                        );
+                        let i = self.next;
+                        let batch = match self.index.loc(i) {
+                            Some(loc) => match trace.records.get(loc.record as usize) {
+                                Some(TraceRecord::Batch(b)) => Some(b),
+                                _ => None,
+                            },
+                            None => None,
+                        };
+                        if let Some(b) = batch {
+                            self.event(
+                                b,
+                                i,
+                                sink.as_deref_mut(),
+                                recorder.as_mut().map(|r| &mut **r as &mut dyn Recorder),
+                            );
+                        }
                         self.next += 1;
                     }
                     spent += (end - start).max(1);
                     if self.next >= n {
-                        self.precondition_findings(trace);
+                        self.precondition_findings();
                         self.stage = Stage::Release;
                     }
                 }
@@ -223,7 +263,7 @@ impl Run {
                     return spent.max(1);
                 }
                 Stage::Finish => {
-                    let (work, heavy) = self.finish_step(trace, left);
+                    let (work, heavy) = self.finish_step(left);
                     spent += work.max(1);
                     if self.fin.step == FinishStep::Done {
                         self.stage = Stage::Done;
@@ -239,10 +279,102 @@ impl Run {
         spent
     }
 
+    /// Streaming: index record `rec` and deliver its events to the models at once.
+    pub(crate) fn push(&mut self, rec: &TraceRecord, mut sink: Option<&mut VerdictSink<'_>>) {
+        let ri = self.next_record;
+        self.next_record += 1;
+        let first = self.index.event_count();
+        self.index_record(ri, rec);
+        let TraceRecord::Batch(b) = rec else {
+            return;
+        };
+        if !self.started {
+            self.start_events();
+            self.started = true;
+        } else {
+            self.learn_block_sizes();
+        }
+        if self.index.multi_group {
+            self.keys.index_keys();
+        }
+        for i in first..first + b.events.len() {
+            self.event(b, i, sink.as_deref_mut(), None);
+        }
+        self.next = first + b.events.len();
+        self.total = self.next;
+    }
+
+    /// Streaming: events delivered so far.
+    pub(crate) fn events(&self) -> usize {
+        self.index.event_count()
+    }
+
+    /// Streaming: every record was pushed; assemble the report.
+    pub(crate) fn report(mut self) -> Report {
+        self.resolve_gaps(0);
+        if !self.started {
+            self.start_events();
+        }
+        self.precondition_findings();
+        self.consumers = Vec::new();
+        self.start_finish();
+        self.stage = Stage::Finish;
+        while self.stage != Stage::Done {
+            let (_, _) = self.finish_step(usize::MAX);
+            if self.fin.step == FinishStep::Done {
+                self.stage = Stage::Done;
+            }
+        }
+        Report {
+            config: self.config,
+            events: self.index.event_count(),
+            jobs: self.index.job_count(),
+            sources: self.index.idx.sources,
+            losses: self.fin.losses,
+            findings: {
+                let mut store = self.fin.store.unwrap_or_default();
+                store.count_all();
+                store
+            },
+        }
+    }
+
+    /// Streaming: a source's engine block size became known; `auto` router block sizes
+    /// resolve against what is known so far (a batch-by-batch reader cannot look ahead).
+    fn learn_block_sizes(&mut self) {
+        let sizes = &self.index.idx.engine_block_sizes;
+        let known = sizes.iter().filter(|s| s.is_some()).count();
+        if known == self.known_sizes {
+            return;
+        }
+        self.known_sizes = known;
+        let cc = &self.config.consumer_config;
+        for c in &mut self.consumers {
+            match c {
+                AnyConsumer::Llmd(m) => {
+                    m.set_block_sizes(BlockSizes::resolve(cc.llmd_canonical_block_size, sizes))
+                }
+                AnyConsumer::Dynamo(m) => {
+                    m.set_block_sizes(BlockSizes::resolve(cc.dynamo_kv_block_size, sizes))
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Build the models once the index (hence the engine block sizes) is known.
     fn start_events(&mut self) {
         let index = &self.index.idx;
-        let n = index.events.len();
+        self.known_sizes = index
+            .engine_block_sizes
+            .iter()
+            .filter(|s| s.is_some())
+            .count();
+        let n = if self.index.streaming {
+            0
+        } else {
+            index.events.len()
+        };
         let c = self.config.consumers.len();
         // One loop (no `collect` instance per vector).
         self.consumers = Vec::with_capacity(c);
@@ -286,30 +418,19 @@ impl Run {
         } else {
             keys.by_hash(interner)
         };
+        let mut fin = fin;
+        let verdict_kinds = match fin.store.as_mut() {
+            Some(s) => s.take_kinds(),
+            None => kinds,
+        };
         let analysis = Analysis {
             index: index.idx,
             config,
             findings: fin.findings,
             violations: fin.violations,
-            verdict_kinds: kinds,
+            verdict_kinds,
             losses: fin.losses,
         };
         (analysis, keys)
     }
-}
-
-/// The name of interned source `source` ("" if unknown): borrowed, [`finding`] copies it.
-fn source_name_of(index: &EventIndex, source: u32) -> &str {
-    index
-        .sources
-        .get(source as usize)
-        .map_or("", String::as_str)
-}
-
-fn tier_label(index: &EventIndex, tier: u32) -> String {
-    index
-        .tiers
-        .get(tier as usize)
-        .map(Tier::label)
-        .unwrap_or_default()
 }

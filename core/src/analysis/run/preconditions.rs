@@ -1,9 +1,9 @@
 //! The routing-precondition hooks of a [`Run`] (the checks: [`crate::analysis::preconditions`]).
 
 use super::Run;
+use crate::analysis::findings::Rec;
 use crate::analysis::preconditions::{At, Context};
 use crate::analysis::EventLoc;
-use crate::trace::Trace;
 
 impl Run {
     /// Where event `i` (at `loc`, in the batch of line `origin`) is, for the watcher.
@@ -19,9 +19,8 @@ impl Run {
 
     /// Every event was delivered and the models are still alive: add the precondition
     /// findings (they get their levels, verdicts and order in the finishing stage).
-    pub(super) fn precondition_findings(&mut self, trace: &Trace) {
+    pub(super) fn precondition_findings(&mut self) {
         let cx = Context {
-            trace,
             index: &self.index.idx,
             consumers: &self.consumers,
             kinds: &self.config.consumers,
@@ -29,7 +28,8 @@ impl Run {
             interner: &self.interner,
             silent_factor: self.config.silent_source_factor,
         };
-        let found = self.pre.findings(&cx);
-        self.raw.extend(found);
+        for f in self.pre.findings(&cx) {
+            self.raw.push(Rec::full(f));
+        }
     }
 }

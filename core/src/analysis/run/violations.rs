@@ -21,6 +21,10 @@ pub(super) struct Waiter {
     pub(super) parent: u64,
     pub(super) tier: u32,
     pub(super) job: u32,
+    /// Where it is: its batch record, position and line (the index may no longer hold it).
+    pub(super) record: u32,
+    pub(super) pos: u32,
+    pub(super) line: u64,
     pub(super) scope: Scope,
     pub(super) promotion: bool,
     pub(super) hashes: Hashes,

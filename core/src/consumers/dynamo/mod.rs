@@ -113,8 +113,8 @@ pub struct Dynamo {
     /// block id.
     worker_blocks: Vec<SmallVec<[LowerBlock; 1]>>,
     pub(super) lanes: LaneBook,
-    /// The last batch checked for a bytes hash: `(events address, length, undecodable)`.
-    /// Only the address is compared (never dereferenced).
+    /// The last batch checked for a bytes hash: `(batch start, length, undecodable)` (see
+    /// [`EventCtx::batch_start`]).
     batch_check: Option<(usize, usize, bool)>,
     /// Scratch: the current store's blocks (reused from event to event).
     scratch: Vec<Blk>,
@@ -124,6 +124,11 @@ impl Dynamo {
     /// A model with the router's `kv_block_size` and the `AllBlocksCleared` scope.
     pub fn new(kv_block_size: u32, clear_all_ranks: bool) -> Self {
         Self::with_block_sizes(BlockSizes::fixed(kv_block_size), clear_all_ranks)
+    }
+
+    /// Replace the block sizes (a streaming analysis learns engine block sizes as it reads).
+    pub(crate) fn set_block_sizes(&mut self, block_sizes: BlockSizes) {
+        self.block_sizes = block_sizes;
     }
 
     /// A model whose `kv_block_size` may differ per source (`auto`, see [`BlockSizes`]; the
@@ -175,8 +180,8 @@ impl Dynamo {
     /// belongs to: `BlockHashValue` (`zmq_wire/types.rs`) is `Signed(i64) | Unsigned(u64)`,
     /// so one bytes hash anywhere in the batch fails the whole decode, and
     /// `services/indexer/listener.rs` `apply_live_batch` drops every event of it.
-    fn batch_undecodable(&mut self, events: &[KvEvent]) -> bool {
-        let key = (events.as_ptr() as usize, events.len());
+    fn batch_undecodable(&mut self, events: &[KvEvent], start: usize) -> bool {
+        let key = (start, events.len());
         if let Some((p, n, bad)) = self.batch_check {
             if (p, n) == key {
                 return bad;
@@ -224,7 +229,7 @@ impl Dynamo {
         locality: Option<&str>,
         medium: Option<&str>,
     ) -> Result<StorageTier, &'static str> {
-        if self.batch_undecodable(ctx.batch) {
+        if self.batch_undecodable(ctx.batch, ctx.batch_start) {
             return Err("batch_decode_error");
         }
         if let Some(reason) = ownership_filter(ownership) {
@@ -459,7 +464,7 @@ impl Consumer for Dynamo {
             KvEvent::BlockStored(e) => self.stored(ctx, e, ids),
             KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
             KvEvent::AllBlocksCleared => {
-                if self.batch_undecodable(ctx.batch) {
+                if self.batch_undecodable(ctx.batch, ctx.batch_start) {
                     return EventVerdict::because(VerdictKind::Ignored, &[], "batch_decode_error");
                 }
                 let w: Worker = (ctx.source, ctx.dp_rank);

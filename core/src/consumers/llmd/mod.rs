@@ -109,13 +109,13 @@ pub struct Llmd {
     tiers: Vec<String>,
     /// By the analysis' tier id: llm-d's tier id (`u32::MAX`: not seen yet).
     tier_of_lane: Vec<u32>,
-    /// The last batch checked by `ParseMessage`: `(events address, length, failure)`. Only
-    /// the address is compared (never dereferenced).
+    /// The last batch checked by `ParseMessage`: `(batch start, length, failure)` (see
+    /// [`EventCtx::batch_start`]).
     batch_check: Option<(usize, usize, Option<&'static str>)>,
     /// The subscriber's replay (see [`Llmd::with_replay`]).
     replay: bool,
-    /// Per publisher `(source << 32 | dp_rank)`: the last batch delivered (its `seq`, the
-    /// address of its events, compared only, and whether replay skipped it).
+    /// Per publisher `(source << 32 | dp_rank)`: the last batch delivered (its `seq`, its
+    /// [`EventCtx::batch_start`] and whether replay skipped it).
     last_seq: Map<u64, (u64, usize, bool)>,
     /// Publisher restarts replay did not handle, oldest first.
     restarts: Vec<Restart>,
@@ -128,6 +128,11 @@ impl Llmd {
     /// A model with llm-d's `blockSizeTokens` = `canonical_block_size` (0 is treated as 1).
     pub fn new(canonical_block_size: u32) -> Self {
         Self::with_block_sizes(BlockSizes::fixed(canonical_block_size))
+    }
+
+    /// Replace the block sizes (a streaming analysis learns engine block sizes as it reads).
+    pub(crate) fn set_block_sizes(&mut self, block_sizes: BlockSizes) {
+        self.block_sizes = block_sizes;
     }
 
     /// A model whose `blockSizeTokens` may differ per source (`auto`, see [`BlockSizes`]).
@@ -207,8 +212,8 @@ impl Llmd {
     }
 
     /// Why `ParseMessage` rejects the batch `events` belongs to, if it does (cached per batch).
-    fn batch_failure(&mut self, events: &[KvEvent]) -> Option<&'static str> {
-        let key = (events.as_ptr() as usize, events.len());
+    fn batch_failure(&mut self, events: &[KvEvent], start: usize) -> Option<&'static str> {
+        let key = (start, events.len());
         if let Some((p, n, bad)) = self.batch_check {
             if (p, n) == key {
                 return bad;
@@ -631,7 +636,7 @@ impl Consumer for Llmd {
                 self.reannounced(ctx.source, &ids.blocks);
             }
         }
-        if let Some(why) = self.batch_failure(ctx.batch) {
+        if let Some(why) = self.batch_failure(ctx.batch, ctx.batch_start) {
             // `pool.go` `processRawMessage`: "Failed to parse message", the batch is dropped.
             let lane = LaneKey {
                 source: ctx.source,

@@ -58,7 +58,7 @@ impl Llmd {
     /// skipped (`zmq_subscriber.go`: `seq == lastLiveSeq`); true while in such a batch.
     pub(super) fn watch_seq(&mut self, ctx: &EventCtx<'_>) -> bool {
         let key = (ctx.source as u64) << 32 | ctx.dp_rank as u64;
-        let batch = ctx.batch.as_ptr() as usize;
+        let batch = ctx.batch_start;
         let prev = self.last_seq.get(&key).copied();
         if let Some((_, _, skipped)) = prev.filter(|p| p.1 == batch) {
             return skipped;

@@ -71,6 +71,7 @@ fn check(name: &str, batches: &[Batch], wants: &[Want]) -> Standalone<Llmd> {
     let mut got = Vec::new();
     let mut index = 0;
     for (pod, events) in batches {
+        let batch_start = index;
         for ev in events {
             let ctx = EventCtx {
                 index,
@@ -80,6 +81,7 @@ fn check(name: &str, batches: &[Batch], wants: &[Want]) -> Standalone<Llmd> {
                 tier: lane_tier(ev, &mut tiers),
                 provenance: None,
                 batch: events,
+                batch_start,
             };
             index += 1;
             got.push(m.apply(&ctx, ev, &mut resolved));
@@ -509,6 +511,7 @@ fn run_seq(on: bool, batches: &[(u64, Vec<KvEvent>)]) -> (Standalone<Llmd>, Vec<
     let mut m = Standalone::new(Llmd::new(4).with_replay(on));
     let mut out = Vec::new();
     for (seq, events) in batches {
+        let batch_start = out.len();
         for ev in events {
             let ctx = EventCtx {
                 index: out.len(),
@@ -518,6 +521,7 @@ fn run_seq(on: bool, batches: &[(u64, Vec<KvEvent>)]) -> (Standalone<Llmd>, Vec<
                 tier: 0,
                 provenance: None,
                 batch: events,
+                batch_start,
             };
             out.push(m.apply(&ctx, ev, &mut Vec::new()));
         }

@@ -373,6 +373,7 @@ pub fn run(trace: &GenTrace, mode: Mode) -> Run {
         if let Ok((_, _, raws)) = &decoded {
             assert_eq!(raws.len(), b.events.len(), "harness: decoded event count");
         }
+        let batch_start = index;
         for (ei, ev) in b.events.iter().enumerate() {
             real.last_store_locals.clear();
             let out = match &mut decoded {
@@ -388,6 +389,7 @@ pub fn run(trace: &GenTrace, mode: Mode) -> Run {
                 tier: ctx_tier(ev),
                 provenance: None,
                 batch: &b.events,
+                batch_start,
             };
             index += 1;
             let v = kv.apply(&ctx, ev, &mut resolved);

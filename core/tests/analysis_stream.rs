@@ -1,0 +1,197 @@
+//! The streaming analysis ([`Analyzer`], what `kvscope check` and `verdicts` run) against the
+//! whole-trace one ([`analyze`], what the page and the replay run): fed the same records in
+//! order, the findings (rendered), the loss summaries and every event's final verdicts are the
+//! same, on every upstream fixture, every built-in scenario in both orders, and the same
+//! traces cut into many batches, interleaved with gaps, and with provenance stripped.
+
+mod common;
+
+use kvscope_core::analysis::{analyze, AnalysisConfig, Analyzer, Rule};
+use kvscope_core::consumers::ConsumerKind;
+use kvscope_core::scenario::builtin::BUILTINS;
+use kvscope_core::scenario::Scenario;
+use kvscope_core::sim::simulate;
+use kvscope_core::trace::{SeqGap, Trace, TraceRecord};
+
+fn configs() -> Vec<AnalysisConfig> {
+    let mut replay = AnalysisConfig::default();
+    replay.consumer_config.llmd_replay = true;
+    replay.consumer_config.ideal_pending_limit = 2;
+    let mut strict = AnalysisConfig {
+        workers: Some(2),
+        ..AnalysisConfig::default()
+    };
+    strict.rules.apply_override("remove-unknown=deny").unwrap();
+    strict.rules.apply_override("consumer-loss=allow").unwrap();
+    vec![AnalysisConfig::default(), replay, strict]
+}
+
+/// Stream `trace` and compare with the whole-trace analysis; returns how many findings and
+/// violations there were (so the callers know the comparison had something to compare).
+fn same(name: &str, trace: &Trace) -> (usize, usize) {
+    let mut seen = (0, 0);
+    for config in configs() {
+        let whole = analyze(trace, &config);
+        let mut a = Analyzer::new(&config);
+        for rec in &trace.records {
+            a.push(rec);
+        }
+        assert_eq!(a.events(), whole.event_count(), "{name}: events");
+        let report = a.finish();
+        assert_eq!(report.events, whole.event_count(), "{name}: events");
+        assert_eq!(report.jobs, whole.index.jobs.len(), "{name}: jobs");
+        assert_eq!(report.sources, whole.index.sources, "{name}: sources");
+        let findings: Vec<_> = report.findings.iter().map(|f| f.render()).collect();
+        assert_eq!(findings, whole.findings, "{name}: findings");
+        let violations: Vec<_> = report.findings.violations().map(|f| f.render()).collect();
+        assert_eq!(violations, whole.violations, "{name}: violations");
+        for rule in Rule::ALL {
+            assert_eq!(
+                report.findings.count(rule),
+                whole.count(rule),
+                "{name}: {rule}"
+            );
+        }
+        assert_eq!(report.has_deny(), whole.has_deny(), "{name}: deny");
+        assert_eq!(report.losses, whole.losses, "{name}: losses");
+        for l in &whole.losses {
+            let got = report
+                .losses
+                .iter()
+                .find(|r| r.consumer == l.consumer)
+                .unwrap();
+            assert_eq!(got.lost_hashes, l.lost_hashes, "{name}: lost hashes");
+        }
+        for kind in &config.consumers {
+            for i in 0..whole.event_count() {
+                assert_eq!(
+                    report.verdict_kind(*kind, i),
+                    whole.verdict_kind(*kind, i),
+                    "{name}: verdict of event {i} for {kind:?}"
+                );
+            }
+        }
+        assert_eq!(report.verdict_kind(ConsumerKind::Ideal, usize::MAX), None);
+        seen.0 += findings.len();
+        seen.1 += violations.len();
+    }
+    seen
+}
+
+/// The same events, one batch per event (seq renumbered): a seq skipped after every seventh,
+/// a gap record and an empty batch after every tenth, the seq going back (a restart) at the
+/// 25th.
+fn one_per_batch(trace: &Trace) -> Trace {
+    let mut out = Trace {
+        records: Vec::new(),
+    };
+    let mut seq = 0u64;
+    for r in &trace.records {
+        let TraceRecord::Batch(b) = r else {
+            out.records.push(r.clone());
+            continue;
+        };
+        for (i, ev) in b.events.iter().enumerate() {
+            let mut one = b.clone();
+            one.events = vec![ev.clone()];
+            one.provenance = b
+                .provenance
+                .as_ref()
+                .map(|p| p.get(i).cloned().into_iter().collect());
+            one.seq = seq;
+            seq += 1;
+            let k = out.records.len();
+            out.records.push(TraceRecord::Batch(one.clone()));
+            if k % 7 == 6 {
+                seq += 1;
+            }
+            if k == 25 {
+                seq = 3;
+            }
+            if k % 10 == 9 {
+                out.records.push(TraceRecord::Gap(SeqGap {
+                    source: one.source.clone(),
+                    dp_rank: one.dp_rank,
+                    expected_seq: seq,
+                    received_seq: seq + 2,
+                    recovered: k % 20 == 9,
+                }));
+                one.events = Vec::new();
+                one.provenance = None;
+                one.seq = seq + 5;
+                out.records.push(TraceRecord::Batch(one));
+            }
+        }
+    }
+    out
+}
+
+fn stripped(trace: &Trace) -> Trace {
+    let mut t = trace.clone();
+    for r in &mut t.records {
+        if let TraceRecord::Batch(b) = r {
+            b.provenance = None;
+        }
+    }
+    t
+}
+
+#[test]
+fn streaming_equals_whole_trace_on_upstream_fixtures() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/vllm");
+    let mut n = 0;
+    let mut seen = (0, 0);
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(ext) = path.extension().and_then(|e| e.to_str()) else {
+            continue;
+        };
+        if !matches!(ext, "jsonl" | "msgpack") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let Ok(trace) = kvscope_core::wire::read_trace(&bytes, "fixture") else {
+            continue;
+        };
+        let name = path.display().to_string();
+        for t in [trace.clone(), one_per_batch(&trace)] {
+            let (f, v) = same(&name, &t);
+            seen = (seen.0 + f, seen.1 + v);
+        }
+        n += 1;
+    }
+    assert!(n >= 10, "only {n} fixtures read");
+    assert!(
+        seen.0 > 100 && seen.1 > 10,
+        "too few findings compared: {seen:?}"
+    );
+    // The fixture list is read from the directory (see `common`).
+    assert!(!common::fixture_names().is_empty());
+}
+
+#[test]
+fn streaming_equals_whole_trace_on_builtin_scenarios() {
+    let mut seen = (0, 0);
+    for b in BUILTINS {
+        let mut s: serde_json::Value = serde_json::from_str(b.json).unwrap();
+        for order in [
+            serde_json::json!({"mode": "fixed"}),
+            serde_json::json!({"mode": "cpython", "python_hash_seed": 3}),
+        ] {
+            s["order"] = order.clone();
+            let Ok(scenario) = Scenario::from_json(&s.to_string()) else {
+                continue;
+            };
+            let trace = simulate(&scenario).unwrap();
+            let name = format!("{} {order}", b.name);
+            for t in [stripped(&trace), one_per_batch(&trace), trace] {
+                let (f, v) = same(&name, &t);
+                seen = (seen.0 + f, seen.1 + v);
+            }
+        }
+    }
+    assert!(
+        seen.0 > 100 && seen.1 > 10,
+        "too few findings compared: {seen:?}"
+    );
+}
