@@ -76,11 +76,13 @@
 mod blocks;
 mod builder;
 mod cursor;
+mod lens;
 mod record;
 mod view;
 
 use blocks::BlockTables;
 pub use builder::{BuildPhase, BuildProgress, ReplayBuilder};
+pub use lens::{LensMark, RouterLens, VerdictTime};
 use record::{Change, JobRow, Recording};
 
 use serde::{Deserialize, Serialize};

@@ -16,6 +16,8 @@ pub(super) struct LossTrack {
     pub(super) roots: Vec<UnreachablePrefix>,
     /// Final verdict counts (kept up to date as pending events resolve).
     pub(super) counts: [usize; VerdictKind::COUNT],
+    /// Every event with a lost block and the root event it was lost under, ascending by event.
+    pub(super) lost_events: Vec<(u32, u32)>,
 }
 
 impl LossTrack {
