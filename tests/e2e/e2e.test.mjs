@@ -13,6 +13,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import net from 'node:net';
 import { chromium } from 'playwright-core';
+import { large } from './traces.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -552,5 +553,44 @@ test('router lens: the loss list names each root, its cascade is ringed, verdict
   await page.getByRole('button', { name: 'At cursor', exact: true }).click();
   assert.match(await text(page, 'details-verdicts'), /ideal\s+pending/);
   await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, point 2: at 200k events, zoomed out, the lanes draw density: no lane is a red slab.
+test('timeline at 200k events: violations are a share of each pixel column, not a red slab', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvscope-large-'));
+  const path = join(dir, 'large-200k.jsonl');
+  writeFileSync(path, large(200000));
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  await page.setInputFiles('[data-testid=file-input]', path);
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded large-200k.jsonl")', { timeout: 120000 });
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")', { timeout: 120000 });
+  await page.keyboard.press('f');
+  const violations = Number((await text(page, 'violations')).match(/Violations \((\d+)/i)[1]);
+  assert.ok(violations > 500, `the trace has many violations: ${violations}`);
+  // Share of the lanes' plot that is violation red, and of it that is event blue.
+  const share = await page.evaluate(() => new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(() => {
+    const c = document.querySelector('[data-testid=timeline]');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    const gutter = Math.round(128 * window.devicePixelRatio);
+    let red = 0, blue = 0, all = 0;
+    for (let y = 0; y < c.height; y++) {
+      for (let x = gutter; x < c.width; x++) {
+        const k = (y * c.width + x) * 4;
+        const [r, g, b] = [d[k], d[k + 1], d[k + 2]];
+        all++;
+        if (r > 180 && g < 90 && b < 90) red++;
+        if (b > 180 && r < 120) blue++;
+      }
+    }
+    res({ red: red / all, blue: blue / all });
+  }))));
+  assert.ok(share.blue > 0.2, `events are drawn: ${JSON.stringify(share)}`);
+  assert.ok(share.red < 0.05, `violations are a small share of the plot, not a slab: ${JSON.stringify(share)}`);
+  assert.ok(share.red > 0, `violations stay visible: ${JSON.stringify(share)}`);
+  await page.screenshot({ path: join(shots, 'large-200k.png') });
+  await page.close();
+  rmSync(dir, { recursive: true, force: true });
   assert.deepEqual(pageErrors, []);
 });
