@@ -35,19 +35,20 @@ from vllm.v1.request import Request
 ns = types.SimpleNamespace
 
 
-def _spec(block_size, blocks_per_chunk, manager):
+def _spec(block_size, blocks_per_chunk, manager, groups=1):
     extra = {
         "blocks_per_chunk": blocks_per_chunk,
         "self_describing_kv_events": True,
     }
     config = ns(
-        groups=(
+        groups=tuple(
             ns(
-                group_id=0,
+                group_id=g,
                 tokens_per_block=block_size,
-                layer_names=("layer.0",),
+                layer_names=(f"layer.{g}",),
                 sliding_window_size_in_chunks=None,
-            ),
+            )
+            for g in range(groups)
         ),
         extra_config=extra,
         cache=ns(tokens_per_hash=block_size, blocks_per_chunk=blocks_per_chunk),
@@ -59,7 +60,7 @@ def _spec(block_size, blocks_per_chunk, manager):
             enable_kv_cache_events=True, self_describing_kv_events=True
         ),
         offload_prompt_only=True,
-        tokens_per_block=(block_size,),
+        tokens_per_block=(block_size,) * groups,
         tokens_per_hash=block_size,
         blocks_per_chunk=blocks_per_chunk,
         replicated_layout=False,
@@ -67,15 +68,42 @@ def _spec(block_size, blocks_per_chunk, manager):
     )
 
 
-class _SetOrderJobStatus(osched.TransferJobStatus):
-    """`order = "cpython"`: a store job keeps its keys as `set(set(keys))`, as vLLM up to
-    0.29.0 did (`_build_store_jobs`: `TransferJobStatus(keys=set(keys_to_store))` over
-    `keys_to_store = set(...)`); 0.34.0 keeps them in prefix order (a tuple)."""
+_JOB_STATUS = osched.TransferJobStatus  # vLLM's own, before a run replaces it
+
+
+def keeps_set_order():
+    """True when this vLLM keeps a store job's keys in a set (`TransferJobStatus.keys:
+    set[OffloadKey]`, 0.28.0 and 0.29.0), False when in prefix order (a tuple, 0.34.0)."""
+    return "set" in str(_JOB_STATUS.__annotations__["keys"])
+
+
+class _SetOrderJobStatus(_JOB_STATUS):
+    """`order = "cpython"` on a vLLM that keeps prefix order (0.34.0): a store job keeps its
+    keys as `set(set(keys))`, as 0.28.0/0.29.0 do (`_build_store_jobs`:
+    `TransferJobStatus(keys=set(keys_to_store))` over `keys_to_store = set(...)`)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.is_store:
             self.keys = set(set(self.keys))
+
+
+_SCHEDULER = []  # the run's OffloadingConnectorScheduler, for _PrefixOrderJobStatus
+
+
+class _PrefixOrderJobStatus(_JOB_STATUS):
+    """`order = "fixed"` on a vLLM that keeps a set (0.28.0): a store job's keys in prefix
+    order (the request's offload keys, group by group), the proposed fix, as
+    `tuple(dict.fromkeys(store_output.keys_to_store))` in 0.34.0. Only the iteration order
+    changes: the same keys reach `complete_store`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.is_store:
+            state = _SCHEDULER[0]._req_status[self.req_id]
+            prefix = [k for g in state.group_states for k in g.offload_keys]
+            rank = {k: i for i, k in reversed(list(enumerate(prefix)))}
+            self.keys = sorted(self.keys, key=rank.__getitem__)
 
 
 def build(
@@ -87,22 +115,33 @@ def build(
     order="fixed",
     fs_root=None,
     fs=True,
+    groups=1,
 ):
     kv_cache_utils.NONE_HASH = sha256_cbor("vllm-none-hash")
-    if order == "cpython":
+    assert order in ("fixed", "cpython"), order
+    osched.TransferJobStatus = _JOB_STATUS
+    if keeps_set_order():
+        if order == "fixed":
+            osched.TransferJobStatus = _PrefixOrderJobStatus
+    elif order == "cpython":
         osched.TransferJobStatus = _SetOrderJobStatus
-    else:
-        assert order == "fixed", order
     if fs:
         manager, fs_tier, root = tiers.build_tiering_manager(
-            capacity_chunks, block_size, blocks_per_chunk, fs_root=fs_root, locality=locality
+            capacity_chunks,
+            block_size,
+            blocks_per_chunk,
+            fs_root=fs_root,
+            locality=locality,
+            groups=groups,
         )
     else:
         # CPU only: what CPUOffloadingSpec.get_manager builds (without the byte arithmetic)
         from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager
 
         manager = CPUOffloadingManager(
-            num_chunks=capacity_chunks, cache_policy="lru", enable_events=True
+            **{tiers._capacity_kwarg(CPUOffloadingManager): capacity_chunks},
+            cache_policy="lru",
+            enable_events=True,
         )
         fs_tier, root = None, None
     kv_spec = FullAttentionSpec(
@@ -111,7 +150,9 @@ def build(
     kv_cache_config = KVCacheConfig(
         num_blocks=1000,
         kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["layer.0"], kv_spec)],
+        # `groups` full-attention groups of the same block size (e.g. two attention types
+        # with equal specs); each has its own offload keys (the group index is in the key)
+        kv_cache_groups=[KVCacheGroupSpec([f"layer.{g}"], kv_spec) for g in range(groups)],
     )
     vllm_config = ns(
         num_hash_lookahead_tokens=0,
@@ -120,8 +161,9 @@ def build(
         parallel_config=ns(world_size=world_size, decode_context_parallel_size=1),
     )
     sched = osched.OffloadingConnectorScheduler(
-        _spec(block_size, blocks_per_chunk, manager), vllm_config, kv_cache_config
+        _spec(block_size, blocks_per_chunk, manager, groups), vllm_config, kv_cache_config
     )
+    _SCHEDULER[:] = [sched]
     return sched, manager, fs_tier, root
 
 
@@ -150,11 +192,17 @@ class Run:
         fs=True,
         workers=1,
         reports=None,
+        next_step=False,
+        groups=1,
     ):
         # reports: {connector job id: {worker: step}}: that worker reports the job at that
         # step; every other (job, worker) reports in the step that created the job.
         self.workers = workers
         self.reports = reports or {}
+        # next_step: the default report comes at the step after the job's creation (vLLM's
+        # real loop: the worker finishes the transfer during the next model run); else in
+        # the creation step
+        self.next_step = next_step
         self.due = [[] for _ in range(workers)]  # per worker: (step, job id)
         self.aggregator = KVOutputAggregator(workers)
         self.block_size = block_size
@@ -169,7 +217,9 @@ class Run:
             fs_root=fs_root,
             fs=fs,
             world_size=workers,
+            groups=groups,
         )
+        self.groups = groups
         # async load in flight (WAITING_FOR_REMOTE_KVS): rid -> tokens computed once loaded
         self.loading = {}
         self.resumed = set()  # loaded, next scheduled as a new request with its full table
@@ -259,16 +309,16 @@ class Run:
                         for i, b in enumerate(ids)
                     ]
                     req.num_computed_tokens = hit
-                    s.update_state_after_alloc(req, KVCacheBlocks((blocks,)), ext)
+                    s.update_state_after_alloc(req, KVCacheBlocks((blocks,) * self.groups), ext)
                     self.loading[rid] = hit + ext
                     self.started.add(rid)
                     continue
                 req.num_computed_tokens = hit
                 new = self._allocate(req, n)
-                s.update_state_after_alloc(req, KVCacheBlocks(([],)), 0)
+                s.update_state_after_alloc(req, KVCacheBlocks(([],) * self.groups), 0)
                 self.started.add(rid)
                 new_reqs.append(
-                    ns(req_id=rid, block_ids=(list(self.block_ids[rid]),))
+                    ns(req_id=rid, block_ids=(list(self.block_ids[rid]),) * self.groups)
                 )
                 num_sched[rid] = n - hit
             elif rid in self.loading:
@@ -282,14 +332,18 @@ class Run:
                 new = self._allocate(req, req.num_computed_tokens + n)
                 if rid in self.resumed:
                     self.resumed.discard(rid)
-                    new_reqs.append(ns(req_id=rid, block_ids=(list(self.block_ids[rid]),)))
+                    new_reqs.append(
+                        ns(req_id=rid, block_ids=(list(self.block_ids[rid]),) * self.groups)
+                    )
                 else:
                     cached_ids.append(rid)
-                    cached_new_blocks.append((new,))
+                    cached_new_blocks.append((new,) * self.groups)
                 num_sched[rid] = n
         out = ns(
             scheduled_new_reqs=new_reqs,
-            scheduled_cached_reqs=ns(req_ids=cached_ids, new_block_ids=cached_new_blocks),
+            scheduled_cached_reqs=ns(
+                req_ids=cached_ids, new_block_ids=cached_new_blocks, resumed_req_ids=set()
+            ),
             num_scheduled_tokens=num_sched,
             total_num_scheduled_tokens=sum(num_sched.values()),
             finished_req_ids=set(),
@@ -298,6 +352,7 @@ class Run:
             kv_connector_block_state=None,
             new_block_ids_to_zero=None,
             scheduled_spec_decode_tokens={},
+            partial_tail_offloads=None,  # 0.28.0 reads it (SchedulerOutput default)
         )
         meta = s.build_connector_meta(out)
         for rid, n in num_sched.items():
@@ -308,7 +363,8 @@ class Run:
         self.log.append((self.step_no, "jobs", sorted(meta.store_jobs), sorted(meta.load_jobs)))
         for j in created:
             for w in range(self.workers):
-                at = self.reports.get(j, {}).get(w, self.step_no)
+                default = self.step_no + 1 if self.next_step else self.step_no
+                at = self.reports.get(j, {}).get(w, default)
                 assert at >= self.step_no, (j, w, at)
                 self.due[w].append((at, j))
         outputs = []

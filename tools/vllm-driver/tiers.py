@@ -13,6 +13,7 @@ sources of non-determinism put under the driver's control:
 Only vLLM's code decides events, their order and their content.
 """
 import collections
+import inspect
 import mmap
 import tempfile
 import types
@@ -91,12 +92,14 @@ def _sync_lookup_manager(mgr):
     return mgr
 
 
-def _fs_spec(block_size, blocks_per_chunk, enable_events):
+def _fs_spec(block_size, blocks_per_chunk, enable_events, groups=1):
     from vllm.v1.kv_offload.base import OffloadingKVEventsConfig
 
     ns = types.SimpleNamespace
     config = ns(
-        groups=[ns(tokens_per_block=block_size, layer_names=["layer.0"])],
+        groups=[
+            ns(tokens_per_block=block_size, layer_names=[f"layer.{g}"]) for g in range(groups)
+        ],
         parallel=ns(
             tp_size=1, pp_size=1, pcp_size=1, dcp_size=1, rank=0,
             is_parallelism_agnostic=True,
@@ -132,21 +135,28 @@ class _Region:
         pass
 
 
+def _capacity_kwarg(cls):
+    """The CPU manager's capacity parameter: `num_blocks` (0.28.0) or `num_chunks` (0.34.0)."""
+    params = inspect.signature(cls.__init__).parameters
+    return "num_chunks" if "num_chunks" in params else "num_blocks"
+
+
 def build_tiering_manager(
-    capacity_chunks, block_size, blocks_per_chunk, fs_root=None, locality=None
+    capacity_chunks, block_size, blocks_per_chunk, fs_root=None, locality=None, groups=1
 ):
     """CPU (LRU) primary + one FS tier, events enabled, tier-poll thread off (as with
     `tier_poll_interval_s <= 0`; the FS tier does not set `tolerates_off_thread_polling`)."""
     fs_manager.DualQueueThreadPool = ControlledPool
+    # 0.28.0 names the capacity `num_blocks`, 0.34.0 `num_chunks`
     primary = tiering_manager.CPUPrimaryTierOffloadingManager(
-        num_chunks=capacity_chunks,
+        **{_capacity_kwarg(tiering_manager.CPUPrimaryTierOffloadingManager): capacity_chunks},
         mmap_region=_Region(capacity_chunks),
         cache_policy="lru",
         enable_events=True,
     )
     root = fs_root or tempfile.mkdtemp(prefix="kvscope-fs-")
     fs = fs_manager.FileSystemTierManager(
-        _fs_spec(block_size, blocks_per_chunk, True),
+        _fs_spec(block_size, blocks_per_chunk, True, groups),
         primary.get_kv_memoryview(),
         tier_type="fs",
         root_dir=root,
@@ -156,7 +166,12 @@ def build_tiering_manager(
         locality=locality,
     )
     _sync_lookup_manager(fs._lookup_manager)
+    kwargs = {}
+    if "tier_poll_interval_s" in inspect.signature(
+        tiering_manager.TieringOffloadingManager.__init__
+    ).parameters:
+        kwargs["tier_poll_interval_s"] = 0  # 0.34.0's tier-poll thread off
     mgr = tiering_manager.TieringOffloadingManager(
-        primary_tier=primary, secondary_tiers=[fs], tier_poll_interval_s=0
+        primary_tier=primary, secondary_tiers=[fs], **kwargs
     )
     return mgr, fs, root

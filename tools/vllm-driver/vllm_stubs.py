@@ -8,7 +8,7 @@ vLLM is copied: the driver imports it from `VLLM_SRC` at run time.
 """
 import os, sys, types, importlib.abc, importlib.machinery
 from unittest import mock
-VLLM = os.path.join(os.environ.get("VLLM_SRC", "/tmp/vllm-0.34.0"), "vllm")
+VLLM = os.path.join(os.environ.get("VLLM_SRC", "/tmp/vllm-0.28.0"), "vllm")
 class _Stub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self, prefixes=None): self.prefixes = prefixes
     def find_spec(self, name, path, target=None):
@@ -24,6 +24,6 @@ class _Stub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         m.__path__ = []; m.__spec__ = spec; m.__name__ = spec.name
         return m
     def exec_module(self, module): pass
-sys.meta_path.insert(0, _Stub(("torch", "triton", "vllm._C", "vllm._custom_ops", "transformers", "vllm.platforms", "vllm.forward_context", "vllm.v1.worker", "vllm.multimodal", "vllm.utils.torch_utils", "vllm.sampling_params", "vllm.pooling_params", "vllm.lora", "vllm.config", "vllm.distributed.parallel_state", "vllm.model_executor", "vllm.attention", "vllm.v1.attention")))
+sys.meta_path.insert(0, _Stub(("torch", "triton", "vllm._C", "vllm._custom_ops", "transformers", "vllm.platforms", "vllm.forward_context", "vllm.v1.worker", "vllm.multimodal", "vllm.utils.torch_utils", "vllm.sampling_params", "vllm.pooling_params", "vllm.lora", "vllm.config", "vllm.distributed.parallel_state", "vllm.model_executor", "vllm.attention", "vllm.v1.attention", "vllm.tokenizers", "vllm.transformers_utils")))
 sys.meta_path.append(_Stub())
 v = types.ModuleType("vllm"); v.__path__ = [VLLM]; sys.modules["vllm"] = v

@@ -170,13 +170,19 @@ pub fn CompareDialog(
             None,
         );
     };
+    /// The orders, named for what they are (`docs/scenario-format.md`, `order`).
+    const ORDERS: [(&str, &str); 3] = [
+        ("cpython", "vLLM 0.28-0.33, set order"),
+        ("legacy", "seeded stand-in for set order"),
+        ("fixed", "prefix order, the fix (vLLM 0.34+)"),
+    ];
     let order_select = move |label: &'static str,
                              get: fn(&Params) -> String,
                              set: fn(&mut Params, String)| {
         view! {
             <label>{label}
                 <select aria-label=label on:change:target=move |e| { let v = e.target().value(); params.update(|p| set(p, v)) }>
-                    {["cpython", "legacy", "fixed"].into_iter().map(|o| view! { <option value=o selected=move || get(&params.get()) == o>{o}</option> }).collect_view()}
+                    {ORDERS.into_iter().map(|(o, what)| view! { <option value=o selected=move || get(&params.get()) == o>{format!("{o}: {what}")}</option> }).collect_view()}
                 </select>
             </label>
         }

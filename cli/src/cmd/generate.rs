@@ -16,12 +16,12 @@ use crate::exit::BadInput;
 /// Key order of a store job at `complete_store`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OrderArg {
-    /// vLLM with the proposed key-order fix (prefix order, de-duplicated; not merged
-    /// upstream).
+    /// Prefix order, de-duplicated: the proposed key-order fix (upstream vLLM has it from
+    /// 0.34.0; 0.28.0-0.33.0 keep a set).
     Fixed,
     /// A seeded stand-in for set order (a permutation per job, `--seed`; not CPython's).
     Legacy,
-    /// What vLLM does today: CPython 3.11's `set(set(keys))` order under
+    /// What vLLM 0.28.0-0.33.0 do (a set): CPython 3.11's `set(set(keys))` order under
     /// `--python-hash-seed`.
     Cpython,
 }
@@ -53,8 +53,9 @@ pub struct Args {
     /// List the built-in scenarios (name, then a short description) and exit.
     #[arg(long)]
     pub list: bool,
-    /// Override the scenario's key order: cpython = what vLLM does today, fixed = with the
-    /// proposed fix, legacy = a seeded stand-in for set order.
+    /// Override the scenario's key order: cpython = what vLLM 0.28.0-0.33.0 do (set order),
+    /// fixed = prefix order (the proposed fix; upstream from 0.34.0), legacy = a seeded
+    /// stand-in for set order.
     #[arg(long, value_enum)]
     pub order: Option<OrderArg>,
     /// Override the scenario seed (also the legacy permutation seed).

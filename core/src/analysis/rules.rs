@@ -116,7 +116,7 @@ impl Rule {
     /// One-line explanation.
     pub fn explain(self) -> &'static str {
         match self {
-            Rule::ChildBeforeParentInJob => "a transfer job announced a child block before its parent: this is how vLLM behaves today (TransferJobStatus.keys is a set in upstream's offloading scheduler; the key-order fix that keeps prefix order within a job is proposed, not merged); to report it without failing, use --rule child-before-parent-in-job=warn",
+            Rule::ChildBeforeParentInJob => "a transfer job announced a child block before its parent: this is how vLLM 0.28.0-0.33.0 behave (TransferJobStatus.keys is a set in their offloading scheduler; vLLM 0.34.0 keeps prefix order within a job); to report it without failing, use --rule child-before-parent-in-job=warn",
             Rule::ChildBeforeParentAcrossJobs => "a child was announced before its parent, which came in a later job of the same tier (not guaranteed by vLLM)",
             Rule::ChildBeforeParentAmbiguous => "a child was announced before its parent in the same batch and tier, and the evidence cannot tell one job in set order from several jobs completing out of order on several workers; GPU-tier events in the capture, provenance, or the worker count (--workers) would decide it",
             Rule::CrossTierReorder => "a child was announced before its parent, which only came later in another tier",

@@ -1,16 +1,19 @@
 //! How a transfer job's keys are ordered when `complete_store` receives them.
 //!
-//! * [`OrderMode::CPython`] (`cpython`): what vLLM does today, CPython 3.11's exact iteration
+//! * [`OrderMode::CPython`] (`cpython`): what vLLM does in the versions that keep
+//!   `TransferJobStatus.keys` in a set (0.28.0, the modelled version, through 0.33.0,
+//!   checked in each PyPI wheel), CPython 3.11's exact iteration
 //!   order of `set(set(keys))` for 36-byte `bytes` keys under a given `PYTHONHASHSEED` (see
 //!   [`cpython`]).
-//! * [`OrderMode::Fixed`] (`fixed`): vLLM with the proposed key-order fix (not merged
-//!   upstream), prefix order de-duplicated ([`crate::keys::JobKeys`]).
+//! * [`OrderMode::Fixed`] (`fixed`): prefix order de-duplicated ([`crate::keys::JobKeys`]):
+//!   the proposed key-order fix, which upstream vLLM has from 0.34.0 (a tuple built with
+//!   `dict.fromkeys`).
 //! * [`OrderMode::Legacy`] (`legacy`): a seeded stand-in for set order, a deterministic
 //!   permutation per job (any seed; not CPython's order).
 //!
 //! Upstream: `TransferJobStatus.keys` in
 //! `vllm/distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py` is
-//! `set(set(store_output.keys_to_store))`; the proposed fix makes it an insertion-ordered,
+//! `set(set(store_output.keys_to_store))` up to 0.33.0; the fix (0.34.0) makes it an insertion-ordered,
 //! de-duplicated collection; `complete_store` emits one `BlockStored` per key in that order
 //! (`docs/vllm-offloading.md`, fact 4).
 
@@ -26,15 +29,15 @@ use crate::keys::{JobKeys, OffloadKey};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "snake_case", try_from = "OrderRepr")]
 pub enum OrderMode {
-    /// vLLM with the proposed key-order fix (not merged upstream): prefix order,
-    /// de-duplicated, first occurrence kept.
+    /// Prefix order, de-duplicated, first occurrence kept: the proposed key-order fix
+    /// (upstream vLLM from 0.34.0).
     Fixed,
     /// A seeded stand-in for set order: a permutation of the de-duplicated keys (any seed).
     Legacy {
         /// Permutation seed (combined with the job id so jobs differ).
         seed: u64,
     },
-    /// What vLLM does today: exactly as CPython 3.11 iterates `set(set(keys_to_store))`.
+    /// What vLLM 0.28.0-0.33.0 do: exactly as CPython 3.11 iterates `set(set(keys_to_store))`.
     #[serde(rename = "cpython")]
     CPython {
         /// `PYTHONHASHSEED` (0 = hash randomisation off, zero SipHash key).

@@ -57,7 +57,7 @@ pub const BUILTINS: &[Builtin] = &[
     ),
     builtin!(
         "two-workers-late-report-cpython",
-        "the same late report in cpython order (what vLLM does today)"
+        "the same late report in cpython order (what vLLM 0.28.0-0.33.0 do)"
     ),
     builtin!(
         "two-pods-dp",
@@ -65,11 +65,19 @@ pub const BUILTINS: &[Builtin] = &[
     ),
     builtin!(
         "fs-cascade-out-of-order",
-        "CPU + FS tier: lookups wait on the FS check, FS jobs finish 2, 0, 1 (vLLM 0.34.0)"
+        "CPU + FS tier: lookups wait on the FS check, FS jobs finish 2, 0, 1 (vLLM 0.28.0)"
+    ),
+    builtin!(
+        "fs-promotion-evicts",
+        "CPU + FS tier: promotions from FS evict CPU chunks one key at a time (vLLM 0.28.0)"
+    ),
+    builtin!(
+        "fs-preloaded",
+        "FS directory filled by another instance: promotion, then STORAGE parents never announced"
     ),
     builtin!(
         "legacy-vs-fixed",
-        "demo: two requests in cpython order (what vLLM does today); --order fixed shows the proposed fix"
+        "demo: two requests in cpython order (vLLM 0.28.0-0.33.0); --order fixed shows prefix order (the fix, vLLM 0.34.0)"
     ),
 ];
 

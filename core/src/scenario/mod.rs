@@ -35,8 +35,9 @@ pub struct Scenario {
     /// Seed for generated token ids, latencies, worker lag and legacy permutations.
     #[serde(default)]
     pub seed: u64,
-    /// How a store job's keys are ordered at `complete_store`: `cpython` (what vLLM does
-    /// today), `fixed` (the proposed fix) or `legacy` (a seeded stand-in for set order).
+    /// How a store job's keys are ordered at `complete_store`: `cpython` (what vLLM
+    /// 0.28.0-0.33.0 do), `fixed` (prefix order: the proposed fix, upstream from 0.34.0) or
+    /// `legacy` (a seeded stand-in for set order).
     #[serde(default = "default_order")]
     pub order: OrderMode,
     /// Block hashing options.
@@ -240,6 +241,27 @@ pub struct SecondaryTierConfig {
     /// reported (the thread pool's completion order); unlisted jobs come first, by job id.
     #[serde(default)]
     pub io_release_order: BTreeMap<String, Vec<u64>>,
+    /// Chunks already on the tier before step 0, written by another instance sharing its
+    /// storage (a shared FS directory): lookups find them, but this instance's events tracker
+    /// has never seen them (`docs/vllm-offloading.md` fact 24).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preload: Vec<PreloadSpec>,
+}
+
+/// `secondary_tiers[].preload` entry: the chunks `chunks` (chunk indices, from 0) of request
+/// `request`'s KV group `group` are on the tier before step 0. Only their keys are used (the
+/// same tokens give the same keys in any request), so `request` may be one that is never
+/// scheduled.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreloadSpec {
+    /// A request id of the same engine.
+    pub request: String,
+    /// KV group index (default 0).
+    #[serde(default)]
+    pub group: u32,
+    /// Chunk indices of that request's offload keys in that group.
+    pub chunks: Vec<usize>,
 }
 
 impl SecondaryTierConfig {

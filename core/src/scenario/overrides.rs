@@ -7,11 +7,11 @@ use crate::order::OrderMode;
 /// Which family of key order to use; the seeds come from [`Overrides`] or the scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OrderChoice {
-    /// vLLM with the proposed key-order fix (prefix order; not merged upstream).
+    /// Prefix order: the proposed key-order fix (upstream vLLM from 0.34.0).
     Fixed,
     /// A seeded stand-in for set order (a permutation seeded from the scenario seed).
     Legacy,
-    /// What vLLM does today: CPython 3.11 `set` order under `PYTHONHASHSEED`.
+    /// What vLLM 0.28.0-0.33.0 do: CPython 3.11 `set` order under `PYTHONHASHSEED`.
     CPython,
 }
 

@@ -273,6 +273,10 @@ impl Engine<'_> {
         }
         let cand_keys: Vec<OffloadKey> = candidates.iter().map(|c| c.2).collect();
         let job_id = self.job_counter;
+        // TieringOffloadingManager.prepare_store: the gated poll first (at most once per
+        // step, vLLM 0.28.0), so finished cascades and promotions are unpinned before this
+        // eviction unless a lookup already polled this step
+        self.maybe_process_tier_jobs();
         let out = self.cpu.prepare_store(&cand_keys);
         let req_id = self.reqs[r].id.clone();
         self.drain_cpu(Ctx {

@@ -185,6 +185,45 @@ impl<'a> Engine<'a> {
             index.insert(r.id.as_str(), reqs.len());
             reqs.push(req);
         }
+        let mut tiers = Vec::with_capacity(sc.secondary_tiers.len());
+        for cfg in &sc.secondary_tiers {
+            let mut stored = FxHashSet::default();
+            for p in &cfg.preload {
+                let req = index
+                    .get(p.request.as_str())
+                    .map(|&j| &reqs[j])
+                    .ok_or_else(|| {
+                        SimError(format!(
+                            "secondary_tiers[{:?}].preload: unknown request {:?}",
+                            cfg.name, p.request
+                        ))
+                    })?;
+                let nkeys = req.num_keys(sc.blocks_per_chunk as usize);
+                if p.group as usize >= ngroups {
+                    return Err(SimError(format!(
+                        "secondary_tiers[{:?}].preload: request {:?} has no group {}",
+                        cfg.name, p.request, p.group
+                    )));
+                }
+                for &c in &p.chunks {
+                    if c >= nkeys {
+                        return Err(SimError(format!(
+                            "secondary_tiers[{:?}].preload: request {:?} has {nkeys} chunks, \
+                             no chunk {c}",
+                            cfg.name, p.request
+                        )));
+                    }
+                    stored.insert(req.key(p.group, c, sc.blocks_per_chunk as usize));
+                }
+            }
+            tiers.push(Tier {
+                cfg: cfg.clone(),
+                stored,
+                jobs: Vec::new(),
+                events: Vec::new(),
+                probes: Default::default(),
+            });
+        }
         let mut waiting: Vec<usize> = (0..reqs.len()).collect();
         waiting.sort_by_key(|&i| reqs[i].arrival_step);
         let workers = sc.completion.workers as usize;
@@ -212,17 +251,7 @@ impl<'a> Engine<'a> {
                 sc.hashing.format,
             ),
             primary_events: Vec::new(),
-            tiers: sc
-                .secondary_tiers
-                .iter()
-                .map(|cfg| Tier {
-                    cfg: cfg.clone(),
-                    stored: FxHashSet::default(),
-                    jobs: Vec::new(),
-                    events: Vec::new(),
-                    probes: Default::default(),
-                })
-                .collect(),
+            tiers,
             pending_promotions: IndexMap::new(),
             tier_job_counter: 0,
             processed_tiers_this_step: false,

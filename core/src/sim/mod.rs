@@ -1,8 +1,9 @@
 //! vLLM-faithful offload simulation: turns a [`Scenario`] into a [`Trace`] of `KVEventBatch`es
 //! with per-event [`crate::trace::Provenance`].
 //!
-//! Modelled from upstream vLLM (~August 2026; see `docs/scenario-format.md` for the list of
-//! behaviours and simplifications):
+//! Modelled from upstream vLLM 0.28.0 (the release of late August 2026; see
+//! `docs/scenario-format.md` for the list of behaviours and simplifications, and
+//! `docs/vllm-offloading.md` for each fact's source):
 //! * [`cpu`] — `vllm/v1/kv_offload/cpu/manager.py`, with `lru` — `cpu/policies/lru.py`;
 //! * [`tracker`] — `vllm/distributed/kv_transfer/kv_connector/v1/offloading/events.py`;
 //! * [`engine`] — one engine's state and its step (`vllm/v1/core/sched/scheduler.py`: batch
@@ -11,7 +12,9 @@
 //!   (`.../offloading/scheduler.py`: `_build_store_jobs`, `_touch`, `_lookup`,
 //!   `update_state_after_alloc`, `update_connector_output`, `reset_cache`; worker reports
 //!   merged as `.../offloading/common.py` `OffloadingWorkerMetadata.aggregate`) and `tiering`
-//!   (`vllm/v1/kv_offload/tiering/manager.py`: cascade, promotions, `take_events` by tier).
+//!   (`vllm/v1/kv_offload/tiering/manager.py`: cascade, promotions, the poll gate,
+//!   `take_events` by tier; the file-system tier's asynchronous existence checks from
+//!   `tiering/fs/manager.py` and `tiering/async_lookup.py`).
 //!
 //! Deterministic: the same scenario (including its seed) gives the same trace.
 

@@ -36,22 +36,54 @@ impl Engine<'_> {
             if self.reqs[r].state == ReqState::Finished {
                 continue;
             }
-            if self.reqs[r].state == ReqState::Waiting && self.reqs[r].num_computed == 0 {
-                // GPU prefix hit from earlier steps, then lookups and touch for their side
-                // effects; explicit schedules never load (0 external tokens). A lookup the
-                // connector defers (`None`: a tier answered RETRY) keeps the request waiting
-                // this step, as vLLM's scheduler does; the schedule lists it again later.
-                let hit = self.gpu_prefix_hit(r);
-                self.reqs[r].num_computed = hit;
-                self.reqs[r].gpu_cached_blocks = hit / self.bs;
-                if self.get_num_new_matched_tokens(r, hit).is_none() {
-                    self.reqs[r].num_computed = 0;
-                    self.reqs[r].gpu_cached_blocks = 0;
-                    continue;
+            match self.reqs[r].state.clone() {
+                // an asynchronous load in flight: not schedulable yet
+                ReqState::WaitingForLoad { ready: false, .. } => continue,
+                // loaded (`_update_waiting_for_remote_kv`): resumes with the loaded tokens
+                // computed, as in the generated schedule
+                ReqState::WaitingForLoad {
+                    ready: true,
+                    cached_tokens,
+                } => {
+                    let mut c = cached_tokens.min(self.reqs[r].num_tokens());
+                    if c == self.reqs[r].num_tokens() {
+                        c -= 1;
+                    }
+                    self.reqs[r].num_computed = c;
+                    self.reqs[r].num_allocated_blocks = c.div_ceil(self.bs);
+                    self.gpu_cache_blocks(r, c);
+                    self.reqs[r].state = ReqState::Running;
+                    self.waiting.retain(|&x| x != r);
+                    self.running.push(r);
                 }
-                self.reqs[r].state = ReqState::Running;
-                self.waiting.retain(|&x| x != r);
-                self.running.push(r);
+                ReqState::Waiting if self.reqs[r].num_computed == 0 => {
+                    // GPU prefix hit from earlier steps, then the connector's lookup (and
+                    // touch). A deferred lookup (`None`: a tier answered RETRY or
+                    // HIT_PENDING) keeps the request waiting this step, as vLLM's scheduler
+                    // does; external tokens start an asynchronous load and the request
+                    // waits for it (`WAITING_FOR_REMOTE_KVS`). Either way the schedule must
+                    // list it again later.
+                    let hit = self.gpu_prefix_hit(r);
+                    self.reqs[r].num_computed = hit;
+                    self.reqs[r].gpu_cached_blocks = hit / self.bs;
+                    match self.get_num_new_matched_tokens(r, hit) {
+                        None => {
+                            self.reqs[r].num_computed = 0;
+                            self.reqs[r].gpu_cached_blocks = 0;
+                            continue;
+                        }
+                        Some(ext) if ext > 0 => {
+                            self.reqs[r].num_allocated_blocks = (hit + ext).div_ceil(self.bs);
+                            self.create_load_job(r, hit, ext);
+                            continue;
+                        }
+                        Some(_) => {}
+                    }
+                    self.reqs[r].state = ReqState::Running;
+                    self.waiting.retain(|&x| x != r);
+                    self.running.push(r);
+                }
+                _ => {}
             }
             let remaining = self.reqs[r].num_tokens() - self.reqs[r].num_computed;
             let n = (n as usize).min(remaining);

@@ -1,7 +1,10 @@
 //! The tiering manager: `TieringOffloadingManager` (`vllm/v1/kv_offload/tiering/manager.py`)
 //! over the CPU primary tier and the secondary (`STORAGE`) tiers in config order: cascade
 //! store jobs after each CPU `complete_store`, promotions on a CPU miss, and the poll of
-//! finished secondary jobs (`_maybe_process_finished_jobs`, at most once per step).
+//! finished secondary jobs (`_maybe_process_finished_jobs`, at most once per step, from a
+//! lookup, a `prepare_store` or `on_schedule_end`), as in vLLM 0.28.0; the `fs` kind adds the
+//! file-system tier's asynchronous existence checks (`tiering/async_lookup.py`) and
+//! `preload`ed keys (`docs/vllm-offloading.md` facts 14-17).
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -76,13 +79,9 @@ impl Engine<'_> {
                     self.cpu.complete_load(&j.keys);
                     if j.success {
                         let tier = &mut self.tiers[ti];
+                        // vLLM 0.28.0 has no `mark_present`: a cached FS verdict (a miss
+                        // probed before this store) stays a miss while a request holds it
                         tier.stored.extend(j.keys.iter().copied());
-                        // AsyncLookupManager.mark_present: a cached verdict becomes a hit
-                        for k in &j.keys {
-                            if let Some(p) = tier.probes.get_mut(k) {
-                                p.1 = Some(true);
-                            }
-                        }
                         tier.events.push((
                             RawEvent {
                                 keys: j.keys.clone(),
@@ -181,7 +180,9 @@ impl Engine<'_> {
                         .entry((ti, r))
                         .or_default()
                         .push(*key);
-                    LookupResult::Retry
+                    // `MISS if not promoted else HIT_PENDING`: the connector counts the
+                    // chunk and defers the request
+                    LookupResult::HitPending
                 }
             };
         }

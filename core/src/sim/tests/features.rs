@@ -396,3 +396,64 @@ fn io_finished_and_release_order_are_validated() {
         assert!(e.contains(needle), "{tier}: {e}");
     }
 }
+
+// `secondary_tiers[].preload`: the preloaded chunks are found by the FS probe (a promotion,
+// so a CPU `BlockStored` with the request's metadata, and no GPU->CPU store of them); a
+// preload naming an unknown request or a chunk the request does not have is an error that
+// names the tier and the field.
+#[test]
+fn preload_is_found_by_the_fs_probe_and_validated() {
+    let run = |preload: &str| {
+        let json = format!(
+            r#"{{"block_size":4,"cpu":{{"capacity_chunks":16}},
+                "secondary_tiers":[{{"name":"fs","kind":"fs","io_finished":{{"0":3}},
+                                     "preload":{preload}}}],
+                "requests":[{{"id":"a","token_ids":[1,2,3,4,5,6,7,8,9,10,11,12]}}],
+                "steps":[{{"schedule":{{"a":12}}}},{{"schedule":{{"a":12}}}},
+                         {{"schedule":{{"a":12}}}},{{"schedule":{{"a":12}}}},
+                         {{"schedule":{{"a":12}}}}]}}"#
+        );
+        let sc = Scenario::from_json(&json).expect("scenario parses");
+        crate::sim::simulate(&sc)
+    };
+    let trace = run(r#"[{"request":"a","chunks":[0,1]}]"#).expect("simulates");
+    let batches: Vec<_> = trace
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            crate::TraceRecord::Batch(b) => Some(b.to_wire()),
+            _ => None,
+        })
+        .collect();
+    // step 3: the promotion's CPU BlockStored of chunks 0, 1 (self-describing: tokens 1..8)
+    let first = &batches[0];
+    assert_eq!(first.ts, 1_700_000_003.0, "{batches:?}");
+    let stored: Vec<_> = first
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            crate::KvEvent::BlockStored(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stored.len(), 2, "{batches:?}");
+    assert_eq!(stored[0].token_ids, vec![1, 2, 3, 4]);
+    assert_eq!(stored[1].token_ids, vec![5, 6, 7, 8]);
+    // without the preload: no promotion, chunks 0-2 stored from the GPU in step 1
+    let plain = run("[]").expect("simulates");
+    assert_ne!(plain.records, trace.records);
+    for (preload, needle) in [
+        (
+            r#"[{"request":"zz","chunks":[0]}]"#,
+            "unknown request \"zz\"",
+        ),
+        (r#"[{"request":"a","chunks":[3]}]"#, "no chunk 3"),
+        (r#"[{"request":"a","group":1,"chunks":[0]}]"#, "no group 1"),
+    ] {
+        let e = run(preload).expect_err(preload).to_string();
+        assert!(
+            e.contains("preload") && e.contains(needle),
+            "{preload}: {e}"
+        );
+    }
+}
