@@ -580,7 +580,7 @@ test('timeline at 200k events: violations are a share of each pixel column, not 
         const k = (y * c.width + x) * 4;
         const [r, g, b] = [d[k], d[k + 1], d[k + 2]];
         all++;
-        if (r > 180 && g < 90 && b < 90) red++;
+        if (r > 160 && g < 110 && b < 110) red++;
         if (b > 180 && r < 120) blue++;
       }
     }
@@ -592,5 +592,26 @@ test('timeline at 200k events: violations are a share of each pixel column, not 
   await page.screenshot({ path: join(shots, 'large-200k.png') });
   await page.close();
   rmSync(dir, { recursive: true, force: true });
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, point 9: one plain sentence of what happened at a violation, from the core, whose
+// counts agree with the lens.
+test('the first violation of the demo is told in one sentence that agrees with the router lens', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  await page.keyboard.press('n');
+  const story = await text(page, 'story');
+  assert.match(story, /^child delivered before its parent; /, story);
+  assert.match(story, /kept it|dropped it|held it/, story);
+  const dropped = story.match(/llmd dropped it and (\d+) descendants?/);
+  await page.getByRole('combobox', { name: 'Router' }).selectOption('llmd');
+  if (dropped) {
+    assert.match(await text(page, 'cascade'), new RegExp(`: ${dropped[1]} later events? lost with it`));
+  } else {
+    assert.equal(await page.locator('[data-testid=cascade]').count() === 0 || /: 0 later/.test(await text(page, 'cascade')), true);
+  }
+  await page.screenshot({ path: join(shots, 'demo-story.png') });
+  await page.close();
   assert.deepEqual(pageErrors, []);
 });

@@ -78,6 +78,7 @@ mod builder;
 mod cursor;
 mod lens;
 mod record;
+mod story;
 mod view;
 
 use blocks::BlockTables;

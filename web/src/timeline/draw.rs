@@ -427,11 +427,11 @@ fn draw_density(ctx: &Ctx, m: &Model, f: &Frame, p: &Palette, lo: u32, hi: u32, 
         }
         ctx.fill();
     }
-    // Violations: their share of the column, from its foot.
+    // Violations: their share of the column, from its foot (whole pixels: crisp ticks).
     ctx.set_fill_style_str(p.violation);
     ctx.begin_path();
     for l in 0..lanes {
-        let foot = f.y(l as u16) + mark_h / 2.0;
+        let foot = (f.y(l as u16) + mark_h / 2.0).round();
         let row = l * cols..(l + 1) * cols;
         let (ev, vi) = (
             events.get(row.clone()).unwrap_or_default(),
@@ -439,7 +439,7 @@ fn draw_density(ctx: &Ctx, m: &Model, f: &Frame, p: &Palette, lo: u32, hi: u32, 
         );
         for (c, (&e, &v)) in ev.iter().zip(vi).enumerate() {
             if v > 0 {
-                let hgt = (mark_h * f64::from(v) / f64::from(e.max(v))).max(2.0);
+                let hgt = (mark_h * f64::from(v) / f64::from(e.max(v))).max(2.0).round();
                 ctx.rect(GUTTER + c as f64, foot - hgt, 1.0, hgt);
             }
         }

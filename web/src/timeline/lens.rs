@@ -137,8 +137,7 @@ pub fn draw_lens(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, router: ConsumerK
 }
 
 /// Highlight the cascade of loss root `root` on the cursor layer: a ring around the root and
-/// each visible event lost because of it, joined to the root by a thin line while few are
-/// visible (zoomed out, the rings alone, one per pixel column).
+/// each visible event lost because of it (zoomed out, one ring per pixel column).
 pub fn draw_cascade(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, root: u32, cascade: &[u32]) {
     let n = m.len() as u32;
     let Some((lo, hi)) = f.range(n) else { return };
@@ -152,21 +151,7 @@ pub fn draw_cascade(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, root: u32, cas
     let from = cascade.partition_point(|e| *e < lo);
     let to = cascade.partition_point(|e| *e <= hi);
     let visible = cascade.get(from..to).unwrap_or_default();
-    let root_at = m.lane_of.get(root as usize).map(|l| (f.x(root), f.y(*l)));
     ctx.set_stroke_style_str(colour);
-    ctx.set_global_alpha(0.55);
-    ctx.set_line_width(1.0);
-    if let (Some((rx, ry)), true) = (root_at, visible.len() <= 400) {
-        ctx.begin_path();
-        for &e in visible {
-            if let Some(&l) = m.lane_of.get(e as usize) {
-                ctx.move_to(rx, ry);
-                ctx.line_to(f.x(e), f.y(l));
-            }
-        }
-        ctx.stroke();
-    }
-    ctx.set_global_alpha(1.0);
     ctx.set_line_width(2.0);
     ctx.begin_path();
     let mut last_col = f64::NEG_INFINITY;
