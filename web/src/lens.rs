@@ -26,6 +26,9 @@ pub fn selected_root(st: AppState, lens: &RouterLens<'_>) -> Option<u32> {
     lens.root_of(sel)
 }
 
+/// A row of the loss list: `(root event, its first block and missing parent, what was lost)`.
+pub type LossRow = (u32, String, String);
+
 /// The loss list's rows for `router`, as the violation list shows them: `(root event, its
 /// first block and missing parent, what was lost with it)`, the roots whose index is in
 /// `lo..hi`; and the number of roots. `None` before the analysis.
@@ -34,7 +37,7 @@ pub fn loss_rows(
     router: ConsumerKind,
     lo: usize,
     hi: usize,
-) -> Option<(usize, Vec<(u32, String, String)>)> {
+) -> Option<(usize, Vec<LossRow>)> {
     use crate::text::{count, mid_ellipsis, HASH_CHARS};
     let short = |h: u64| mid_ellipsis(&h.to_string(), HASH_CHARS);
     with_lens(m, router, |l| {

@@ -439,7 +439,9 @@ fn draw_density(ctx: &Ctx, m: &Model, f: &Frame, p: &Palette, lo: u32, hi: u32, 
         );
         for (c, (&e, &v)) in ev.iter().zip(vi).enumerate() {
             if v > 0 {
-                let hgt = (mark_h * f64::from(v) / f64::from(e.max(v))).max(2.0).round();
+                let hgt = (mark_h * f64::from(v) / f64::from(e.max(v)))
+                    .max(2.0)
+                    .round();
                 ctx.rect(GUTTER + c as f64, foot - hgt, 1.0, hgt);
             }
         }
