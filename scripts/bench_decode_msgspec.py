@@ -5,7 +5,7 @@ Input: [u32 little-endian length][msgpack KVEventBatch]... (`decode_anchor write
 stream.lp). Decodes every payload with `msgspec.msgpack.Decoder(KVEventBatch)` over vLLM's
 struct definitions (vllm/distributed/kv_events.py, as transcribed in
 tests/fixtures/wire/bench_msgspec.py), the way a ZMQ consumer receives them, and prints
-`msgspec SECONDS` (file read excluded).
+`msgspec WALL_SECONDS CPU_SECONDS` (file read excluded; CPU = this thread's, `time.thread_time`).
 
   --keep   keep every decoded batch (as kvscope's read_trace keeps the whole trace), with
            Python's cyclic GC disabled while decoding (with it on, the growing number of
@@ -41,18 +41,18 @@ def main():
         pos += 4 + n
     dec = msgspec.msgpack.Decoder(schema.KVEventBatch)
     events = 0
-    t = time.perf_counter()
     if keep:
         gc.disable()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         out = [dec.decode(p) for p in payloads]
-        secs = time.perf_counter() - t
+        secs, cpu = time.perf_counter() - t, time.thread_time() - c
         events = sum(len(b.events) for b in out)
     else:
+        t, c = time.perf_counter(), time.thread_time()
         for p in payloads:
             events += len(dec.decode(p).events)
-        secs = time.perf_counter() - t
-    print(f"msgspec {secs:.3f} ({events} events)")
+        secs, cpu = time.perf_counter() - t, time.thread_time() - c
+    print(f"msgspec {secs:.3f} {cpu:.3f} ({events} events)")
 
 
 if __name__ == "__main__":

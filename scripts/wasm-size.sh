@@ -39,8 +39,8 @@ dir=${1:-target/wasm-size}
 mkdir -p "$dir"
 cargo build -p kvscope-wasm --profile wasm-release --target wasm32-unknown-unknown --locked "${args[@]}"
 wasm-bindgen --keep-debug --target web --out-dir "$dir/bg" target/wasm32-unknown-unknown/wasm-release/kvscope_wasm.wasm
-wasm-opt -Oz -g "${FEATURES[@]}" "$dir/bg/kvscope_wasm_bg.wasm" -o "$dir/named.wasm"
-wasm-opt -Oz "${FEATURES[@]}" --strip-debug --strip-producers --strip-target-features "$dir/bg/kvscope_wasm_bg.wasm" -o "$dir/stripped.wasm"
+wasm-opt -Oz --converge --low-memory-unused -g "${FEATURES[@]}" "$dir/bg/kvscope_wasm_bg.wasm" -o "$dir/named.wasm"
+wasm-opt -Oz --converge --low-memory-unused "${FEATURES[@]}" --strip-debug --strip-producers --strip-target-features "$dir/bg/kvscope_wasm_bg.wasm" -o "$dir/stripped.wasm"
 echo "wasm-size: $flavour: $(gz "$dir/stripped.wasm")  (names kept: $dir/named.wasm)"
 if command -v twiggy >/dev/null; then
   twiggy top -n 40 "$dir/named.wasm" | cut -c1-160

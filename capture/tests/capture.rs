@@ -90,7 +90,7 @@ fn plain_capture_records_every_batch_in_order() {
     let [KvEvent::BlockStored(s), KvEvent::BlockRemoved(r)] = &b3.events[..] else {
         panic!("batch 3 events: {:?}", b3.events)
     };
-    assert_eq!(s.block_hashes, vec![BlockHash::Int(block_hash(0, 0, 3))]);
+    assert_eq!(s.block_hashes[..], [BlockHash::Int(block_hash(0, 0, 3))]);
     assert_eq!(
         s.parent_block_hash,
         Some(BlockHash::Int(block_hash(0, 0, 2)))
@@ -101,7 +101,7 @@ fn plain_capture_records_every_batch_in_order() {
         (4, Some("CPU"), Some(0))
     );
     assert_eq!(s.kv_cache_spec_kind.as_deref(), Some("full_attention"));
-    assert_eq!(r.block_hashes, vec![BlockHash::Int(block_hash(0, 0, 1))]);
+    assert_eq!(r.block_hashes[..], [BlockHash::Int(block_hash(0, 0, 1))]);
 
     // Header first (no world size unless told), end note last.
     assert!(

@@ -424,7 +424,7 @@ fn text_report_lists_routing_preconditions_first() {
     let root = stored(&[1], None, Some("GPU"), 16);
     let mut other = root.clone();
     if let KvEvent::BlockStored(e) = &mut other {
-        e.block_hashes = vec![kvscope_core::hash::BlockHash::Int(h(1001))];
+        e.block_hashes = vec![kvscope_core::hash::BlockHash::Int(h(1001))].into();
     }
     let t = trace(vec![
         batch("pod-a", 0, vec![root]),

@@ -18,16 +18,17 @@ fn list_prints_names_first() {
         .lines()
         .map(|l| l.split('\t').next().unwrap())
         .collect();
-    for want in [
-        "single-request",
-        "chunked",
-        "shared-prefix",
-        "lru-eviction",
-        "two-tiers-async",
-        "multi-worker-reorder",
-        "two-pods-dp",
-        "legacy-vs-fixed",
-    ] {
+    // every scenario file is listed (read from `scenarios/`, so a new one is never skipped)
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("scenarios/")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| p.file_stem().unwrap().to_str().unwrap().to_owned())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "only {} scenario files", files.len());
+    for want in files.iter().map(String::as_str) {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
 }

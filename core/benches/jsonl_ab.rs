@@ -26,6 +26,7 @@ use kvscope_core::event::{BlockRemoved, BlockStored, KvEvent};
 use kvscope_core::hash::BlockHash;
 use kvscope_core::trace::{Trace, TraceBatch, TraceHeader, TraceRecord};
 use kvscope_core::wire::{jsonl, msgpack, EventEncoding};
+use smallvec::smallvec;
 
 // Not every bench uses every shared helper (`build_trace` is analysis.rs's).
 #[allow(dead_code)]
@@ -63,7 +64,7 @@ fn capture_trace(n: usize) -> Trace {
         for k in 0..chain {
             let id = block + k;
             events.push(KvEvent::BlockStored(BlockStored {
-                block_hashes: vec![hash(id)],
+                block_hashes: smallvec![hash(id)],
                 parent_block_hash: (k > 0).then(|| hash(id - 1)),
                 token_ids: (0..16)
                     .map(|t| (splitmix(id * 16 + t) % 151_000) as u32)
@@ -125,7 +126,7 @@ fn envelope_trace(n: usize) -> Trace {
         .map(|i| {
             let base = (i % 64) as u32 * 16;
             KvEvent::BlockStored(BlockStored {
-                block_hashes: vec![BlockHash::Int(splitmix(i))],
+                block_hashes: smallvec![BlockHash::Int(splitmix(i))],
                 parent_block_hash: (i % 64 != 0).then(|| BlockHash::Int(splitmix(i - 1))),
                 token_ids: (base..base + 16).collect(),
                 block_size: 16,

@@ -18,6 +18,7 @@ use kvscope_core::hash::BlockHash;
 use kvscope_core::trace::{Trace, TraceBatch, TraceRecord};
 use kvscope_core::wire::msgpack::{decode_stream, encode_batch_into};
 use kvscope_core::wire::{jsonl, EventEncoding};
+use smallvec::smallvec;
 
 const EVENTS_PER_BATCH: usize = 16;
 
@@ -47,7 +48,7 @@ fn batches(n: usize) -> Vec<KvEventBatch> {
         };
         let base = (i % 64) as u32 * 16;
         events.push(KvEvent::BlockStored(BlockStored {
-            block_hashes: vec![BlockHash::Int(splitmix(i))],
+            block_hashes: smallvec![BlockHash::Int(splitmix(i))],
             parent_block_hash: parent,
             token_ids: (base..base + 16).collect(),
             block_size: 16,

@@ -8,12 +8,15 @@
 //!
 //! ```text
 //! decode_anchor write DIR [EVENTS]   # DIR/stream.msgpack and DIR/stream.lp (u32-LE framed)
-//! decode_anchor time FILE            # seconds of one `wire::read_trace` (file read excluded)
+//! decode_anchor time FILE            # wall and CPU seconds of one `wire::read_trace`
+//!                                    # (file read excluded)
 //! ```
 //!
 //! `scripts/bench-decode.sh` runs both and msgspec alternately and prints the median ratio.
 
 use std::hint::black_box;
+
+use smallvec::smallvec;
 use std::time::Instant;
 
 use kvscope_core::event::{BlockStored, KvEvent, KvEventBatch};
@@ -109,7 +112,7 @@ fn anchor_batches(events: usize) -> Vec<KvEventBatch> {
                     let h = rng.bits64();
                     let parent = prev.replace(h);
                     KvEvent::BlockStored(BlockStored {
-                        block_hashes: vec![BlockHash::Int(h)],
+                        block_hashes: smallvec![BlockHash::Int(h)],
                         parent_block_hash: parent.map(BlockHash::Int),
                         token_ids: (0..16).collect(),
                         block_size: 16,
@@ -147,6 +150,14 @@ fn write(dir: &str, events: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// This thread's CPU time so far (user and system, nanoseconds: the first field of
+/// `/proc/thread-self/schedstat`), or `None` where there is no such file. On a loaded machine
+/// the wall time counts other processes' turns; the CPU time does not.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
 fn time(file: &str) -> Result<(), String> {
     let bytes = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
     if std::env::var_os("DECODE_ANCHOR_WARM").is_some() {
@@ -154,12 +165,18 @@ fn time(file: &str) -> Result<(), String> {
         // allocator already holds (how much of the time is the kernel's fresh pages).
         drop(black_box(read_trace(&bytes, "bench")));
     }
+    let cpu = thread_cpu_ns();
     let t = Instant::now();
     let trace = read_trace(black_box(&bytes), "bench").map_err(|e| e.to_string())?;
     let secs = t.elapsed().as_secs_f64();
+    let cpu_secs = match (cpu, thread_cpu_ns()) {
+        (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
+        _ => secs,
+    };
     let events: usize = trace.batches().map(|b| b.events.len()).sum();
     black_box(&trace);
-    println!("kvscope {secs:.3} ({events} events)");
+    // Wall seconds, then CPU seconds.
+    println!("kvscope {secs:.3} {cpu_secs:.3} ({events} events)");
     Ok(())
 }
 

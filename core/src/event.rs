@@ -6,9 +6,67 @@
 //! values or `Option`s that are always written (as nil when `None`); fields *with* a default
 //! of `None` are `Option`s that are omitted when `None`.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use crate::hash::BlockHash;
+
+/// An event's block hashes: one inline (the common offload event stores or removes one block),
+/// more on the heap. A slice everywhere it is read (`Deref<Target = [BlockHash]>`).
+///
+/// Why not a `Vec`: decoding 1M one-block events spent one allocation and 32 heap bytes per
+/// event on the hash alone (`docs/performance.md`, "msgpack decode against msgspec").
+pub type BlockHashes = SmallVec<[BlockHash; 1]>;
+
+/// A string field of an event (`medium`, `lora_name`, `kv_cache_spec_kind`, `locality`,
+/// `ownership`). The few values vLLM publishes (`"GPU"`, `"CPU"`, `"full_attention"`, ...:
+/// [`label`]) are shared `'static` strings; any other string is kept, owned and exactly as it
+/// came. Reads as a `str` (`Deref`); `Some("GPU".into())` builds one.
+///
+/// Why not a `String`: two owned strings per event were two allocations and 64 heap bytes of a
+/// decoded event (`docs/performance.md`).
+pub type Label = Cow<'static, str>;
+
+/// The [`Label`] for `s`: the shared string when `s` is one of vLLM's media or KV cache spec
+/// kinds (or a locality), else an owned copy.
+pub fn label(s: &str) -> Label {
+    match known_label(s.as_bytes()) {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(s.to_owned()),
+    }
+}
+
+/// [`label`] of an owned string (kept as is when it is not a known one).
+pub fn label_owned(s: String) -> Label {
+    match known_label(s.as_bytes()) {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(s),
+    }
+}
+
+/// The strings [`label`] shares: the media ([`Tier::from_medium`]'s, and `"DISK"`), the
+/// `kv_cache_spec_kind` values kvscope's simulator writes (`docs/scenario-format.md`) and the
+/// localities (`docs/trace-format.md` §1.2). Any other string is kept as an owned copy, so a
+/// value missing here only costs an allocation. By bytes, so that a decoder can skip the UTF-8
+/// check of these (ASCII) strings.
+pub fn known_label(s: &[u8]) -> Option<&'static str> {
+    Some(match s {
+        b"GPU" => "GPU",
+        b"CPU" => "CPU",
+        b"STORAGE" => "STORAGE",
+        b"FS" => "FS",
+        b"OBJ" => "OBJ",
+        b"DISK" => "DISK",
+        b"full_attention" => "full_attention",
+        b"sliding_window" => "sliding_window",
+        b"mamba" => "mamba",
+        b"LOCAL" => "LOCAL",
+        b"REMOTE" => "REMOTE",
+        _ => return None,
+    })
+}
 
 /// One token id. vLLM token ids are non-negative Python ints; kvscope keeps them as `u32`
 /// (decoders report values outside that range as errors rather than truncating them).
@@ -114,14 +172,14 @@ macro_rules! kv_event_schema {
 
 /// The Rust type of a field kind.
 macro_rules! field_type {
-    (Hashes) => { Vec<BlockHash> };
+    (Hashes) => { BlockHashes };
     (Hash) => { Option<BlockHash> };
     (Tokens) => { Vec<TokenId> };
     (U32) => { u32 };
     (OptU32) => { Option<u32> };
     (OptU64) => { Option<u64> };
     (OptI64) => { Option<i64> };
-    (OptStr) => { Option<String> };
+    (OptStr) => { Option<Label> };
     (ExtraKeys) => { Option<Vec<Option<ExtraValue>>> };
 }
 
@@ -138,43 +196,73 @@ macro_rules! define_events {
         define_events!(@struct $(#[$sdoc])* BlockStored { $( $(#[$sfdoc])* $sname : $skind [$spres, $sera], )* });
         define_events!(@struct $(#[$rdoc])* BlockRemoved { $( $(#[$rfdoc])* $rname : $rkind [$rpres, $rera], )* });
 
-        /// Every event field as decoded so far (`None`: not in the input), before the event's
-        /// tag is known: a map's keys come in any order.
+        /// Every event field as decoded so far, before the event's tag is known (a map's keys
+        /// come in any order): a `BlockStored`, whose fields include `BlockRemoved`'s, and which
+        /// of its fields were read. A decoder writes each value straight into its place in the
+        /// event (no per-field `Option` to unwrap and move afterwards: `docs/performance.md`).
         #[derive(Default)]
         pub struct EventFields {
-            $( #[doc = concat!("`", stringify!($sname), "`.")] pub $sname: Option<field_type!($skind)>, )*
+            /// The values read so far (the rest are `BlockStored::default()`'s).
+            stored: BlockStored,
+            /// Bit `i` set: field `i` of `BlockStored::FIELDS` was read.
+            read: u32,
+        }
+
+        /// `BlockStored`'s fields by position, for a jump table in [`EventFields::slot_at`].
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy)]
+        enum FieldId { $( $sname, )* }
+
+        impl FieldId {
+            const ALL: &'static [FieldId] = &[ $( FieldId::$sname, )* ];
         }
 
         impl EventFields {
             /// The slot of the field named `name`, with its `'static` name.
             pub fn slot(&mut self, name: &str) -> Option<(&'static str, FieldSlot<'_>)> {
-                match name {
-                    $( stringify!($sname) => Some((stringify!($sname), FieldValue::slot(&mut self.$sname))), )*
-                    _ => None,
-                }
+                let index = BlockStored::FIELDS.iter().position(|f| f.name == name)?;
+                self.slot_at(index)
             }
 
             /// [`Self::slot`] by position in `BlockStored::FIELDS` (`None` past the end).
+            #[inline]
             pub fn slot_at(&mut self, index: usize) -> Option<(&'static str, FieldSlot<'_>)> {
-                let mut i = 0;
-                $(
-                    if i == index {
-                        return Some((stringify!($sname), FieldValue::slot(&mut self.$sname)));
-                    }
-                    i += 1;
-                )*
-                let _ = i;
-                None
+                let id = *FieldId::ALL.get(index)?;
+                self.read |= 1 << index;
+                Some(match id {
+                    $( FieldId::$sname => (stringify!($sname), FieldValue::slot(&mut self.stored.$sname)), )*
+                })
+            }
+
+            /// The first required field of `fields` (a subset of `BlockStored::FIELDS`) that
+            /// was not read.
+            fn missing(&self, fields: &[FieldSpec]) -> Option<&'static str> {
+                fields.iter().find(|f| {
+                    f.required
+                        && !BlockStored::FIELDS
+                            .iter()
+                            .position(|s| s.name == f.name)
+                            .is_some_and(|i| self.read & (1 << i) != 0)
+                }).map(|f| f.name)
             }
 
             /// A `BlockStored` of the fields read; `Err(name)` for a missing required field.
+            #[inline]
             pub fn block_stored(self) -> Result<BlockStored, &'static str> {
-                Ok(BlockStored { $( $sname: FieldValue::take(self.$sname, stringify!($sname))?, )* })
+                // Fast check: every required field read (the usual case).
+                if self.read & BlockStored::REQUIRED != BlockStored::REQUIRED {
+                    return Err(self.missing(BlockStored::FIELDS).unwrap_or("?"));
+                }
+                Ok(self.stored)
             }
 
             /// A `BlockRemoved` of the fields read; `Err(name)` for a missing required field.
             pub fn block_removed(self) -> Result<BlockRemoved, &'static str> {
-                Ok(BlockRemoved { $( $rname: FieldValue::take(self.$rname, stringify!($rname))?, )* })
+                if let Some(name) = self.missing(BlockRemoved::FIELDS) {
+                    return Err(name);
+                }
+                let s = self.stored;
+                Ok(BlockRemoved { $( $rname: s.$rname, )* })
             }
         }
     };
@@ -198,8 +286,26 @@ macro_rules! define_events {
 
             /// The fields, in declaration order.
             pub const FIELDS: &'static [FieldSpec] = &[
-                $( FieldSpec { name: stringify!($name), presence: Presence::$pres, era: Era::$era }, )*
+                $( FieldSpec {
+                    name: stringify!($name),
+                    presence: Presence::$pres,
+                    era: Era::$era,
+                    required: <field_type!($kind) as FieldValue>::REQUIRED,
+                }, )*
             ];
+
+            /// Bit `i` set: field `i` of [`Self::FIELDS`] is required on read.
+            pub const REQUIRED: u32 = {
+                let mut mask = 0;
+                let mut i = 0;
+                while i < Self::FIELDS.len() {
+                    if Self::FIELDS[i].required {
+                        mask |= 1 << i;
+                    }
+                    i += 1;
+                }
+                mask
+            };
 
             /// The field values, in [`Self::FIELDS`] order.
             pub fn fields(&self) -> [FieldRef<'_>; Self::FIELDS.len()] {
@@ -240,6 +346,8 @@ pub struct FieldSpec {
     pub presence: Presence,
     /// In the legacy array form or map-only.
     pub era: Era,
+    /// Required on read (the non-`Option` kinds).
+    pub required: bool,
 }
 
 impl FieldSpec {
@@ -287,67 +395,62 @@ impl FieldRef<'_> {
     }
 }
 
-/// Where a decoder puts a field's value, by kind (the outer `Option`: whether it was read).
+/// Where a decoder puts a field's value, by kind.
 #[derive(Debug)]
 pub enum FieldSlot<'a> {
     /// See [`FieldRef::Hashes`].
-    Hashes(&'a mut Option<Vec<BlockHash>>),
+    Hashes(&'a mut BlockHashes),
     /// See [`FieldRef::Hash`].
-    Hash(&'a mut Option<Option<BlockHash>>),
+    Hash(&'a mut Option<BlockHash>),
     /// See [`FieldRef::Tokens`].
-    Tokens(&'a mut Option<Vec<TokenId>>),
+    Tokens(&'a mut Vec<TokenId>),
     /// See [`FieldRef::U32`].
-    U32(&'a mut Option<u32>),
+    U32(&'a mut u32),
     /// See [`FieldRef::OptU32`].
-    OptU32(&'a mut Option<Option<u32>>),
+    OptU32(&'a mut Option<u32>),
     /// See [`FieldRef::OptU64`].
-    OptU64(&'a mut Option<Option<u64>>),
+    OptU64(&'a mut Option<u64>),
     /// See [`FieldRef::OptI64`].
-    OptI64(&'a mut Option<Option<i64>>),
+    OptI64(&'a mut Option<i64>),
     /// See [`FieldRef::OptStr`].
-    OptStr(&'a mut Option<Option<String>>),
+    OptStr(&'a mut Option<Label>),
     /// See [`FieldRef::ExtraKeys`].
-    ExtraKeys(&'a mut Option<Option<Vec<Option<ExtraValue>>>>),
+    ExtraKeys(&'a mut Option<Vec<Option<ExtraValue>>>),
 }
 
 /// The Rust type of a field kind (each kind has its own type).
 pub trait FieldValue: Sized {
+    /// Whether a decoder must find the field (the non-`Option` kinds).
+    const REQUIRED: bool;
     /// The value as a [`FieldRef`].
     fn as_ref(&self) -> FieldRef<'_>;
     /// A decoder's slot for the value.
-    fn slot(slot: &mut Option<Self>) -> FieldSlot<'_>;
-    /// The decoded value: a missing required field is `Err(name)`, a missing optional one
-    /// `None`.
-    fn take(read: Option<Self>, name: &'static str) -> Result<Self, &'static str>;
+    fn slot(slot: &mut Self) -> FieldSlot<'_>;
 }
 
 macro_rules! field_value {
     ($kind:ident, $ty:ty, $required:tt, |$v:ident| $as_ref:expr) => {
         impl FieldValue for $ty {
+            const REQUIRED: bool = $required;
             fn as_ref(&self) -> FieldRef<'_> {
                 let $v = self;
                 FieldRef::$kind($as_ref)
             }
-            fn slot(slot: &mut Option<Self>) -> FieldSlot<'_> {
+            fn slot(slot: &mut Self) -> FieldSlot<'_> {
                 FieldSlot::$kind(slot)
-            }
-            fn take(read: Option<Self>, name: &'static str) -> Result<Self, &'static str> {
-                field_value!(@take $required, read, name)
             }
         }
     };
-    (@take true, $read:ident, $name:ident) => { $read.ok_or($name) };
-    (@take false, $read:ident, $name:ident) => {{ let _ = $name; Ok($read.flatten()) }};
 }
 
-field_value!(Hashes, Vec<BlockHash>, true, |v| v);
+field_value!(Hashes, BlockHashes, true, |v| v);
 field_value!(Hash, Option<BlockHash>, false, |v| v.as_ref());
 field_value!(Tokens, Vec<TokenId>, true, |v| v);
 field_value!(U32, u32, true, |v| *v);
 field_value!(OptU32, Option<u32>, false, |v| *v);
 field_value!(OptU64, Option<u64>, false, |v| *v);
 field_value!(OptI64, Option<i64>, false, |v| *v);
-field_value!(OptStr, Option<String>, false, |v| v.as_deref());
+field_value!(OptStr, Option<Label>, false, |v| v.as_deref());
 field_value!(ExtraKeys, Option<Vec<Option<ExtraValue>>>, false, |v| v
     .as_deref());
 
@@ -455,5 +558,23 @@ impl KvEvent {
             )),
             KvEvent::AllBlocksCleared => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A decoded trace holds one `KvEvent` per event, so its size is memory (and fresh-page
+    /// faults) for every large trace (`docs/performance.md`, "The event representation"). A
+    /// regression guard on 64-bit targets, not a goal.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn an_event_is_at_most_272_bytes() {
+        let size = std::mem::size_of::<KvEvent>();
+        assert!(size <= 272, "KvEvent is {size} bytes");
+        // A known label costs no allocation; any other string is kept exactly.
+        assert!(matches!(label("GPU"), Label::Borrowed("GPU")));
+        assert!(matches!(label("gpu"), Label::Owned(ref s) if s == "gpu"));
     }
 }

@@ -28,5 +28,7 @@ pub use hash::BlockHash;
 pub use trace::{Trace, TraceBatch, TraceRecord};
 pub mod analysis;
 pub mod consumers;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod replay;
 mod sort;

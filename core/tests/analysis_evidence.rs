@@ -76,6 +76,12 @@ fn two_jobs(gpu: bool) -> Value {
     })
 }
 
+/// The scenario with the GPU block pool's events published too.
+fn gpu(mut scenario: Value) -> Value {
+    scenario["gpu_events"] = json!(true);
+    scenario
+}
+
 /// One 32-token request stored as one job of 8 chunks (CPython seed 0: 3, 4, 0, 1, 5, 6, 7, 2).
 fn one_job() -> Value {
     json!({
@@ -126,8 +132,48 @@ fn golden_table() {
             1,
         ),
         (
+            "two groups, fixed, GPU events",
+            capture(sim(gpu(two_groups()), "fixed", 0), true),
+            1,
+        ),
+        (
+            "two groups, fixed, with provenance",
+            sim(two_groups(), "fixed", 0),
+            1,
+        ),
+        (
+            "two groups, cpython 0, W=2",
+            capture(sim(two_groups(), "cpython", 0), false),
+            2,
+        ),
+        (
+            "two groups, cpython 0, GPU events",
+            capture(sim(gpu(two_groups()), "cpython", 0), true),
+            1,
+        ),
+        (
+            "two groups, cpython 0, with provenance",
+            sim(two_groups(), "cpython", 0),
+            1,
+        ),
+        (
             "one job, cpython 0, W=1",
             capture(sim(one_job(), "cpython", 0), false),
+            1,
+        ),
+        (
+            "one job, cpython 0, GPU events",
+            capture(sim(gpu(one_job()), "cpython", 0), true),
+            1,
+        ),
+        (
+            "one job, cpython 0, with provenance",
+            sim(one_job(), "cpython", 0),
+            1,
+        ),
+        (
+            "one job, fixed, W=1",
+            capture(sim(one_job(), "fixed", 0), false),
             1,
         ),
         (
@@ -369,4 +415,33 @@ fn the_replay_topology_is_per_group() {
         "group 1's own first store, not group 0's"
     );
     assert_eq!(r.block(c1).first_stored, Some(1));
+}
+
+/// `compare` matches violations by KV group too: set order in two groups inverts the same
+/// chunk pair (same hashes) in group 0 and in group 1, and those are two violations that the
+/// fixed order makes disappear, not one.
+#[test]
+fn compare_tells_the_groups_apart() {
+    use kvscope_core::analysis::compare;
+    let set = analyze(&capture(sim(two_groups(), "cpython", 0), false), &config(1));
+    let fixed = analyze(&capture(sim(two_groups(), "fixed", 0), false), &config(1));
+    let d = compare(&set, &fixed);
+    assert_eq!(
+        d.disappeared.len(),
+        set.violations.len(),
+        "{:?}",
+        d.disappeared
+    );
+    assert!(d.appeared.is_empty());
+    let groups: std::collections::BTreeSet<u32> = d.disappeared.iter().map(|k| k.group).collect();
+    assert_eq!(groups.into_iter().collect::<Vec<_>>(), [0, 1]);
+    // The same (block, parent) pair in both groups.
+    let pair = |g: u32| {
+        d.disappeared
+            .iter()
+            .filter(|k| k.group == g)
+            .map(|k| (k.block, k.parent))
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert!(pair(0).intersection(&pair(1)).next().is_some());
 }

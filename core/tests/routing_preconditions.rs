@@ -8,13 +8,14 @@
 
 use kvscope_core::analysis::{analyze, Analysis, AnalysisConfig, Finding, Rule};
 use kvscope_core::consumers::testkit::{batch, h, removed, stored, stored_raw, trace};
-use kvscope_core::event::{ExtraValue, KvEvent};
+use kvscope_core::event::{label, ExtraValue, KvEvent};
 use kvscope_core::hash::BlockHash;
 use kvscope_core::order::OrderMode;
 use kvscope_core::scenario::{builtin::BUILTINS, Scenario};
 use kvscope_core::sim::simulate;
 use kvscope_core::trace::{Trace, TraceRecord};
 use proptest::prelude::*;
+use smallvec::smallvec;
 
 use Rule::{
     HashSeedMismatch, MissingSpecKind, PodEntryOverflow, RouterBlockSizeMismatch, SilentSource,
@@ -149,6 +150,29 @@ fn cases() -> Vec<Case> {
         )],
     ));
 
+    // undecodable-batch, llm-d: a map key that is not a string inside extra_keys (msgpack v5
+    // decodes maps as map[string]any).
+    out.push(case(
+        "llm-d extra_keys map key not a string",
+        trace(vec![
+            batch("a", 0, vec![stored(&[1], None, GPU, 16)]),
+            batch(
+                "a",
+                1,
+                vec![with(stored(&[2], Some(1), GPU, 16), |e| {
+                    e.extra_keys = Some(vec![Some(ExtraValue::Array(vec![ExtraValue::Map(vec![
+                        (ExtraValue::UInt(1), ExtraValue::Str("x".into())),
+                    ])]))])
+                })],
+            ),
+        ]),
+        vec![(
+            UndecodableBatch,
+            1,
+            vec!["llmd:", "extra_keys_map_key_not_string", "all 1 event(s)"],
+        )],
+    ));
+
     // undecodable-batch, Dynamo: a bytes hash (llm-d reads bytes).
     let mut bytes = [0u8; 32];
     bytes[24..].copy_from_slice(&h(9).to_be_bytes());
@@ -161,7 +185,7 @@ fn cases() -> Vec<Case> {
                 1,
                 vec![
                     with(stored(&[9], Some(1), GPU, 16), |e| {
-                        e.block_hashes = vec![BlockHash::Bytes(Box::new(bytes))]
+                        e.block_hashes = smallvec![BlockHash::Bytes(Box::new(bytes))]
                     }),
                     removed(&[1], GPU),
                 ],
@@ -183,7 +207,7 @@ fn cases() -> Vec<Case> {
     let grouped = |ev: KvEvent, kind: Option<&str>| {
         with(ev, |e| {
             e.group_idx = Some(1);
-            e.kv_cache_spec_kind = kind.map(str::to_owned);
+            e.kv_cache_spec_kind = kind.map(label);
         })
     };
     let mut grouped_removal = removed(&[5], CPU);

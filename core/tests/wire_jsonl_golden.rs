@@ -13,6 +13,7 @@ use kvscope_core::trace::{
 };
 use kvscope_core::wire::{jsonl, Location};
 use serde_json::{Map, Value};
+use smallvec::smallvec;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -200,7 +201,7 @@ fn edge_records() -> Vec<TraceRecord> {
             "s".into(),
             1.0,
             vec![KvEvent::BlockStored(BlockStored {
-                block_hashes: vec![
+                block_hashes: smallvec![
                     BlockHash::Int(u64::MAX),
                     BlockHash::Bytes(vec![0, 0xab].into()),
                 ],
@@ -224,7 +225,7 @@ fn edge_records() -> Vec<TraceRecord> {
             s.into(),
             1.0,
             vec![KvEvent::BlockRemoved(BlockRemoved {
-                block_hashes: vec![],
+                block_hashes: smallvec![],
                 medium: Some(s.into()),
                 group_idx: None,
                 locality: None,

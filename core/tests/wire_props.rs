@@ -1,6 +1,6 @@
 //! Property tests for the wire formats: round trips, byte identity, and hostile input.
 
-use kvscope_core::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent, KvEventBatch};
+use kvscope_core::event::{BlockRemoved, BlockStored, ExtraValue, KvEvent, KvEventBatch, Label};
 use kvscope_core::hash::BlockHash;
 use kvscope_core::trace::{
     Provenance, ProvenanceKind, SeqGap, Trace, TraceBatch, TraceHeader, TraceRecord,
@@ -70,19 +70,19 @@ fn stored() -> impl Strategy<Value = KvEvent> {
     )
         .prop_map(|(a, b, c, d)| {
             KvEvent::BlockStored(BlockStored {
-                block_hashes: a.0,
+                block_hashes: a.0.into(),
                 parent_block_hash: a.1,
                 token_ids: a.2,
                 block_size: a.3,
                 lora_id: b.0,
-                medium: b.1,
-                lora_name: b.2,
+                medium: b.1.map(Label::from),
+                lora_name: b.2.map(Label::from),
                 extra_keys: c.0,
                 group_idx: c.1,
-                kv_cache_spec_kind: c.2,
+                kv_cache_spec_kind: c.2.map(Label::from),
                 kv_cache_spec_sliding_window: c.3,
-                locality: d.0,
-                ownership: d.1,
+                locality: d.0.map(Label::from),
+                ownership: d.1.map(Label::from),
             })
         })
 }
@@ -97,11 +97,11 @@ fn removed() -> impl Strategy<Value = KvEvent> {
     )
         .prop_map(|(block_hashes, medium, group_idx, locality, ownership)| {
             KvEvent::BlockRemoved(BlockRemoved {
-                block_hashes,
-                medium,
+                block_hashes: block_hashes.into(),
+                medium: medium.map(Label::from),
                 group_idx,
-                locality,
-                ownership,
+                locality: locality.map(Label::from),
+                ownership: ownership.map(Label::from),
             })
         })
 }

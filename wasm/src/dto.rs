@@ -194,6 +194,7 @@ macro_rules! event_dtos {
     (@from Hashes, $v:expr) => { $v.iter().map(hash_to_js).collect() };
     (@from Hash, $v:expr) => { $v.as_ref().map(hash_to_js) };
     (@from ExtraKeys, $v:expr) => { $v.clone().map(ExtraKeysDto) };
+    (@from OptStr, $v:expr) => { $v.as_deref().map(str::to_owned) };
     (@from $kind:ident, $v:expr) => { Clone::clone($v) };
     (@js Hashes, $o:ident, $k:expr, $v:expr) => { $o.val($k, &str_array($v)) };
     (@js Hash, $o:ident, $k:expr, $v:expr) => { $o.opt_str($k, $v.as_deref()) };

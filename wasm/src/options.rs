@@ -449,6 +449,7 @@ impl ViolationFilterOptions {
         Ok(ViolationFilter {
             rule: self.rule.as_deref().map(parse_rule).transpose()?,
             consumer: self.consumer.as_deref().map(parse_consumer).transpose()?,
+            ordering: false,
         })
     }
 }

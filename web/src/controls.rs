@@ -451,6 +451,7 @@ pub fn StepBar() -> impl IntoView {
                     }
                 </For>
             </select>
+            <WorkersPicker/>
             <span class="sep"></span>
             <input type="search" class="search" aria-label="Search" data-testid="search" placeholder="/ search: tier=CPU && job=3, hash=…"
                 prop:value=move || st.query.get()
@@ -495,6 +496,30 @@ pub fn router_select(
                 let name = k.as_str();
                 view! { <option value=name selected=move || st.consumer.get().as_deref() == Some(name)>{name}</option> }
             }).collect_view()}
+        </select>
+    }
+}
+
+/// The worker-count setting: what `--workers N` is to `kvscope check` (the analysis runs again
+/// when it changes).
+#[component]
+pub fn WorkersPicker() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    let from_trace = move || {
+        let w = st.model.with(|m| m.as_ref().map(|m| m.trace_workers()));
+        format!("workers: trace ({})", w.unwrap_or(1))
+    };
+    view! {
+        <select aria-label="Workers" data-testid="workers"
+            title="Worker count (vLLM world size) the job inference assumes, as kvscope check --workers N; default: the trace header's world_size, else 1"
+            on:change:target=move |e| {
+                st.workers.set(e.target().value().parse::<u32>().ok().filter(|w| *w > 0));
+                load::reanalyse(st);
+            }>
+            <option value="" selected=move || st.workers.get().is_none()>{from_trace}</option>
+            {[1u32, 2, 4, 8].map(|w| view! {
+                <option value=w.to_string() selected=move || st.workers.get() == Some(w)>{format!("workers: {w}")}</option>
+            })}
         </select>
     }
 }

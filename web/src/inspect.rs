@@ -319,65 +319,32 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
     let Some(r) = m.replay() else {
         return analysing_view(st, m);
     };
-    let a = r.analysis();
-    let Some(job_id) = a
-        .index
-        .events
-        .get(cur as usize)
-        .map(|l| l.job)
-        .filter(|j| *j != u32::MAX)
-    else {
+    // The job, both orders and the inversions are the core's (`Replay::job_order`).
+    let Some(order) = r.job_order(cur as usize, JOB_EVENTS) else {
         return view! { <p class="muted">"The current event belongs to no transfer job (GPU events have none)."</p> }.into_any();
     };
-    let Some(job) = a.index.jobs.get(job_id as usize) else {
-        return view! { <p class="muted">"Unknown job."</p> }.into_any();
-    };
-    let evs: Vec<usize> = (job.first_event..=job.last_event)
-        .filter(|i| a.index.events.get(*i).is_some_and(|l| l.job == job_id))
-        .take(JOB_EVENTS)
-        .collect();
-    // (event, first hash, parent)
-    let rows: Vec<(usize, u64, Option<u64>)> = evs
-        .iter()
-        .filter_map(|&i| {
-            r.event_info(i)
-                .map(|e| (i, e.hashes.first().copied().unwrap_or(0), e.parent))
-        })
-        .collect();
-    let last_hash: HashMap<u64, usize> = evs
-        .iter()
-        .filter_map(|&i| {
-            r.event_info(i)
-                .and_then(|e| e.hashes.last().copied().map(|h| (h, i)))
-        })
-        .collect();
-    // Prefix order: depth of each event's parent chain inside the job.
-    let by_event: HashMap<usize, Option<u64>> = rows.iter().map(|(i, _, p)| (*i, *p)).collect();
-    let depth = |mut i: usize| {
-        let mut d = 0usize;
-        let mut guard = 0;
-        while let Some(Some(p)) = by_event.get(&i) {
-            match last_hash.get(p) {
-                Some(&pi) if guard < JOB_EVENTS => {
-                    d += 1;
-                    i = pi;
-                    guard += 1;
-                }
-                _ => break,
-            }
-        }
-        d
-    };
-    let mut prefix: Vec<(usize, usize, u64)> =
-        rows.iter().map(|(i, h, _)| (depth(*i), *i, *h)).collect();
-    crate::model::sort_by_u64(&mut prefix, |(d, i, _)| (*d as u64) << 32 | (*i as u64));
-    let inverted: HashSet<usize> = rows
-        .iter()
-        .filter(|(i, _, p)| p.and_then(|p| last_hash.get(&p)).is_some_and(|pi| pi > i))
-        .map(|(i, _, _)| *i)
-        .collect();
+    drop(r);
+    let job = &order.job;
+    let mut notes = Vec::new();
+    if order.in_job > 0 {
+        notes.push(count(
+            order.in_job,
+            "inversion in the job",
+            "inversions in the job",
+        ));
+    }
+    if order.other > 0 {
+        notes.push(count(
+            order.other,
+            "other child-first finding",
+            "other child-first findings",
+        ));
+    }
+    if order.truncated {
+        notes.push(format!("first {JOB_EVENTS} events"));
+    }
     let title = format!(
-        "Job {}{} · {} · {} · {}{}",
+        "Job {}{} · {} · {} · {} · evidence {}{}",
         job.job_id
             .map(|j| j.to_string())
             .unwrap_or_else(|| format!("#{}", job.id)),
@@ -385,26 +352,25 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
         job.source,
         job.tier,
         count(job.events, "event", "events"),
-        if inverted.is_empty() {
-            String::new()
-        } else {
-            format!(" · {}", count(inverted.len(), "inversion", "inversions"))
-        }
+        job.evidence.name(),
+        notes.iter().map(|n| format!(" · {n}")).collect::<String>(),
     );
-    drop(r);
-    let item = move |i: usize, h: u64, inv: bool| {
-        let e = i as u32;
+    let item = move |row: &kvscope_core::replay::JobOrderRow, mark: bool| {
+        let e = row.event as u32;
+        let h = row.hash;
+        let class = row.violation.filter(|_| mark).map(|c| c.name());
+        let group = (row.group > 0).then(|| format!(" g{}", row.group));
         view! {
-            <li class:inv=inv class:cur=e == cur>
-                <button class="link" on:click=move |_| st.seek(e)>{format!("#{i}")}</button>" "<span class="mono" title=h.to_string()>{short(h)}</span>{inv.then_some(" ← child first")}
+            <li class:inv=class.is_some() class:cur=e == cur>
+                <button class="link" on:click=move |_| st.seek(e)>{format!("#{e}")}</button>" "<span class="mono" title=h.to_string()>{short(h)}</span>{group}{class.map(|c| format!(" ← child first ({c})"))}
             </li>
         }
     };
     view! {
         <p class="small" data-testid="job-title">{title}</p>
         <div class="order">
-            <div><h4>"Emitted (delivery) order"</h4><ol>{rows.iter().map(|(i, h, _)| item(*i, *h, inverted.contains(i))).collect_view()}</ol></div>
-            <div><h4>"Prefix order"</h4><ol>{prefix.iter().map(|(_, i, h)| item(*i, *h, false)).collect_view()}</ol></div>
+            <div><h4>"Emitted (delivery) order"</h4><ol>{order.emitted.iter().map(|r| item(r, true)).collect_view()}</ol></div>
+            <div><h4>"Prefix order"</h4><ol>{order.prefix.iter().map(|r| item(r, false)).collect_view()}</ol></div>
         </div>
     }
     .into_any()

@@ -13,7 +13,6 @@
 //! Trace strings are always rendered as text nodes (never `inner_html`).
 #![deny(missing_docs)]
 
-pub mod chunks;
 #[cfg(feature = "compare")]
 pub mod compare;
 pub mod controls;
@@ -211,6 +210,9 @@ pub struct AppState {
     pub rule: RwSignal<Option<String>>,
     /// Lane layout.
     pub lane_mode: RwSignal<LaneMode>,
+    /// The worker count (vLLM's world size) the analysis assumes (`None`: the trace header's
+    /// `world_size`, else 1), as `--workers N` on `kvscope check`.
+    pub workers: RwSignal<Option<u32>>,
     /// Timeline viewport.
     pub viewport: RwSignal<Viewport>,
     /// Timeline plot width in CSS pixels (set by the timeline).
@@ -252,6 +254,7 @@ impl AppState {
             search_note: RwSignal::new(String::new()),
             rule: RwSignal::new(None),
             lane_mode: RwSignal::new(LaneMode::Tier),
+            workers: RwSignal::new(None),
             viewport: RwSignal::new(Viewport::default()),
             plot_width: RwSignal::new(1000.0),
             consumer: RwSignal::new(None),

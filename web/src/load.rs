@@ -1,7 +1,7 @@
 //! Loading traces: files (picker, drop), pasted text, same-origin URLs, permalinks and the demo.
 //!
-//! JSON Lines input is parsed in chunks of whole lines so the page can show progress (bytes,
-//! events, events/s) between chunks; a msgpack stream is decoded in one go. The timeline is laid
+//! Input is read by the core's resumable reader (`wire::stream::Decoder`) a chunk at a time so
+//! the page can show progress (bytes, events, events/s) between chunks. The timeline is laid
 //! out and painted before the core's analysis runs ([`crate::model::Model::analyse`], after the
 //! first paint; [`crate::AnalysisStatus`] tracks it). Every failure ends in
 //! [`LoadStatus::Error`] with the core's located message (line or byte offset), never a blank
@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kvscope_core::trace::{Trace, TraceRecord};
-use kvscope_core::wire::{self, InputFormat, Location, WireError};
+use kvscope_core::wire::stream::Decoder;
+use kvscope_core::wire::WireError;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -20,7 +21,7 @@ use crate::model::Model;
 use crate::permalink::{LinkState, TraceOrigin};
 use crate::{AnalysisStatus, AppState, LoadStatus, Viewport, DEMO_TRACE};
 
-/// JSON Lines are parsed in chunks of about this many bytes (whole lines).
+/// Input is pushed to the reader in chunks of this many bytes.
 const CHUNK: usize = 4 << 20;
 
 /// Milliseconds since page start.
@@ -64,13 +65,6 @@ fn stem(name: &str) -> &str {
         .unwrap_or(base)
 }
 
-fn shift_line(mut e: WireError, lines_before: u64) -> WireError {
-    if let Location::Line { line, .. } = &mut e.location {
-        *line += lines_before;
-    }
-    e
-}
-
 /// Report parsing progress (`done` of the bytes, `events` so far) and let the page paint.
 async fn progress(st: AppState, name: &str, done: usize, total: usize, events: usize, t0: f64) {
     let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
@@ -84,9 +78,11 @@ async fn progress(st: AppState, name: &str, done: usize, total: usize, events: u
     yield_now().await;
 }
 
-/// Parse bytes into a trace a chunk of whole records at a time ([`crate::chunks`]), reporting
-/// progress (bytes, events, events/s) after each chunk. `current` says whether this load is
-/// still wanted (a newer one cancels it: `None`).
+/// Parse bytes into a trace through the core's resumable reader (`wire::stream::Decoder`, the
+/// one the CLI and the package read with), [`CHUNK`] bytes at a time, reporting progress
+/// (bytes, events, events/s) after each chunk. Records, numbering and errors (byte offset or
+/// line) are the core's. `current` says whether this load is still wanted (a newer one
+/// cancels it: `None`).
 async fn parse(
     st: AppState,
     name: &str,
@@ -95,69 +91,39 @@ async fn parse(
     current: impl Fn() -> bool,
 ) -> Option<Result<Trace, WireError>> {
     let mut records: Vec<TraceRecord> = Vec::new();
-    let mut pos = 0usize;
     let mut events = 0usize;
-    match wire::detect_format(bytes) {
-        InputFormat::MsgpackStream => {
-            let mut payloads = 0u64;
-            while pos < bytes.len() {
-                let part = crate::chunks::next_msgpack_chunk(bytes, pos, CHUNK).and_then(|c| {
-                    let part = wire::msgpack::decode_stream(bytes.get(c.start..c.end)?, stem(name));
-                    Some((c, part.ok()?))
-                });
-                let Some((c, part)) = part else {
-                    // Malformed somewhere here: the core's decoder on the whole stream reports
-                    // it with its exact byte offset and batch number.
-                    return Some(wire::read_trace_with(
-                        bytes,
-                        stem(name),
-                        json_float,
-                        &mut |_| {},
-                    ));
-                };
-                events += part.event_count();
-                records.extend(part.records.into_iter().map(|mut r| {
-                    if let TraceRecord::Batch(b) = &mut r {
-                        b.seq += payloads;
-                        b.origin += payloads;
+    let mut decoder = Decoder::with_floats(stem(name), json_float);
+    let mut chunks = bytes.chunks(CHUNK);
+    loop {
+        let more = match chunks.next() {
+            Some(c) => {
+                decoder.push(c);
+                true
+            }
+            None => {
+                decoder.finish();
+                false
+            }
+        };
+        loop {
+            match decoder.next_record() {
+                Ok(Some(r)) => {
+                    if let TraceRecord::Batch(b) = &r {
+                        events += b.events.len();
                     }
-                    r
-                }));
-                payloads += c.payloads;
-                pos = c.end;
-                if pos < bytes.len() {
-                    progress(st, name, pos, bytes.len(), events, t0).await;
-                    if !current() {
-                        return None;
-                    }
+                    records.push(r);
                 }
+                Ok(None) => break,
+                Err(e) => return Some(Err(e)),
             }
         }
-        InputFormat::Jsonl => {
-            let mut lines_before = 0u64;
-            while pos < bytes.len() {
-                let end = crate::chunks::next_jsonl_chunk(bytes, pos, CHUNK);
-                let chunk = bytes.get(pos..end).unwrap_or_default();
-                let part = match wire::jsonl::read_trace_with(chunk, json_float, &mut |_| {}) {
-                    Ok(p) => p,
-                    Err(e) => return Some(Err(shift_line(e, lines_before))),
-                };
-                events += part.event_count();
-                records.extend(part.records.into_iter().map(|mut r| {
-                    if let TraceRecord::Batch(b) = &mut r {
-                        b.origin += lines_before; // chunk lines -> file lines
-                    }
-                    r
-                }));
-                lines_before += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
-                pos = end;
-                if pos < bytes.len() {
-                    progress(st, name, pos, bytes.len(), events, t0).await;
-                    if !current() {
-                        return None;
-                    }
-                }
-            }
+        if !more {
+            break;
+        }
+        let done = usize::try_from(decoder.position()).unwrap_or(bytes.len());
+        progress(st, name, done, bytes.len(), events, t0).await;
+        if !current() {
+            return None;
         }
     }
     Some(Ok(Trace { records }))
@@ -327,6 +293,7 @@ pub fn load_bytes(
                 return;
             }
         };
+        model.set_workers(st.workers.get_untracked());
         phase("flatten");
         yield_now().await;
         if !is_current(st, gen) {
@@ -504,6 +471,7 @@ pub fn boot(st: AppState) {
         }
     };
     st.lane_mode.set(link.lanes);
+    st.workers.set(link.workers);
     let query_url = loc
         .search()
         .ok()
@@ -545,6 +513,7 @@ pub fn permalink_hash(st: AppState) -> Option<String> {
             query: Some(st.query.get_untracked()),
             consumer: st.consumer.get_untracked(),
             lanes: st.lane_mode.get_untracked(),
+            workers: st.workers.get_untracked(),
             viewport: Some((vp.start, vp.per_px)),
             origin: Some(origin.clone()),
         };
@@ -578,6 +547,7 @@ pub fn sync_permalink(st: AppState) {
         st.query.track();
         st.consumer.track();
         st.lane_mode.track();
+        st.workers.track();
         if let Some(h) = pending.get_value() {
             h.clear();
         }
@@ -604,9 +574,11 @@ pub fn relayout(st: AppState) {
             }
             Err(shared) => {
                 // Still shared (a render holds it): rebuild from the batches.
-                let trace = shared.with_trace(|t| t.clone());
-                match Model::from_trace(&shared.name, trace, mode) {
-                    Ok(m) => Arc::new(m),
+                match shared.relaid(mode) {
+                    Ok(m) => {
+                        m.analyse();
+                        Arc::new(m)
+                    }
                     Err(_) => shared,
                 }
             }
@@ -614,12 +586,36 @@ pub fn relayout(st: AppState) {
     });
 }
 
+/// Analyse the loaded trace again with the page's worker count ([`AppState::workers`]): the
+/// core's findings change with it (`docs/rules.md`, "Jobs and evidence"). The timeline stays;
+/// the findings are the core's once its pass is done ("analysing…" meanwhile).
+pub fn reanalyse(st: AppState) {
+    let mode = st.lane_mode.get_untracked();
+    let Some(Ok(mut m)) = st
+        .model
+        .with_untracked(|m| m.as_ref().map(|m| m.relaid(mode)))
+    else {
+        return;
+    };
+    m.set_workers(st.workers.get_untracked());
+    begin_load(st);
+    st.analysis.set(AnalysisStatus::Running {
+        events: m.len(),
+        fraction: 0.0,
+        done: 0,
+        events_per_s: 0.0,
+        indexing: true,
+    });
+    st.model.set(Some(Arc::new(m)));
+    spawn_analysis(st);
+}
+
 /// Delay helper for tests and UI niceties.
 pub fn after(ms: u64, f: impl FnOnce() + 'static) {
     set_timeout(f, Duration::from_millis(ms));
 }
 
-/// The JSON Lines reader's [`wire::FloatParser`] in the page: the JavaScript engine's
+/// The JSON Lines reader's [`kvscope_core::wire::FloatParser`] in the page: the JavaScript engine's
 /// `parseFloat`, as in the npm package (`wasm/src/js.rs`), so the app links no float parser of
 /// its own. The reader hands it JSON number text only, which `parseFloat` reads whole and
 /// rounds correctly in every current engine (the package's `floats` tests check it).
@@ -630,4 +626,4 @@ fn json_float(text: &str) -> Option<f64> {
 
 /// Native builds (host-side unit tests) have no JavaScript engine: the core's own parser.
 #[cfg(not(target_arch = "wasm32"))]
-use wire::parse_float as json_float;
+use kvscope_core::wire::parse_float as json_float;

@@ -274,10 +274,10 @@ fn event_view(
                 {row("lora_name", opt(&s.lora_name))}
                 {s.extra_keys.as_ref().map(|k| row("extra_keys", format!("[{}]", k.iter().map(|e| e.as_ref().map(extra_text).unwrap_or_else(|| "None".into())).collect::<Vec<_>>().join(", "))))}
                 {s.group_idx.map(|g| row("group_idx", g.to_string()))}
-                {s.kv_cache_spec_kind.clone().map(|g| row("kv_cache_spec_kind", g))}
+                {s.kv_cache_spec_kind.as_deref().map(|g| row("kv_cache_spec_kind", g.to_owned()))}
                 {s.kv_cache_spec_sliding_window.map(|g| row("sliding_window", g.to_string()))}
-                {s.locality.clone().map(|g| row("locality", g))}
-                {s.ownership.clone().map(|g| row("ownership", g))}
+                {s.locality.as_deref().map(|g| row("locality", g.to_owned()))}
+                {s.ownership.as_deref().map(|g| row("ownership", g.to_owned()))}
             }
             .into_any()
         }
@@ -285,8 +285,8 @@ fn event_view(
             {s.block_hashes.iter().map(|h| hash_row("block_hash", h)).collect_view()}
             {row("medium", opt(&s.medium))}
             {s.group_idx.map(|g| row("group_idx", g.to_string()))}
-            {s.locality.clone().map(|g| row("locality", g))}
-            {s.ownership.clone().map(|g| row("ownership", g))}
+            {s.locality.as_deref().map(|g| row("locality", g.to_owned()))}
+            {s.ownership.as_deref().map(|g| row("ownership", g.to_owned()))}
         }
         .into_any(),
         KvEvent::AllBlocksCleared => row("fields", "(none)".into()).into_any(),

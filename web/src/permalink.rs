@@ -42,6 +42,8 @@ pub struct LinkState {
     pub consumer: Option<String>,
     /// Lane layout (`l=source`, `l=job`; absent: per tier).
     pub lanes: LaneMode,
+    /// The analysis' worker count (`w=2`; absent: the trace's own).
+    pub workers: Option<u32>,
     /// Viewport: (first event at the left edge, events per pixel).
     pub viewport: Option<(f64, f64)>,
     /// Trace origin (`None`: not given).
@@ -268,6 +270,9 @@ impl LinkState {
         if self.lanes != LaneMode::Tier {
             parts.push(format!("l={}", self.lanes.as_str()));
         }
+        if let Some(w) = self.workers {
+            parts.push(format!("w={w}"));
+        }
         if let Some((s, p)) = self.viewport {
             parts.push(format!("v={},{}", crate::fixed(s, 1), crate::fixed(p, 4)));
         }
@@ -296,6 +301,7 @@ impl LinkState {
                 "q" => st.query = Some(dec(v)),
                 "k" => st.consumer = Some(dec(v)),
                 "l" => st.lanes = LaneMode::parse(v),
+                "w" => st.workers = v.parse().ok().filter(|w| *w > 0),
                 "v" => {
                     st.viewport = v
                         .split_once(',')
@@ -325,12 +331,13 @@ mod tests {
             query: Some("tier=CPU && job=3".into()),
             consumer: Some("llmd".into()),
             lanes: LaneMode::SourceTier,
+            workers: Some(2),
             viewport: Some((10.0, 0.125)),
             origin: Some(TraceOrigin::Inline("q1ZKzs8pLS7Jz00sSlWyMqwFAA".into())),
         };
         let h = st.to_hash();
         assert!(
-            !h.contains(' ') && !h.contains('&') || h.split('&').count() == 7,
+            !h.contains(' ') && !h.contains('&') || h.split('&').count() == 8,
             "{h}"
         );
         assert_eq!(LinkState::from_hash(&format!("#{h}")).unwrap(), st);

@@ -40,21 +40,15 @@ fn render(d: &TraceDiff, a: &str, b: &str) -> String {
         d.disappeared.len(),
         d.appeared.len()
     ));
-    for v in d.disappeared.iter().take(20) {
-        out.push_str(&format!(
-            "  - {} block {} parent {}\n",
-            v.rule.name(),
-            v.block,
-            v.parent
-        ));
-    }
-    for v in d.appeared.iter().take(20) {
-        out.push_str(&format!(
-            "  + {} block {} parent {}\n",
-            v.rule.name(),
-            v.block,
-            v.parent
-        ));
+    for (sign, list) in [('-', &d.disappeared), ('+', &d.appeared)] {
+        for v in list.iter().take(20) {
+            out.push_str(&format!(
+                "  {sign} {} block {} parent {}\n",
+                v.rule.name(),
+                v.block,
+                v.parent
+            ));
+        }
     }
     out.push_str("\nconsumer losses (blocks, A -> B):\n");
     for l in &d.losses {

@@ -7,12 +7,17 @@ use serde::{Deserialize, Serialize};
 
 use super::{Analysis, Rule};
 
-/// A violation identified independently of event positions: rule, child's first block,
-/// missing parent.
+/// A violation identified independently of event positions: rule, KV group, child's first
+/// block, missing parent. The group is part of a block's name (`identity.rs`): two
+/// full-attention groups store the same hashes, so an inversion in group 1 is not the one in
+/// group 0.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ViolationKey {
     /// The rule.
     pub rule: Rule,
+    /// The KV cache group (0, and left out of JSON, for a single-group engine).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub group: u32,
     /// The child's first block hash (0 when the finding names none).
     pub block: u64,
     /// The parent (0 when none).
@@ -62,11 +67,16 @@ pub struct TraceDiff {
     pub losses: Vec<LossDelta>,
 }
 
+fn is_zero(g: &u32) -> bool {
+    *g == 0
+}
+
 fn keys(a: &Analysis) -> BTreeSet<ViolationKey> {
     a.violations
         .iter()
         .map(|f| ViolationKey {
             rule: f.rule,
+            group: f.group,
             block: f.hashes.first().copied().unwrap_or(0),
             parent: f.parent.unwrap_or(0),
         })

@@ -27,6 +27,7 @@ mod preconditions;
 mod preconditions;
 pub mod rules;
 mod run;
+mod watch;
 
 use serde::{Deserialize, Serialize};
 
@@ -108,6 +109,10 @@ pub struct Finding {
     pub source: String,
     /// The hashes concerned.
     pub hashes: Vec<u64>,
+    /// The KV cache group of those blocks (`group_idx`; 0, and left out of JSON, for a
+    /// single-group engine): a block is named by its group and its hash.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub group: u32,
     /// The parent concerned (reorders, unknown parents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<u64>,
@@ -133,6 +138,11 @@ pub struct Finding {
     pub cascade: SortedPairs<String, usize>,
 }
 
+/// Whether a group index is 0 (serde: single-group findings leave it out).
+fn is_zero(g: &u32) -> bool {
+    *g == 0
+}
+
 impl Finding {
     /// A finding of `rule` at event `event`, at the rule's default level (the configured level
     /// is applied when the run finishes); the other fields are set by the builder methods.
@@ -145,6 +155,7 @@ impl Finding {
             index: 0,
             source: String::new(),
             hashes: Vec::new(),
+            group: 0,
             parent: None,
             related_event: None,
             inferred: false,
@@ -172,6 +183,12 @@ impl Finding {
     /// The hashes concerned.
     pub(crate) fn hashes(mut self, hashes: Vec<u64>) -> Finding {
         self.hashes = hashes;
+        self
+    }
+
+    /// The KV cache group of the blocks concerned.
+    pub(crate) fn group(mut self, group: u32) -> Finding {
+        self.group = group;
         self
     }
 

@@ -166,6 +166,13 @@ impl Rule {
         )
     }
 
+    /// Whether a finding of this rule marks an event's order: every rule but the per-model
+    /// `consumer-loss` (one finding per lost event and model) and the routing preconditions
+    /// (aggregated conditions that explain losses). Viewers mark and navigate these by default.
+    pub fn marks_order(self) -> bool {
+        self != Rule::ConsumerLoss && !self.is_routing_precondition()
+    }
+
     /// Default level.
     pub fn default_level(self) -> Level {
         match self {

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::event::{BlockRemoved, BlockStored, ExtraValue};
+use crate::event::{label, BlockRemoved, BlockStored, ExtraValue, Label};
 use crate::hash::BlockHash;
 
 /// Media as producers write them (mixed case, other tiers, none).
@@ -73,12 +73,12 @@ fn event() -> impl Strategy<Value = KvEvent> {
                     block_size: if tokenless { 0 } else { bs },
                     token_ids,
                     lora_id: None,
-                    medium: MEDIA[m].map(str::to_owned),
-                    lora_name: lora.map(str::to_owned),
+                    medium: MEDIA[m].map(label),
+                    lora_name: lora.map(label),
                     extra_keys,
                     group_idx: group,
-                    kv_cache_spec_kind: kind.map(str::to_owned),
-                    ownership: ownership.map(str::to_owned),
+                    kv_cache_spec_kind: kind.map(label),
+                    ownership: ownership.map(label),
                     ..BlockStored::default()
                 })
             },
@@ -91,7 +91,7 @@ fn event() -> impl Strategy<Value = KvEvent> {
         .prop_map(|(hashes, m, group)| {
             KvEvent::BlockRemoved(BlockRemoved {
                 block_hashes: hashes.into_iter().map(BlockHash::Int).collect(),
-                medium: MEDIA[m].map(str::to_owned),
+                medium: MEDIA[m].map(label),
                 group_idx: group,
                 locality: None,
                 ownership: None,
@@ -117,7 +117,7 @@ fn run(batches: &[(u32, Vec<KvEvent>)]) -> (Vec<Vec<EventVerdict>>, Vec<AnyConsu
         .map(|k| AnyConsumer::new(*k, &config))
         .collect();
     let (mut interner, mut ids) = (Interner::default(), EventIds::default());
-    let mut tiers: Vec<Option<String>> = Vec::new();
+    let mut tiers: Vec<Option<Label>> = Vec::new();
     let mut out = vec![Vec::new(); models.len()];
     let mut resolved = Vec::new();
     let mut index = 0;
@@ -211,13 +211,15 @@ proptest! {
             for ev in events {
                 match ev {
                     KvEvent::BlockStored(s) => {
-                        s.medium = s.medium.as_deref().map(str::to_uppercase);
+                        s.medium = s.medium.as_deref().map(|m| m.to_uppercase().into());
                         s.ownership = None;
                         if s.lora_name.as_deref() == Some("") {
                             s.lora_name = None;
                         }
                     }
-                    KvEvent::BlockRemoved(r) => r.medium = r.medium.as_deref().map(str::to_lowercase),
+                    KvEvent::BlockRemoved(r) => {
+                        r.medium = r.medium.as_deref().map(|m| m.to_lowercase().into())
+                    }
                     KvEvent::AllBlocksCleared => {}
                 }
             }

@@ -227,6 +227,7 @@ mod tests {
     use crate::consumers::testkit::{h, removed, stored};
     use crate::consumers::Standalone;
     use crate::hash::BlockHash;
+    use smallvec::smallvec;
     use VerdictKind::*;
 
     const GPU: Option<&str> = Some("GPU");
@@ -341,7 +342,7 @@ mod tests {
         let bytes = |ev: KvEvent| {
             let mut ev = ev;
             if let KvEvent::BlockStored(s) = &mut ev {
-                s.block_hashes = vec![BlockHash::Bytes(vec![7; 32].into())];
+                s.block_hashes = smallvec![BlockHash::Bytes(vec![7; 32].into())];
             }
             ev
         };

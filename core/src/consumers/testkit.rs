@@ -6,7 +6,7 @@
 //! 2^32 and more are used as hashes. [`stored_raw`] and [`removed_raw`] take hashes as they
 //! are (for tests about small hashes).
 
-use crate::event::{BlockRemoved, BlockStored, KvEvent};
+use crate::event::{label, BlockRemoved, BlockStored, KvEvent};
 use crate::hash::BlockHash;
 use crate::trace::{Provenance, ProvenanceKind, Trace, TraceBatch, TraceRecord};
 
@@ -44,7 +44,7 @@ pub fn stored_raw(hashes: &[u64], parent: Option<u64>, medium: Option<&str>, bs:
         parent_block_hash: parent.map(BlockHash::Int),
         token_ids,
         block_size: bs,
-        medium: medium.map(str::to_owned),
+        medium: medium.map(label),
         ..BlockStored::default()
     })
 }
@@ -53,7 +53,7 @@ pub fn stored_raw(hashes: &[u64], parent: Option<u64>, medium: Option<&str>, bs:
 pub fn removed_raw(hashes: &[u64], medium: Option<&str>) -> KvEvent {
     KvEvent::BlockRemoved(BlockRemoved {
         block_hashes: hashes.iter().map(|h| BlockHash::Int(*h)).collect(),
-        medium: medium.map(str::to_owned),
+        medium: medium.map(label),
         group_idx: None,
         locality: None,
         ownership: None,

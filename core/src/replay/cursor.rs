@@ -79,10 +79,10 @@ impl Replay {
     }
 
     fn matches(&self, event: usize, finding: Option<&Finding>, filter: &ViolationFilter) -> bool {
-        if let Some(rule) = filter.rule {
-            if finding.is_none_or(|f| f.rule != rule) {
-                return false;
-            }
+        if (filter.rule.is_some() || filter.ordering)
+            && !finding.is_some_and(|f| filter.keeps(f.rule))
+        {
+            return false;
         }
         if let Some(kind) = filter.consumer {
             let lost = matches!(self.event_kind(event), Some("BlockStored"))
@@ -121,31 +121,77 @@ impl Replay {
     /// finding (violation) when `rule` is set or neither is set, an event the consumer loses
     /// when only `consumer` is set. Seek to `index + 1` to apply it.
     pub fn next_violation(&self, filter: &ViolationFilter) -> Option<usize> {
-        if filter.rule.is_none() && filter.consumer.is_some() {
-            return (self.cursor..self.len()).find(|e| self.matches(*e, None, filter));
-        }
-        let start = self
-            .finding_events
-            .partition_point(|(e, _)| *e < self.cursor);
-        self.finding_events
-            .get(start..)?
-            .iter()
-            .find(|(e, k)| self.matches(*e, self.finding(*k), filter))
-            .map(|(e, _)| *e)
+        self.next_violation_after(self.cursor.checked_sub(1), filter)
     }
 
     /// The previous matching event before the cursor's event (index < cursor - 1).
     pub fn prev_violation(&self, filter: &ViolationFilter) -> Option<usize> {
-        let end = self.cursor.saturating_sub(1);
-        if filter.rule.is_none() && filter.consumer.is_some() {
-            return (0..end).rev().find(|e| self.matches(*e, None, filter));
+        self.prev_violation_before(self.cursor.checked_sub(1)?, filter)
+    }
+
+    /// The first event strictly after `event` (`None`: from the start) that matches `filter`
+    /// (as [`Replay::next_violation`], without moving the cursor): what a viewer's "next
+    /// violation" goes to from the event it shows.
+    pub fn next_violation_after(
+        &self,
+        event: Option<usize>,
+        filter: &ViolationFilter,
+    ) -> Option<usize> {
+        let from = event.map_or(0, |e| e + 1);
+        if filter.rule.is_none() && !filter.ordering && filter.consumer.is_some() {
+            return (from..self.len()).find(|e| self.matches(*e, None, filter));
         }
-        let stop = self.finding_events.partition_point(|(e, _)| *e < end);
+        let start = self.finding_events.partition_point(|(e, _)| *e < from);
+        let others = self.other_findings();
+        self.finding_events
+            .get(start..)?
+            .iter()
+            .find(|(e, k)| self.matches(*e, self.finding_in(&others, *k), filter))
+            .map(|(e, _)| *e)
+    }
+
+    /// The last event strictly before `event` that matches `filter` (without moving the
+    /// cursor).
+    pub fn prev_violation_before(&self, event: usize, filter: &ViolationFilter) -> Option<usize> {
+        if filter.rule.is_none() && !filter.ordering && filter.consumer.is_some() {
+            return (0..event.min(self.len()))
+                .rev()
+                .find(|e| self.matches(*e, None, filter));
+        }
+        let stop = self.finding_events.partition_point(|(e, _)| *e < event);
+        let others = self.other_findings();
         self.finding_events
             .get(..stop)?
             .iter()
             .rev()
-            .find(|(e, k)| self.matches(*e, self.finding(*k), filter))
+            .find(|(e, k)| self.matches(*e, self.finding_in(&others, *k), filter))
             .map(|(e, _)| *e)
+    }
+
+    /// Every finding (child-before-parent violations of every class and level, then the other
+    /// rules' findings), in event order: the list a viewer shows and navigates.
+    pub fn findings_by_event(&self) -> impl Iterator<Item = &Finding> + '_ {
+        let others = self.other_findings();
+        self.finding_events
+            .iter()
+            .filter_map(move |(_, k)| self.finding_in(&others, *k))
+    }
+
+    /// The findings that are not child-before-parent violations, in the analysis' order (the
+    /// second part of the numbering of `finding_events`).
+    fn other_findings(&self) -> Vec<&Finding> {
+        self.analysis
+            .findings
+            .iter()
+            .filter(|f| !f.rule.is_reorder())
+            .collect()
+    }
+
+    fn finding_in<'a>(&'a self, others: &[&'a Finding], k: usize) -> Option<&'a Finding> {
+        let reorders = self.analysis.violations.len();
+        match k.checked_sub(reorders) {
+            None => self.analysis.violations.get(k),
+            Some(o) => others.get(o).copied(),
+        }
     }
 }

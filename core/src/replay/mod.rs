@@ -53,7 +53,7 @@
 //! assert_eq!(r.len(), 3);
 //!
 //! // Jump to the first child-before-parent violation and apply that event.
-//! let filter = ViolationFilter { rule: Some(Rule::ChildBeforeParentInJob), consumer: None };
+//! let filter = ViolationFilter::for_rule(Some(Rule::ChildBeforeParentInJob));
 //! let at = r.next_violation(&filter).unwrap();
 //! assert_eq!(at, 1);
 //! r.seek(at + 1);
@@ -76,6 +76,7 @@
 mod blocks;
 mod builder;
 mod cursor;
+mod job_order;
 mod lens;
 mod record;
 mod story;
@@ -83,6 +84,7 @@ mod view;
 
 use blocks::BlockTables;
 pub use builder::{BuildPhase, BuildProgress, ReplayBuilder};
+pub use job_order::{JobOrder, JobOrderRow};
 pub use lens::{LensMark, RouterLens, VerdictTime};
 use record::{Change, JobRow, Recording};
 
@@ -104,6 +106,31 @@ pub struct ViolationFilter {
     /// stores). With `rule`, both must hold.
     #[serde(default)]
     pub consumer: Option<ConsumerKind>,
+    /// Without `rule`: only findings of the rules that mark an event's order
+    /// ([`Rule::marks_order`]: not the per-model `consumer-loss` findings, not the routing
+    /// preconditions). What the debugger's `n`/`p` and violation marks use.
+    #[serde(default)]
+    pub ordering: bool,
+}
+
+impl ViolationFilter {
+    /// The debugger's filter: findings of `rule`, or (`None`) of every rule that marks an
+    /// event's order.
+    pub fn for_rule(rule: Option<Rule>) -> ViolationFilter {
+        ViolationFilter {
+            rule,
+            consumer: None,
+            ordering: rule.is_none(),
+        }
+    }
+
+    /// Whether a finding of `rule` passes the rule part of the filter.
+    pub fn keeps(&self, rule: Rule) -> bool {
+        match self.rule {
+            Some(r) => r == rule,
+            None => !self.ordering || rule.marks_order(),
+        }
+    }
 }
 
 /// A delivered event, as the UI shows it.

@@ -228,8 +228,8 @@ fn walk_forward_then_back_to_zero() {
     r.seek(4);
     assert_eq!(r.prev_violation(&f), Some(1));
     let lost = ViolationFilter {
-        rule: None,
         consumer: Some(ConsumerKind::Llmd),
+        ..ViolationFilter::default()
     };
     r.seek(0);
     assert_eq!(r.next_violation(&lost), Some(1));
@@ -499,4 +499,51 @@ fn event_info_past_16_bit_positions_comes_from_the_index() {
         assert_eq!(info.pos, i);
         assert_eq!(Some(info), event_info_from_trace(&r, i));
     }
+}
+
+/// The viewer's navigation without a cursor move, its default filter, and the job-order view
+/// (the analysis' job and classes, both orders).
+#[test]
+fn navigation_from_an_event_and_job_order() {
+    use crate::analysis::ReorderClass;
+    let t = trace(vec![batch(
+        "a",
+        0,
+        vec![
+            stored(&[1], None, Some("GPU"), 16),
+            stored(&[3], Some(2), Some("CPU"), 16),
+            stored(&[2], Some(1), Some("CPU"), 16),
+        ],
+    )]);
+    let r = Replay::new(t, &AnalysisConfig::default());
+    let ordering = ViolationFilter::for_rule(None);
+    assert!(ordering.keeps(Rule::ChildBeforeParentInJob));
+    assert!(!ordering.keeps(Rule::ConsumerLoss));
+    assert!(!ordering.keeps(Rule::UndecodableBatch));
+    assert!(ViolationFilter::default().keeps(Rule::ConsumerLoss));
+    assert_eq!(r.next_violation_after(None, &ordering), Some(1));
+    assert_eq!(r.next_violation_after(Some(1), &ordering), None);
+    assert_eq!(r.prev_violation_before(2, &ordering), Some(1));
+    assert_eq!(r.prev_violation_before(1, &ordering), None);
+    let loss = ViolationFilter::for_rule(Some(Rule::ConsumerLoss));
+    assert_eq!(r.next_violation_after(None, &loss), Some(1));
+    // The listed findings are in event order and hold every rule.
+    let listed: Vec<(usize, Rule)> = r.findings_by_event().map(|f| (f.event, f.rule)).collect();
+    assert!(listed.windows(2).all(|w| w[0].0 <= w[1].0), "{listed:?}");
+    assert!(listed.contains(&(1, Rule::ChildBeforeParentInJob)));
+    assert!(listed.contains(&(1, Rule::ConsumerLoss)));
+
+    assert!(r.job_order(0, 10).is_none(), "GPU events have no job");
+    let o = r.job_order(2, 10).expect("the CPU job");
+    let emitted: Vec<(usize, u32, Option<ReorderClass>)> = o
+        .emitted
+        .iter()
+        .map(|x| (x.event, x.depth, x.violation))
+        .collect();
+    assert_eq!(emitted, [(1, 1, Some(ReorderClass::InJob)), (2, 0, None)]);
+    assert_eq!(o.prefix.iter().map(|x| x.event).collect::<Vec<_>>(), [2, 1]);
+    assert_eq!((o.in_job, o.other, o.truncated), (1, 0, false));
+    assert_eq!(o.job.events, 2);
+    let cut = r.job_order(1, 1).unwrap();
+    assert!(cut.truncated && cut.emitted.len() == 1);
 }

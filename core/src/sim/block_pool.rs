@@ -2,7 +2,7 @@
 //! block pool's `BlockStored` events (`BlockPool.cache_full_blocks`,
 //! `vllm/v1/core/block_pool.py`).
 
-use crate::event::{BlockStored, ExtraValue, KvEvent};
+use crate::event::{BlockStored, ExtraValue, KvEvent, Label};
 use crate::scenario::GroupKind;
 use crate::trace::{Provenance, ProvenanceKind};
 
@@ -38,7 +38,7 @@ impl Engine<'_> {
                     block_size: bs as u32,
                     lora_id: req.lora_id,
                     medium: Some("GPU".into()),
-                    lora_name: req.lora_name.clone(),
+                    lora_name: req.lora_name.clone().map(Label::from),
                     extra_keys: Some(
                         (start..full)
                             .map(|b| req.extra.for_block(b * bs).map(ExtraValue::Array))

@@ -18,6 +18,7 @@ use crate::trace::{Provenance, ProvenanceKind};
 use super::cpu::LookupResult;
 use super::engine::{Ctx, Engine};
 use super::request::ReqState;
+use super::touch::TouchSpan;
 use super::SimError;
 
 /// `TransferJobStatus`.
@@ -33,14 +34,19 @@ pub(super) struct Job {
 impl Engine<'_> {
     /// `_touch(req_status)`.
     pub(super) fn touch(&mut self, r: usize) {
-        for g in 0..self.sc.groups.len() {
-            let skip = match self.window_chunks(g) {
-                None => 0,
-                Some(w) => self.reqs[r].num_hit_chunks[g].saturating_sub(w),
-            };
-            let keys = self.reqs[r].keys_from(g as u32, skip, self.bpc);
-            self.cpu.touch(&keys);
-        }
+        let len = self.reqs[r].num_keys(self.bpc);
+        let spans: Vec<TouchSpan> = (0..self.sc.groups.len())
+            .map(|g| TouchSpan {
+                skip: match self.window_chunks(g) {
+                    None => 0,
+                    Some(w) => self.reqs[r].num_hit_chunks[g].saturating_sub(w).min(len),
+                },
+                len,
+            })
+            .collect();
+        let (req, bpc) = (&self.reqs[r], self.bpc);
+        self.cpu
+            .touch_request(r as u64, &spans, |g, c| req.key(g as u32, c, bpc));
     }
 
     /// `get_num_new_matched_tokens`: `Some(hit tokens)` or `None` (deferred).

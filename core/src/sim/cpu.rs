@@ -11,7 +11,8 @@
 //! * `complete_store(keys)`: in the given order, each present not-ready block gets
 //!   `ref_cnt = 0` and `mark_evictable` (appended at the MRU end); **one** raw `Stored` event
 //!   with those keys.
-//! * `touch(keys)`: `for key in reversed(keys): if key in evictable: move_to_end(key)`.
+//! * `touch(keys)`: `for key in reversed(keys): if key in evictable: move_to_end(key)`
+//!   (a request's touch of all its keys: `touch.rs`).
 //! * `lookup(key)`: MISS / HIT_PENDING (in flight, `ref_cnt == -1`) / HIT.
 //! * `prepare_load` pins (`ref_cnt += 1`, `mark_non_evictable` on 0 → 1); `complete_load`
 //!   unpins (`mark_evictable` on 1 → 0, i.e. moves the key to the MRU end).
@@ -22,6 +23,7 @@ use rustc_hash::FxHashSet;
 use crate::keys::OffloadKey;
 
 use super::lru::LruPolicy;
+use super::touch::TouchSpan;
 
 /// `LookupResult` (`vllm/v1/kv_offload/base.py`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,11 +96,11 @@ impl CpuManager {
 
     /// Evictable keys, LRU first.
     pub fn evictable_order(&self) -> Vec<OffloadKey> {
-        self.policy.evictable.iter().copied().collect()
+        self.policy.evictable().iter().copied().collect()
     }
 
     fn num_evictable(&self) -> u64 {
-        self.policy.evictable.len() as u64
+        self.policy.evictable().len() as u64
     }
 
     /// `lookup(key)`.
@@ -134,7 +136,7 @@ impl CpuManager {
             let protected: FxHashSet<&OffloadKey> = keys.iter().collect();
             let candidates: Vec<OffloadKey> = self
                 .policy
-                .evictable
+                .evictable()
                 .iter()
                 .filter(|k| !protected.contains(k))
                 .take(n)
@@ -144,7 +146,7 @@ impl CpuManager {
                 return None;
             }
             for k in candidates {
-                self.policy.evictable.remove(&k);
+                self.policy.mark_non_evictable(&k);
                 self.policy.blocks.remove(&k);
                 evicted.push(k);
             }
@@ -193,6 +195,24 @@ impl CpuManager {
         for k in keys.iter().rev() {
             self.policy.move_to_end(k);
         }
+    }
+
+    /// `touch` of every group's keys of one request, in span order: the same order as
+    /// [`CpuManager::touch`] of each span's keys, in time proportional to what changed since
+    /// the request's previous touch (`sim/touch.rs`). `owner` names the request;
+    /// `key(span, chunk)` gives its keys.
+    pub fn touch_request(
+        &mut self,
+        owner: u64,
+        spans: &[TouchSpan],
+        key: impl Fn(usize, usize) -> OffloadKey,
+    ) {
+        self.policy.touch_request(owner, spans, key);
+    }
+
+    /// The request `owner` will not be touched again (it finished).
+    pub fn forget_touches(&mut self, owner: u64) {
+        self.policy.forget(owner);
     }
 
     /// `prepare_load(keys)` (also `prepare_read` for cascades): pin ready keys. Keys that are

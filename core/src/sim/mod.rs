@@ -26,6 +26,7 @@ mod lru;
 pub mod request;
 mod scheduler;
 mod tiering;
+mod touch;
 pub mod tracker;
 
 use crate::scenario::{HashFormat, Scenario};

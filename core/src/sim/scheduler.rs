@@ -22,6 +22,7 @@ impl Engine<'_> {
             _ => self.waiting.retain(|&x| x != r),
         }
         self.reqs[r].state = ReqState::Finished;
+        self.cpu.forget_touches(r as u64);
         if self.reqs[r].tracked {
             self.finished_pending.push(r);
         }

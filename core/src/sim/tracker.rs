@@ -13,8 +13,9 @@
 //!   residency.
 
 use rustc_hash::FxHashMap;
+use smallvec::smallvec;
 
-use crate::event::{BlockRemoved, BlockStored, KvEvent, TokenId};
+use crate::event::{BlockHashes, BlockRemoved, BlockStored, KvEvent, Label, TokenId};
 use crate::hash::BlockHash;
 use crate::hashing::Digest;
 use crate::keys::OffloadKey;
@@ -125,18 +126,18 @@ impl EventsTracker {
             .map(|key| match self.meta.get(key) {
                 None => Translated {
                     event: KvEvent::BlockStored(BlockStored {
-                        block_hashes: vec![self.wire(&key.digest)],
+                        block_hashes: smallvec![self.wire(&key.digest)],
                         parent_block_hash: None,
                         token_ids: Vec::new(),
                         block_size: 0,
                         lora_id: None,
-                        medium: Some(m.medium.to_owned()),
+                        medium: Some(m.medium.into()),
                         lora_name: None,
                         extra_keys: None,
                         group_idx: Some(key.group_idx),
                         kv_cache_spec_kind: None,
-                        locality: m.locality.clone(),
-                        ownership: m.ownership.clone(),
+                        locality: m.locality.clone().map(Label::from),
+                        ownership: m.ownership.clone().map(Label::from),
                         ..BlockStored::default()
                     }),
                     req_id: None,
@@ -150,13 +151,13 @@ impl EventsTracker {
                         token_ids: meta.token_ids.clone(),
                         block_size: meta.block_size,
                         lora_id: meta.lora_id,
-                        medium: Some(m.medium.to_owned()),
-                        lora_name: meta.lora_name.clone(),
+                        medium: Some(m.medium.into()),
+                        lora_name: meta.lora_name.clone().map(Label::from),
                         extra_keys: None,
                         group_idx: Some(meta.group_idx),
-                        kv_cache_spec_kind: Some(meta.spec_kind.to_owned()),
-                        locality: m.locality.clone(),
-                        ownership: m.ownership.clone(),
+                        kv_cache_spec_kind: Some(meta.spec_kind.into()),
+                        locality: m.locality.clone().map(Label::from),
+                        ownership: m.ownership.clone().map(Label::from),
                         ..BlockStored::default()
                     }),
                     req_id: Some(meta.req_id.clone()),
@@ -169,14 +170,14 @@ impl EventsTracker {
 
     /// Translate one removed raw event: one `BlockRemoved` per group, first-seen order.
     pub fn removed(&mut self, keys: &[OffloadKey], m: &EventMedium) -> Vec<Translated> {
-        let mut groups: Vec<(u32, Vec<BlockHash>)> = Vec::new();
+        let mut groups: Vec<(u32, BlockHashes)> = Vec::new();
         for key in keys {
             let (g, hashes) = match self.meta.get(key) {
                 Some(meta) => (
                     meta.group_idx,
                     meta.block_hashes.iter().map(|d| self.wire(d)).collect(),
                 ),
-                None => (key.group_idx, vec![self.wire(&key.digest)]),
+                None => (key.group_idx, smallvec![self.wire(&key.digest)]),
             };
             if self.pop_on_cpu_removal && m.medium == "CPU" {
                 self.meta.remove(key);
@@ -191,10 +192,10 @@ impl EventsTracker {
             .map(|(g, hashes)| Translated {
                 event: KvEvent::BlockRemoved(BlockRemoved {
                     block_hashes: hashes,
-                    medium: Some(m.medium.to_owned()),
+                    medium: Some(m.medium.into()),
                     group_idx: Some(g),
-                    locality: m.locality.clone(),
-                    ownership: m.ownership.clone(),
+                    locality: m.locality.clone().map(Label::from),
+                    ownership: m.ownership.clone().map(Label::from),
                 }),
                 req_id: None,
                 group_idx: g,

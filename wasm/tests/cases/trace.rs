@@ -53,7 +53,7 @@ fn sample() -> Trace {
             batch(
                 ODD,
                 vec![KvEvent::BlockRemoved(BlockRemoved {
-                    block_hashes: vec![BlockHash::Int(BIG)],
+                    block_hashes: vec![BlockHash::Int(BIG)].into(),
                     medium: Some("CPU".into()),
                     group_idx: None,
                     locality: None,
@@ -173,7 +173,7 @@ fn unknown_msgpack_encoding_throws() {
 #[wasm_bindgen_test]
 fn events_mirror_vllm_fields_with_string_hashes() {
     let ev = KvEvent::BlockStored(BlockStored {
-        block_hashes: vec![BlockHash::Int(BIG), BlockHash::Int(ODD)],
+        block_hashes: vec![BlockHash::Int(BIG), BlockHash::Int(ODD)].into(),
         parent_block_hash: Some(BlockHash::Int(1)),
         token_ids: vec![1, 2, 3, 4],
         block_size: 2,

@@ -58,6 +58,7 @@ pub fn scenario(p: &Params, side_order: &str) -> Result<Scenario, String> {
                 max_latency_steps: 2,
                 failure_probability: 0.0,
                 promotions: true,
+                preload: Vec::new(),
                 kind: Default::default(),
                 io_finished: Default::default(),
                 io_release_order: Default::default(),

@@ -258,30 +258,12 @@ impl Model {
     }
 
     /// The edges part of [`Model::layout`] (after [`Model::layout_lanes`]). Single pass: for
-    /// each stored child, link to the latest earlier store of its parent in the same lane; a
-    /// parent stored only later gives a child-first edge (and a violation).
+    /// each stored child, link to the latest earlier store of its parent (same lane, same KV
+    /// group: a block is named by its group and hash); a parent stored only later gives a
+    /// child-first edge, drawn backwards. Which of those are violations, of which class and
+    /// level, is the core analysis' finding, not decided here.
     pub fn index_edges(&mut self) {
         let edges = self.with_trace(|t| self.edges_of(t));
-        self.quick = edges
-            .iter()
-            .filter(|e| e.kind == EdgeKind::ChildFirst)
-            .map(|e| Violation {
-                event: e.child,
-                rule: CHILD_FIRST.to_owned(),
-                level: "warn",
-                message: format!(
-                    "child delivered before its parent (stored by event {}) in the same lane",
-                    e.parent
-                ),
-                related: Some(e.parent),
-            })
-            .collect();
-        sort_by_u64(&mut self.quick, |v| {
-            u64::from(v.event) << 32
-                | v.related
-                    .map_or(0, |r| u64::from(r) + 1)
-                    .min(u64::from(u32::MAX))
-        });
         let mut by_parent: Vec<(u64, u32)> = edges
             .iter()
             .enumerate()
@@ -303,18 +285,19 @@ impl Model {
         let n = self.events.len();
         let mut forward: Vec<Edge> = Vec::with_capacity(n);
         let mut late: Vec<Edge> = Vec::new();
-        // (lane, hash) -> latest event storing that block. Sized for every event up front:
-        // growing a table of a million entries rehashes it (hundreds of ms in wasm).
-        let mut stored: HashMap<(u16, u64), u32> =
+        // (lane, group, hash) -> latest event storing that block. Sized for every event up
+        // front: growing a table of a million entries rehashes it (hundreds of ms in wasm).
+        let mut stored: HashMap<(u16, u32, u64), u32> =
             HashMap::with_capacity_and_hasher(n, Default::default());
-        // (lane, parent hash) -> children waiting for that parent.
-        let mut waiting: HashMap<(u16, u64), Vec<u32>> = HashMap::default();
+        // (lane, group, parent hash) -> children waiting for that parent.
+        let mut waiting: HashMap<(u16, u32, u64), Vec<u32>> = HashMap::default();
         for (i, r) in self.events.iter().enumerate() {
             let i = i as u32;
             let lane = self.lane_of.get(i as usize).copied().unwrap_or(0);
             let Some(s) = stored_event(r) else { continue };
+            let group = s.group_idx.unwrap_or(0);
             if let Some(p) = &s.parent_block_hash {
-                let key = (lane, p.as_u64());
+                let key = (lane, group, p.as_u64());
                 match stored.get(&key) {
                     Some(&pe) => forward.push(Edge {
                         parent: pe,
@@ -325,7 +308,7 @@ impl Model {
                 }
             }
             for h in &s.block_hashes {
-                let key = (lane, h.as_u64());
+                let key = (lane, group, h.as_u64());
                 stored.insert(key, i);
                 if waiting.is_empty() {
                     continue;
@@ -343,16 +326,19 @@ impl Model {
         // Children whose parent never arrived in their lane: a cross-lane edge from the first
         // store of that parent in any lane, found by a second pass (only when there are some).
         if !waiting.is_empty() {
-            let mut first: HashMap<u64, u32> =
-                waiting.keys().map(|(_, p)| (*p, u32::MAX)).collect();
+            let mut first: HashMap<(u32, u64), u32> = waiting
+                .keys()
+                .map(|(_, g, p)| ((*g, *p), u32::MAX))
+                .collect();
             let mut missing = first.len();
             for (i, r) in self.events.iter().enumerate() {
                 if missing == 0 {
                     break;
                 }
                 let Some(s) = stored_event(r) else { continue };
+                let group = s.group_idx.unwrap_or(0);
                 for h in &s.block_hashes {
-                    if let Some(slot) = first.get_mut(&h.as_u64()) {
+                    if let Some(slot) = first.get_mut(&(group, h.as_u64())) {
                         if *slot == u32::MAX {
                             *slot = i as u32;
                             missing -= 1;
@@ -360,8 +346,8 @@ impl Model {
                     }
                 }
             }
-            for ((_, p), children) in waiting {
-                if let Some(&pe) = first.get(&p).filter(|e| **e != u32::MAX) {
+            for ((_, g, p), children) in waiting {
+                if let Some(&pe) = first.get(&(g, p)).filter(|e| **e != u32::MAX) {
                     late.extend(children.into_iter().map(|c| Edge {
                         parent: pe,
                         child: c,

@@ -9,9 +9,9 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use kvscope_core::analysis::{AnalysisConfig, EventIndex, Job, Level};
+use kvscope_core::analysis::{AnalysisConfig, EventIndex, Finding, Job, Rule};
 use kvscope_core::event::{KvEvent, Tier};
-use kvscope_core::replay::{BuildProgress, Replay, ReplayBuilder};
+use kvscope_core::replay::{BuildProgress, Replay, ReplayBuilder, ViolationFilter};
 use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
 
 mod layout;
@@ -162,7 +162,8 @@ pub struct Edge {
 }
 
 /// A finding of the core's analysis (child-before-parent violations of every class, at every
-/// level, plus the other rules' warn/deny findings), as the violation list shows it.
+/// level, plus the other rules' warn/deny findings), as the violation list shows it: the
+/// core's [`Finding`] in the page's compact indices, nothing decided here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
     /// The offending event (the child delivered first, the removal, ...).
@@ -171,10 +172,28 @@ pub struct Violation {
     pub rule: String,
     /// Level in this run (`allow`, `warn`, `deny`).
     pub level: &'static str,
+    /// Child-before-parent findings: the class (`in-job`, `across-jobs`, `ambiguous`, ...).
+    pub class: Option<&'static str>,
+    /// Child-before-parent findings: what the class rests on (`provenance`, `gpu-events`, ...).
+    pub evidence: Option<&'static str>,
     /// One readable sentence.
     pub message: String,
     /// The related event (the late parent), when there is one.
     pub related: Option<u32>,
+}
+
+impl From<&Finding> for Violation {
+    fn from(f: &Finding) -> Violation {
+        Violation {
+            event: f.event.min(u32::MAX as usize) as u32,
+            rule: f.rule.name().to_owned(),
+            level: f.level.name(),
+            class: f.class.map(|c| c.name()),
+            evidence: f.evidence.map(|e| e.name()),
+            message: f.message.clone(),
+            related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
+        }
+    }
 }
 
 /// Kind of an event, for colouring and filtering.
@@ -208,12 +227,13 @@ pub struct Model {
     /// The trace and the analysis in progress, until the replay engine takes the trace over
     /// ([`Model::analyse`], [`Model::analyse_some`]).
     pending: Mutex<Pending>,
+    /// The analysis' configuration (the page's settings: the worker count).
+    config: AnalysisConfig,
     /// The core's replay engine, once analysed; it then owns the trace. Locked briefly to read
     /// the trace or to seek and snapshot (single-threaded in the browser, so never contended).
     replay: OnceLock<Mutex<Replay>>,
-    /// Violations known before the analysis: child-first edges from the layout.
-    quick: Vec<Violation>,
-    /// The analysis' findings, once analysed.
+    /// The analysis' findings, once analysed (nothing before: the page shows no opinion of
+    /// its own while the analysis runs).
     analysed: OnceLock<Vec<Violation>>,
     /// Number of batches.
     pub batch_count: usize,
@@ -278,24 +298,18 @@ enum Pending {
     Done,
 }
 
-/// Rule of the preliminary child-first findings shown before the analysis has run.
-pub const CHILD_FIRST: &str = "child-before-parent";
-
 /// The rule of per-model loss findings, left out of the default violation navigation.
 pub const CONSUMER_LOSS: &str = "consumer-loss";
 
-/// Whether a violation passes a rule filter (`None`: every rule but [`CONSUMER_LOSS`] and the
-/// routing preconditions, which explain losses rather than mark an event's order).
+/// Whether a violation passes a rule filter: the core's [`ViolationFilter::for_rule`] (`None`:
+/// the rules that mark an event's order, [`Rule::marks_order`]).
 pub fn rule_matches(v: &Violation, rule: Option<&str>) -> bool {
     match rule {
         Some(r) => v.rule == r,
-        None => {
-            v.rule != CONSUMER_LOSS
-                && !v
-                    .rule
-                    .parse::<kvscope_core::analysis::Rule>()
-                    .is_ok_and(kvscope_core::analysis::Rule::is_routing_precondition)
-        }
+        None => v
+            .rule
+            .parse::<Rule>()
+            .is_ok_and(|r| ViolationFilter::for_rule(None).keeps(r)),
     }
 }
 
@@ -380,8 +394,8 @@ impl Model {
             name: name.to_owned(),
             header,
             pending: Mutex::new(Pending::Trace(trace)),
+            config: AnalysisConfig::default(),
             replay: OnceLock::new(),
-            quick: Vec::new(),
             analysed: OnceLock::new(),
             batch_count,
             gaps,
@@ -393,6 +407,28 @@ impl Model {
             by_parent: Vec::new(),
             blocks: Vec::new(),
         })
+    }
+
+    /// Set the worker count the analysis assumes (`None`: the trace header's `world_size`, else
+    /// 1; see `AnalysisConfig::workers`). Takes effect for an analysis not started yet.
+    pub fn set_workers(&mut self, workers: Option<u32>) {
+        self.config.workers = workers;
+    }
+
+    /// This model's trace laid out again in `mode`, with the same analysis settings, not
+    /// analysed yet (a copy: the caller replaces this model with it).
+    pub fn relaid(&self, mode: LaneMode) -> Result<Model, ModelError> {
+        let trace = self.with_trace(|t| t.clone());
+        let mut m = Model::flatten(&self.name, trace)?;
+        m.config = self.config.clone();
+        m.layout(mode);
+        Ok(m)
+    }
+
+    /// The worker count the trace itself gives (its header's `world_size`, else 1): what the
+    /// analysis assumes without a setting.
+    pub fn trace_workers(&self) -> u32 {
+        self.with_trace(|t| AnalysisConfig::default().workers_for(t))
     }
 
     /// Run the core's analysis (all consumer models and the violation index; see
@@ -412,7 +448,7 @@ impl Model {
         }
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         let builder = match std::mem::replace(&mut *pending, Pending::Done) {
-            Pending::Trace(t) => Box::new(ReplayBuilder::new(t, &AnalysisConfig::default())),
+            Pending::Trace(t) => Box::new(ReplayBuilder::new(t, &self.config)),
             Pending::Building(b) => b,
             Pending::Done => return None,
         };
@@ -424,24 +460,7 @@ impl Model {
         }
         drop(pending);
         let replay = builder.finish();
-        let a = replay.analysis();
-        let mut violations: Vec<Violation> = a
-            .violations
-            .iter()
-            .chain(a.findings.iter().filter(|f| !f.rule.is_reorder()))
-            .map(|f| Violation {
-                event: f.event.min(u32::MAX as usize) as u32,
-                rule: f.rule.name().to_owned(),
-                level: match f.level {
-                    Level::Allow => "allow",
-                    Level::Warn => "warn",
-                    Level::Deny => "deny",
-                },
-                message: f.message.clone(),
-                related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
-            })
-            .collect();
-        sort_by_u64(&mut violations, |v| u64::from(v.event));
+        let violations: Vec<Violation> = replay.findings_by_event().map(Violation::from).collect();
         let _ = self.analysed.set(violations);
         let _ = self.replay.set(Mutex::new(replay));
         None
@@ -452,10 +471,10 @@ impl Model {
         self.analysed.get().is_some()
     }
 
-    /// Ordering violations, sorted by event: the analysis' findings once analysed, before that
-    /// the child-first edges of the layout (rule [`CHILD_FIRST`]).
+    /// The analysis' findings, sorted by event (the core's `Replay::findings_by_event`); empty
+    /// until the analysis is done.
     pub fn violations(&self) -> &[Violation] {
-        self.analysed.get().map_or(&self.quick[..], |v| &v[..])
+        self.analysed.get().map_or(&[], |v| &v[..])
     }
 
     /// The replay engine (locked), once analysed.
@@ -545,28 +564,31 @@ impl Model {
         r.into_iter().map(str::to_owned).collect()
     }
 
-    /// The first violation strictly after `cursor` (`None`: from the start) of `rule`, or of
-    /// any rule but [`CONSUMER_LOSS`] (one finding per lost event and model: navigable by
-    /// choosing that rule explicitly).
+    /// The first violation strictly after event `cursor` (`None`: from the start) of `rule`, or
+    /// of the rules that mark an event's order: the core's `Replay::next_violation_after`.
+    /// `None` while the analysis runs.
     pub fn next_violation(&self, cursor: Option<u32>, rule: Option<&str>) -> Option<u32> {
-        let start = match cursor {
-            Some(c) => self.violations().partition_point(|v| v.event <= c),
-            None => 0,
-        };
-        self.violations()[start..]
-            .iter()
-            .find(|v| rule_matches(v, rule))
-            .map(|v| v.event)
+        let filter = Self::filter(rule)?;
+        let r = self.replay()?;
+        let e = r.next_violation_after(cursor.map(|c| c as usize), &filter)?;
+        u32::try_from(e).ok()
     }
 
-    /// The last violation strictly before `cursor` (same filter as [`Model::next_violation`]).
+    /// The last violation strictly before event `cursor` (same filter as
+    /// [`Model::next_violation`]): the core's `Replay::prev_violation_before`.
     pub fn prev_violation(&self, cursor: u32, rule: Option<&str>) -> Option<u32> {
-        let end = self.violations().partition_point(|v| v.event < cursor);
-        self.violations()[..end]
-            .iter()
-            .rev()
-            .find(|v| rule_matches(v, rule))
-            .map(|v| v.event)
+        let filter = Self::filter(rule)?;
+        let r = self.replay()?;
+        let e = r.prev_violation_before(cursor as usize, &filter)?;
+        u32::try_from(e).ok()
+    }
+
+    /// The core's filter for a rule name (`None` for a name the core does not know).
+    fn filter(rule: Option<&str>) -> Option<ViolationFilter> {
+        Some(ViolationFilter::for_rule(match rule {
+            Some(r) => Some(r.parse::<Rule>().ok()?),
+            None => None,
+        }))
     }
 
     /// Edges whose child lies in `[lo, hi]` (edges are sorted by child).

@@ -1,10 +1,10 @@
 //! The precondition findings: one per condition, with its counts and the upstream behaviour
 //! that makes it cost routing (`docs/rules.md`, "Routing preconditions").
 
-use super::{At, Preconditions, Tally, LISTED_HASHES};
-use crate::analysis::{EventIndex, Finding, Rule};
-use crate::consumers::{AnyConsumer, BlockSizes, ConsumerConfig, ConsumerKind, Interner};
-use crate::trace::{Trace, TraceRecord};
+use super::{At, Context, Preconditions, Tally, LISTED_HASHES};
+use crate::analysis::{Finding, Rule};
+use crate::consumers::{AnyConsumer, BlockSizes, ConsumerKind};
+use crate::trace::TraceRecord;
 
 impl Preconditions {
     /// The findings, once every event was delivered (the models still alive).
@@ -26,6 +26,7 @@ impl Preconditions {
                 "small_int_hash" => "a block or parent hash below 2^32: vLLM writes it as a small msgpack integer, which llm-d's getHashAsUint64 rejects",
                 "empty_bytes_hash" => "an empty bytes hash, which llm-d's getHashAsUint64 rejects",
                 "extra_keys_entry_not_array" => "an extra_keys entry that is neither an array nor nil, which llm-d's convertExtraKeys rejects",
+                "extra_keys_map_key_not_string" => "a map in extra_keys with a key that is not a string, bytes or nil, which llm-d's msgpack decoder (map[string]any) rejects",
                 "bytes_hash" => "a bytes block hash, which Dynamo's BlockHashValue (i64 | u64) cannot hold",
                 other => other,
             };
@@ -339,17 +340,6 @@ fn gcd(a: u32, b: u32) -> u32 {
     } else {
         gcd(b, a % b)
     }
-}
-
-/// What the findings need from the run.
-pub(crate) struct Context<'a> {
-    pub(crate) trace: &'a Trace,
-    pub(crate) index: &'a EventIndex,
-    pub(crate) consumers: &'a [AnyConsumer],
-    pub(crate) kinds: &'a [ConsumerKind],
-    pub(crate) consumer_config: &'a ConsumerConfig,
-    pub(crate) interner: &'a Interner,
-    pub(crate) silent_factor: u32,
 }
 
 impl Context<'_> {

@@ -14,29 +14,10 @@ use crate::trace::{Trace, TraceRecord};
 
 mod findings;
 
-pub(crate) use findings::Context;
-
-/// The default `silent-source` factor: a source silent for more than this many times its
-/// median interval between batches, while other sources publish, is reported.
-pub const SILENT_SOURCE_FACTOR: u32 = 10;
+pub(crate) use super::watch::{At, Context, SILENT_SOURCE_FACTOR};
 
 /// How many hashes a finding lists (the message gives the full count).
 const LISTED_HASHES: usize = 32;
-
-/// Where an event is: what a finding points at.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct At {
-    /// Global event index.
-    pub(crate) event: usize,
-    /// The batch's line (msgpack: batch number).
-    pub(crate) line: u64,
-    /// Position in the batch.
-    pub(crate) pos: u32,
-    /// Interned source.
-    pub(crate) source: u32,
-    /// The batch's record index.
-    pub(crate) record: u32,
-}
 
 /// One condition, aggregated: where it was first seen and how much it covers.
 #[derive(Clone, Debug)]
@@ -118,10 +99,11 @@ impl<K> Tallies<K> {
 }
 
 /// The causes of a `batch_decode_error` the models name (the rest are `undecodable`).
-const CAUSES: [&str; 5] = [
+const CAUSES: [&str; 6] = [
     "small_int_hash",
     "empty_bytes_hash",
     "extra_keys_entry_not_array",
+    "extra_keys_map_key_not_string",
     "bytes_hash",
     "undecodable",
 ];

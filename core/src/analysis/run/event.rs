@@ -177,7 +177,8 @@ impl Run {
                         )
                         .at(origin, loc.pos as usize)
                         .source(source_name)
-                        .hashes(doubles),
+                        .hashes(doubles)
+                        .group(group),
                     );
                 }
                 // Resolve children waiting for these blocks.
@@ -241,6 +242,7 @@ impl Run {
                                 .at(worigin, wloc.pos as usize)
                                 .source(wsource)
                                 .hashes(w.hashes.to_vec())
+                                .group(w.group)
                                 .parent(*h)
                                 .related(i)
                                 .inferred(inferred)
@@ -272,7 +274,8 @@ impl Run {
                         )
                         .at(origin, loc.pos as usize)
                         .source(source_name)
-                        .hashes(unknown),
+                        .hashes(unknown)
+                        .group(group),
                     );
                 }
             }

@@ -387,7 +387,13 @@ impl Llmd {
                 let id = ids.block(engine);
                 let k = std::mem::take(&mut keys);
                 if !k.is_empty() {
-                    self.map_keys(id, k);
+                    // `engineToRequestMapping` collects the keys of every position of an engine
+                    // hash the event repeats, and `Add` maps it to all of them.
+                    if (0..engine).any(|j| ids.block(j) == id) {
+                        slot(&mut self.blocks, id).req.extend(k);
+                    } else {
+                        self.map_keys(id, k);
+                    }
                 }
                 self.hold(id, lane);
                 self.track_store(entry, id);

@@ -4,8 +4,9 @@
 use super::*;
 use crate::consumers::testkit::{h, removed, removed_raw, stored, stored_raw};
 use crate::consumers::Standalone;
-use crate::event::ExtraValue;
+use crate::event::{label, ExtraValue, Label};
 use crate::hash::BlockHash;
+use smallvec::smallvec;
 use VerdictKind::*;
 
 const GPU: Option<&str> = Some("GPU");
@@ -47,7 +48,7 @@ fn want_block(verdict: VerdictKind, blocks: &'static [VerdictKind], reason: &'st
 
 /// The analysis' tier id of an event: one per `(medium, ownership)` (the analysis tells
 /// ownerships apart; llm-d does not).
-fn lane_tier(ev: &KvEvent, tiers: &mut Vec<(Option<String>, Option<String>)>) -> u32 {
+fn lane_tier(ev: &KvEvent, tiers: &mut Vec<(Option<Label>, Option<Label>)>) -> u32 {
     let key = match ev {
         KvEvent::BlockStored(s) => (s.medium.clone(), s.ownership.clone()),
         KvEvent::BlockRemoved(r) => (r.medium.clone(), r.ownership.clone()),
@@ -116,7 +117,7 @@ fn with(mut ev: KvEvent, f: impl FnOnce(&mut BlockStored)) -> KvEvent {
 fn grouped(ev: KvEvent, group: u32, kind: Option<&str>) -> KvEvent {
     with(ev, |s| {
         s.group_idx = Some(group);
-        s.kv_cache_spec_kind = kind.map(str::to_owned);
+        s.kv_cache_spec_kind = kind.map(label);
     })
 }
 
@@ -182,7 +183,7 @@ fn r1_small_integer_hashes_drop_the_whole_batch() {
 fn r1_empty_bytes_hash_drops_the_batch_and_long_bytes_keep_the_last_eight() {
     let bytes = |b: &[u8]| {
         with(stored(&[1], None, GPU, 4), |s| {
-            s.block_hashes = vec![BlockHash::Bytes(b.into())];
+            s.block_hashes = smallvec![BlockHash::Bytes(b.into())];
         })
     };
     check(
@@ -211,12 +212,78 @@ fn r1b_an_extra_keys_entry_that_is_not_an_array_drops_the_batch() {
             ),
             (0, vec![entry(None)]),
             (0, vec![entry(Some(ExtraValue::Array(vec![])))]),
+            // msgpack v5 decodes maps as `map[string]any`: a map key that is not a string,
+            // bytes or nil fails the event at any depth, and the batch with it.
+            (0, vec![entry(Some(arr(vec![map(ExtraValue::UInt(1))])))]),
+            (
+                0,
+                vec![entry(Some(arr(vec![arr(vec![
+                    str("mm"),
+                    map(ExtraValue::Bool(true)),
+                ])])))],
+            ),
+            (0, vec![entry(Some(arr(vec![map(ExtraValue::Float(1.5))])))]),
+            // String, bytes and nil keys decode.
+            (0, vec![entry(Some(arr(vec![map(str("k"))])))]),
+            (
+                0,
+                vec![entry(Some(arr(vec![map(ExtraValue::Bytes(vec![0]))])))],
+            ),
+            (0, vec![entry(Some(arr(vec![map(ExtraValue::Nil)])))]),
         ],
         &[
             want(Ignored, Some("batch_decode_error"), &[Ignored]),
             want(Ignored, Some("batch_decode_error"), &[Ignored]),
             want(Applied, None, &[Applied]),
             want(Applied, None, &[Applied]),
+            want(Ignored, Some("batch_decode_error"), &[Ignored]),
+            want(Ignored, Some("batch_decode_error"), &[Ignored]),
+            want(Ignored, Some("batch_decode_error"), &[Ignored]),
+            want(Applied, None, &[Applied]),
+            want(Applied, None, &[Applied]),
+            want(Applied, None, &[Applied]),
+        ],
+    );
+}
+
+fn arr(items: Vec<ExtraValue>) -> ExtraValue {
+    ExtraValue::Array(items)
+}
+
+fn str(s: &str) -> ExtraValue {
+    ExtraValue::Str(s.into())
+}
+
+/// A one-entry map with key `key`.
+fn map(key: ExtraValue) -> ExtraValue {
+    ExtraValue::Map(vec![(key, ExtraValue::UInt(1))])
+}
+
+#[test]
+fn a_hash_repeated_in_one_store_maps_to_the_keys_of_all_its_positions() {
+    // `engineToRequestMapping` gives hash 1 both request keys of the store [1, 1]; block 3,
+    // stored at the root with the first position's tokens, shares the first key. Evicting
+    // hash 1 empties both keys, so block 3's removal then finds nothing.
+    let first_tokens = match stored(&[1], None, GPU, 4) {
+        KvEvent::BlockStored(s) => s.token_ids,
+        _ => unreachable!(),
+    };
+    check(
+        "repeated hash",
+        &[(
+            0,
+            vec![
+                stored(&[1, 1], None, GPU, 4),
+                with(stored(&[3], None, GPU, 4), |s| s.token_ids = first_tokens),
+                removed(&[1, 1], GPU),
+                removed(&[3], GPU),
+            ],
+        )],
+        &[
+            want(Applied, None, &[Applied, Applied]),
+            want(Applied, None, &[Applied]),
+            want(Removed, None, &[Ignored, Removed]),
+            want_block(RemoveUnknown, &[RemoveUnknown], "evict_removed_nothing"),
         ],
     );
 }
@@ -258,11 +325,11 @@ fn r2_groups_without_a_kind_use_the_catalogue_or_are_skipped() {
 
 #[test]
 fn r3_media_are_lower_cased_and_ownership_is_not_read() {
-    let owned = |ev: KvEvent, o: &str| with(ev, |s| s.ownership = Some(o.into()));
+    let owned = |ev: KvEvent, o: &str| with(ev, |s| s.ownership = Some(label(o)));
     let removed_owned = |ids: &[u64], o: &str| {
         let mut ev = removed(ids, Some("STORAGE"));
         if let KvEvent::BlockRemoved(r) = &mut ev {
-            r.ownership = Some(o.into());
+            r.ownership = Some(label(o));
         }
         ev
     };
@@ -366,8 +433,7 @@ fn r5_token_less_updates_refcount_every_hash_once_one_resolves() {
 
 #[test]
 fn r6_an_empty_lora_name_is_the_base_model() {
-    let lora =
-        |ev: KvEvent, name: Option<&str>| with(ev, |s| s.lora_name = name.map(str::to_owned));
+    let lora = |ev: KvEvent, name: Option<&str>| with(ev, |s| s.lora_name = name.map(label));
     for (name, second, want_removal) in [
         ("R6 empty", Some(""), want(Removed, None, &[Removed])),
         (

@@ -17,9 +17,16 @@ use crate::hash::BlockHash;
 ///   `uint64`.
 /// * `convertExtraKeys` (`common.go`): an `extra_keys` entry that is neither an array nor nil
 ///   fails (`extra_keys_entry_not_array`).
+/// * Before any of that, `decodeVLLMEvent` unmarshals the event into `any`, and msgpack v5
+///   decodes every map into `map[string]any` (`decode_map.go` `DecodeMap` reads each key with
+///   `DecodeString`): a map anywhere in `extra_keys` with a key that is not a string, bytes or
+///   nil fails the event (`extra_keys_map_key_not_string`).
 pub(crate) fn undecodable(ev: &KvEvent) -> Option<&'static str> {
     match ev {
         KvEvent::BlockStored(s) => {
+            if s.extra_keys.iter().flatten().flatten().any(bad_map_key) {
+                return Some("extra_keys_map_key_not_string");
+            }
             let hashes = s.block_hashes.iter().chain(s.parent_block_hash.iter());
             if let Some(reason) = hashes.filter_map(bad_hash).next() {
                 return Some(reason);
@@ -32,6 +39,21 @@ pub(crate) fn undecodable(ev: &KvEvent) -> Option<&'static str> {
         }
         KvEvent::BlockRemoved(r) => r.block_hashes.iter().filter_map(bad_hash).next(),
         KvEvent::AllBlocksCleared => None,
+    }
+}
+
+/// Whether `v` holds a map whose key msgpack v5's `DecodeString` rejects (anything but a
+/// string, bytes or nil), at any depth.
+fn bad_map_key(v: &ExtraValue) -> bool {
+    match v {
+        ExtraValue::Array(items) => items.iter().any(bad_map_key),
+        ExtraValue::Map(pairs) => pairs.iter().any(|(k, v)| {
+            !matches!(
+                k,
+                ExtraValue::Str(_) | ExtraValue::Bytes(_) | ExtraValue::Nil
+            ) || bad_map_key(v)
+        }),
+        _ => false,
     }
 }
 

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::event::{
-    BlockRemoved, BlockStored, EventFields, ExtraValue, FieldSlot, KvEvent, TokenId,
+    label, BlockRemoved, BlockStored, EventFields, ExtraValue, FieldSlot, KvEvent, TokenId,
 };
 use crate::hash::BlockHash;
 use crate::trace::Provenance;
@@ -136,11 +136,11 @@ pub(super) fn i64_value(p: &mut Parser<'_>) -> JsonResult<i64> {
 
 /// A JSON array read into a reused buffer, then moved into a `Vec` of exactly its length.
 #[inline]
-pub(super) fn exact_vec<'a, T>(
+pub(super) fn exact_vec<'a, T, C: FromIterator<T>>(
     p: &mut Parser<'a>,
     buf: &mut Vec<T>,
     mut read: impl FnMut(&mut Parser<'a>) -> JsonResult<T>,
-) -> JsonResult<Vec<T>> {
+) -> JsonResult<C> {
     p.open(b'[', "a sequence")?;
     buf.clear();
     while p.next_element(buf.is_empty())? {
@@ -327,23 +327,23 @@ pub(super) fn parse_event(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResu
 /// One field's value into its slot.
 fn field(p: &mut Parser<'_>, slot: FieldSlot<'_>, scratch: &mut Scratch) -> JsonResult<()> {
     match slot {
-        FieldSlot::Hashes(s) => *s = Some(exact_vec(p, &mut scratch.hashes, block_hash)?),
-        FieldSlot::Hash(s) => *s = Some(opt(p, block_hash)?),
-        FieldSlot::Tokens(s) => *s = Some(token_vec(p, &mut scratch.tokens)?),
-        FieldSlot::U32(s) => *s = Some(u32_value(p)?),
-        FieldSlot::OptU32(s) => *s = Some(opt(p, u32_value)?),
-        FieldSlot::OptU64(s) => *s = Some(opt(p, u64_value)?),
-        FieldSlot::OptI64(s) => *s = Some(opt(p, i64_value)?),
-        FieldSlot::OptStr(s) => *s = Some(opt(p, |p| Ok(p.string("a string")?.into_owned()))?),
+        FieldSlot::Hashes(s) => *s = exact_vec(p, &mut scratch.hashes, block_hash)?,
+        FieldSlot::Hash(s) => *s = opt(p, block_hash)?,
+        FieldSlot::Tokens(s) => *s = token_vec(p, &mut scratch.tokens)?,
+        FieldSlot::U32(s) => *s = u32_value(p)?,
+        FieldSlot::OptU32(s) => *s = opt(p, u32_value)?,
+        FieldSlot::OptU64(s) => *s = opt(p, u64_value)?,
+        FieldSlot::OptI64(s) => *s = opt(p, i64_value)?,
+        FieldSlot::OptStr(s) => *s = opt(p, |p| Ok(label(&p.string("a string")?)))?,
         FieldSlot::ExtraKeys(s) => {
-            *s = Some(opt(p, |p| {
+            *s = opt(p, |p| {
                 p.open(b'[', "a sequence")?;
                 let mut v = Vec::new();
                 while p.next_element(v.is_empty())? {
                     v.push(opt(p, extra_value)?);
                 }
                 Ok(v)
-            })?)
+            })?
         }
     }
     Ok(())

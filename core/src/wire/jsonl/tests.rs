@@ -6,6 +6,7 @@ use super::*;
 use crate::event::{BlockStored, ExtraValue, KvEvent};
 use crate::hash::BlockHash;
 use crate::trace::{Provenance, TraceBatch};
+use smallvec::smallvec;
 
 const LINE: &str = r#"{"source": "pod-a", "dp_rank": 0, "seq": 3, "ts": 1700000000.5, "events": [{"type": "BlockStored", "block_hashes": [18446744073709551615, 9007199254740993], "parent_block_hash": null, "token_ids": [1, 2, 3, 4], "block_size": 4, "lora_id": null, "medium": "CPU", "lora_name": null, "group_idx": 0}, {"type": "BlockRemoved", "block_hashes": ["00ff"], "medium": "CPU"}, {"type": "AllBlocksCleared"}]}"#;
 
@@ -190,7 +191,7 @@ fn extra_values_have_a_lossless_json_form() {
         ExtraValue::Map(vec![(ExtraValue::Bool(true), ExtraValue::Array(vec![]))]),
     ]);
     let event = KvEvent::BlockStored(BlockStored {
-        block_hashes: vec![BlockHash::Int(1)],
+        block_hashes: smallvec![BlockHash::Int(1)],
         parent_block_hash: None,
         token_ids: vec![1],
         block_size: 1,

@@ -4,10 +4,11 @@ use super::encode::*;
 use super::*;
 use crate::event::{BlockRemoved, BlockStored};
 use crate::hash::BlockHash;
+use smallvec::smallvec;
 
 fn stored(hash: u64, parent: Option<u64>, tokens: Vec<u32>) -> KvEvent {
     KvEvent::BlockStored(BlockStored {
-        block_hashes: vec![BlockHash::Int(hash)],
+        block_hashes: smallvec![BlockHash::Int(hash)],
         parent_block_hash: parent.map(BlockHash::Int),
         token_ids: tokens,
         block_size: 4,
@@ -32,7 +33,7 @@ fn worked_example() -> KvEventBatch {
             stored(h0, None, vec![1, 2, 3, 4]),
             stored(h1, Some(h0), vec![5, 6, 7, 8]),
             KvEvent::BlockRemoved(BlockRemoved {
-                block_hashes: vec![BlockHash::Int(h0)],
+                block_hashes: smallvec![BlockHash::Int(h0)],
                 medium: Some("CPU".into()),
                 group_idx: Some(0),
                 locality: None,
@@ -83,7 +84,7 @@ fn array_form_is_positional_with_every_legacy_field() {
     let batch = KvEventBatch {
         ts: 1.0,
         events: vec![KvEvent::BlockStored(BlockStored {
-            block_hashes: vec![BlockHash::Int(1)],
+            block_hashes: smallvec![BlockHash::Int(1)],
             parent_block_hash: None,
             token_ids: vec![1, 2],
             block_size: 2,
@@ -151,7 +152,7 @@ fn map_events_accept_any_key_order_unknown_keys_and_negative_hashes() {
     assert_eq!(
         b.events,
         vec![KvEvent::BlockRemoved(BlockRemoved {
-            block_hashes: vec![BlockHash::Int(u64::MAX)],
+            block_hashes: smallvec![BlockHash::Int(u64::MAX)],
             medium: Some("GPU".into()),
             group_idx: None,
             locality: None,

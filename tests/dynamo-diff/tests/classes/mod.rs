@@ -7,7 +7,7 @@
 
 mod f;
 
-use kvscope_core::event::{BlockRemoved, BlockStored, KvEvent};
+use kvscope_core::event::{label, BlockHashes, BlockRemoved, BlockStored, KvEvent};
 use kvscope_core::hash::BlockHash;
 
 use crate::support::diff::run;
@@ -23,7 +23,7 @@ fn store(
     medium: Option<&str>,
 ) -> KvEvent {
     KvEvent::BlockStored(BlockStored {
-        block_hashes: hashes.to_vec(),
+        block_hashes: hashes.into(),
         parent_block_hash: parent.map(BlockHash::Int),
         token_ids: content
             .iter()
@@ -31,7 +31,7 @@ fn store(
             .collect(),
         block_size: KV_BLOCK_SIZE,
         lora_id: None,
-        medium: medium.map(str::to_owned),
+        medium: medium.map(label),
         lora_name: None,
         extra_keys: None,
         group_idx: None,
@@ -42,13 +42,13 @@ fn store(
     })
 }
 
-fn ints(h: &[u64]) -> Vec<BlockHash> {
+fn ints(h: &[u64]) -> BlockHashes {
     h.iter().map(|v| BlockHash::Int(*v)).collect()
 }
 
 fn with_ownership(mut ev: KvEvent, owner: &str) -> KvEvent {
     if let KvEvent::BlockStored(s) = &mut ev {
-        s.ownership = Some(owner.to_string());
+        s.ownership = Some(label(owner));
     }
     ev
 }
@@ -56,7 +56,7 @@ fn with_ownership(mut ev: KvEvent, owner: &str) -> KvEvent {
 fn removed(hashes: &[u64], medium: Option<&str>) -> KvEvent {
     KvEvent::BlockRemoved(BlockRemoved {
         block_hashes: ints(hashes),
-        medium: medium.map(str::to_owned),
+        medium: medium.map(label),
         group_idx: None,
         locality: None,
         ownership: None,

@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use kvscope_core::event::{BlockRemoved, BlockStored, KvEvent};
+use kvscope_core::event::{BlockHashes, BlockRemoved, BlockStored, KvEvent, Label};
 use kvscope_core::hash::BlockHash;
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -148,7 +148,7 @@ fn stored(opts: Opts) -> impl Strategy<Value = KvEvent> {
                     }
                     TokenShape::Long => token_ids.extend([7, 7, 7]),
                 }
-                let mut block_hashes: Vec<BlockHash> =
+                let mut block_hashes: BlockHashes =
                     blocks.iter().map(|h| BlockHash::Int(*h)).collect();
                 if let Some(i) = bytes_at {
                     if let Some(slot) = block_hashes.get_mut(i) {
@@ -162,14 +162,14 @@ fn stored(opts: Opts) -> impl Strategy<Value = KvEvent> {
                     token_ids,
                     block_size: bs,
                     lora_id: None,
-                    medium,
-                    lora_name: lora,
+                    medium: medium.map(Label::from),
+                    lora_name: lora.map(Label::from),
                     extra_keys: None,
                     group_idx: None,
                     kv_cache_spec_kind: None,
                     kv_cache_spec_sliding_window: None,
-                    locality,
-                    ownership,
+                    locality: locality.map(Label::from),
+                    ownership: ownership.map(Label::from),
                 })
             },
         )
@@ -189,10 +189,10 @@ fn removed(opts: Opts) -> impl Strategy<Value = KvEvent> {
         |(hashes, medium, locality, ownership)| {
             KvEvent::BlockRemoved(BlockRemoved {
                 block_hashes: hashes.into_iter().map(BlockHash::Int).collect(),
-                medium,
+                medium: medium.map(Label::from),
                 group_idx: None,
-                locality,
-                ownership,
+                locality: locality.map(Label::from),
+                ownership: ownership.map(Label::from),
             })
         },
     )
