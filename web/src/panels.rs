@@ -156,13 +156,8 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
             .iter()
             .map(|c| r.verdict_when(c.consumer, i as usize, cursor, when))
             .collect();
-        Some((s, shown, r.story(i as usize)))
+        Some((s, shown))
     });
-    // What happened here, in one sentence (the core's, from the findings and verdicts).
-    let story = step
-        .as_ref()
-        .and_then(|s| s.2.clone())
-        .map(|s| view! { <p class="story" data-testid="story" role="note">{s}</p> });
     let analysing = (!m.is_analysed()).then(|| {
         view! { <p class="muted small" data-testid="details-analysing">"Consumer verdicts: analysing…"</p> }
     });
@@ -171,7 +166,7 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
             <button class="btn" aria-pressed=move || (st.verdict_time.get() == t).to_string() on:click=move |_| st.verdict_time.set(t)>{label}</button>
         }
     };
-    let verdicts = step.map(|(s, shown, _)| {
+    let verdicts = step.map(|(s, shown)| {
         let caption = match when {
             VerdictTime::AtCursor => "as known at the cursor",
             VerdictTime::EndOfTrace => "final, at the end of the trace",
@@ -194,10 +189,8 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
         }
     });
     let verdicts = Some((verdicts, analysing));
-    let body = m
-        .with_event(i, |b, ev, prov| event_view(st, m, i, b, ev, prov, verdicts))
-        .unwrap_or_else(|| view! { <p class="muted">"No event."</p> }.into_any());
-    view! { {story}{body} }.into_any()
+    m.with_event(i, |b, ev, prov| event_view(st, m, i, b, ev, prov, verdicts))
+        .unwrap_or_else(|| view! { <p class="muted">"No event."</p> }.into_any())
 }
 
 fn event_view(

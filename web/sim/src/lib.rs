@@ -62,7 +62,6 @@ pub fn scenario(p: &Params, side_order: &str) -> Result<Scenario, String> {
                 kind: Default::default(),
                 io_finished: Default::default(),
                 io_release_order: Default::default(),
-                preload: Default::default(),
             });
             t.name = format!("tier{i}");
             s.secondary_tiers.push(t);
