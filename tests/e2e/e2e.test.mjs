@@ -13,6 +13,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import net from 'node:net';
 import { chromium } from 'playwright-core';
+import { large } from './traces.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -493,3 +494,104 @@ test('router lens: pick llm-d, the legend counts its verdicts, n/p and the viola
   await page.close();
   assert.deepEqual(pageErrors, []);
 });
+
+// Issue 16, point 1: the loss list, the cascade highlight, verdicts at the cursor or at the end.
+test('router lens: the loss list names each root, its cascade is ringed, verdicts at the cursor or at the end of the trace', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  await page.setInputFiles('[data-testid=file-input]', LEGACY);
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded legacy.jsonl")');
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  const counter = () => text(page, 'counter');
+  const router = page.getByRole('combobox', { name: 'Router' });
+  await router.selectOption('llmd');
+  await page.waitForSelector('[data-testid=violations-title]:has-text("llmd:")');
+  const roots = Number((await text(page, 'violations-title')).match(/^llmd: (\d+) loss roots?/i)[1]);
+  assert.ok(roots > 0, 'llm-d loses blocks of the legacy trace');
+  const rows = page.locator('[data-testid=violations] .vlist li');
+  assert.equal(await rows.count(), Math.min(roots, 100), 'one row per loss root');
+  // Every row names the root's block, its missing parent and what it cost.
+  for (const row of await rows.all()) {
+    const t = await row.innerText();
+    assert.match(t, /#\d+/);
+    assert.match(t, /block \S+ · (parent \S+ missing|no missing parent)/, t);
+    assert.match(t, /\d+ blocks? lost: this event and \d+ descendants?/, t);
+  }
+  // n goes to the first root: its row is current and its cascade is ringed and counted.
+  await page.keyboard.press('n');
+  const root = Number((await counter()).split(' / ')[0]) - 1;
+  const current = await page.locator('[data-testid=violations] .vlist li.current').innerText();
+  assert.match(current, new RegExp(`#${root}\\b`));
+  const descendants = Number(current.match(/this event and (\d+) descendants?/)[1]);
+  const cascade = await text(page, 'cascade');
+  assert.match(cascade, new RegExp(`^Cascade of loss root #${root}: ${descendants} later events? lost with it`), cascade);
+  // A row click goes to its root: the first root with a cascade, ringed on the timeline.
+  const texts = await rows.allInnerTexts();
+  const k = texts.findIndex((t) => !/this event and 0 descendants/.test(t));
+  if (k >= 0) {
+    const [, at, n] = texts[k].match(/#(\d+)[\s\S]*this event and (\d+) descendants?/);
+    await rows.nth(k).locator('button').click();
+    assert.equal(await counter(), `${Number(at) + 1} / 48`);
+    assert.match(await text(page, 'cascade'), new RegExp(`^Cascade of loss root #${at}: ${n} later events? lost with it`));
+    await page.screenshot({ path: join(shots, 'lens-cascade.png') });
+  }
+  // All models: the ordering violations again, no cascade.
+  await router.selectOption('');
+  await page.waitForSelector('[data-testid=violations-title]:has-text("Violations")');
+  assert.equal(await page.locator('[data-testid=cascade]').count(), 0);
+  // The verdicts of the first violation: the ideal model holds it (pending at the cursor) and
+  // replays it once its parent arrives (the end of the trace).
+  await page.keyboard.press('Home');
+  await page.keyboard.press('n');
+  assert.equal(await counter(), `${FIRST_VIOLATION + 1} / 48`);
+  assert.match(await text(page, 'verdict-time'), /at the cursor/);
+  assert.match(await text(page, 'details-verdicts'), /ideal\s+pending/);
+  await page.getByRole('button', { name: 'End of trace', exact: true }).click();
+  assert.match(await text(page, 'verdict-time'), /end of the trace/);
+  assert.match(await text(page, 'details-verdicts'), /ideal\s+replayed/);
+  assert.match(await text(page, 'details-verdicts'), /llmd\s+dropped_orphan/);
+  await page.getByRole('button', { name: 'At cursor', exact: true }).click();
+  assert.match(await text(page, 'details-verdicts'), /ideal\s+pending/);
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, point 2: at 200k events, zoomed out, the lanes draw density: no lane is a red slab.
+test('timeline at 200k events: violations are a share of each pixel column, not a red slab', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvscope-large-'));
+  const path = join(dir, 'large-200k.jsonl');
+  writeFileSync(path, large(200000));
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  await page.setInputFiles('[data-testid=file-input]', path);
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded large-200k.jsonl")', { timeout: 120000 });
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")', { timeout: 120000 });
+  await page.keyboard.press('f');
+  const violations = Number((await text(page, 'violations')).match(/Violations \((\d+)/i)[1]);
+  assert.ok(violations > 500, `the trace has many violations: ${violations}`);
+  // Share of the lanes' plot that is violation red, and of it that is event blue.
+  const share = await page.evaluate(() => new Promise((res) => requestAnimationFrame(() => requestAnimationFrame(() => {
+    const c = document.querySelector('[data-testid=timeline]');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    const gutter = Math.round(128 * window.devicePixelRatio);
+    let red = 0, blue = 0, all = 0;
+    for (let y = 0; y < c.height; y++) {
+      for (let x = gutter; x < c.width; x++) {
+        const k = (y * c.width + x) * 4;
+        const [r, g, b] = [d[k], d[k + 1], d[k + 2]];
+        all++;
+        if (r > 160 && g < 110 && b < 110) red++;
+        if (b > 180 && r < 120) blue++;
+      }
+    }
+    res({ red: red / all, blue: blue / all });
+  }))));
+  assert.ok(share.blue > 0.2, `events are drawn: ${JSON.stringify(share)}`);
+  assert.ok(share.red < 0.05, `violations are a small share of the plot, not a slab: ${JSON.stringify(share)}`);
+  assert.ok(share.red > 0, `violations stay visible: ${JSON.stringify(share)}`);
+  await page.screenshot({ path: join(shots, 'large-200k.png') });
+  await page.close();
+  rmSync(dir, { recursive: true, force: true });
+  assert.deepEqual(pageErrors, []);
+});
+

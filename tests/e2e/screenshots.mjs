@@ -4,7 +4,9 @@
 // its first violation, then with the llm-d router lens at its first loss root. Look at them.
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { writeTraces } from './traces.mjs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -39,6 +41,37 @@ try {
       await page.close();
     }
   }
+  // The other traces: open each, go to its first violation (with the llm-d lens), shoot.
+  const tmp = mkdtempSync(join(tmpdir(), 'kvscope-shots-'));
+  const t = writeTraces(tmp);
+  const traces = [['legacy', join(here, 'fixtures', 'legacy.jsonl')], ['groups', t.groups], ['chain150', t.chain], ['large200k', t.large]];
+  for (const [w, h] of [[1440, 900], [1280, 720]]) {
+    for (const theme of ['light', 'dark']) {
+      for (const [label, path] of traces) {
+        const page = await browser.newPage({ viewport: { width: w, height: h }, colorScheme: theme });
+        const errors = [];
+        page.on('pageerror', (e) => errors.push(e.message));
+        await page.goto(`http://127.0.0.1:${port}/`);
+        await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+        await page.setInputFiles('[data-testid=file-input]', path);
+        await page.waitForSelector(`[data-testid=status]:has-text("Loaded ${path.split('/').pop()}")`, { timeout: 120000 });
+        await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")', { timeout: 120000 });
+        const name = `${label}-${w}x${h}-${theme}`;
+        await page.keyboard.press('f');
+        await page.keyboard.press('n');
+        await page.screenshot({ path: join(shots, `${name}.png`) });
+        await page.getByRole('combobox', { name: 'Router' }).selectOption('llmd');
+        await page.keyboard.press('Home');
+        await page.keyboard.press('n');
+        await page.getByRole('tab', { name: 'Topology' }).click();
+        await page.screenshot({ path: join(shots, `${name}-llmd.png`) });
+        if (errors.length) throw new Error(`${name}: ${errors.join('; ')}`);
+        console.log(`${name}: ok`);
+        await page.close();
+      }
+    }
+  }
+  rmSync(tmp, { recursive: true, force: true });
 } finally {
   await browser.close();
   server.kill();

@@ -222,6 +222,8 @@ pub struct AppState {
     /// The event being inspected (a timeline click): the details show it while the cursor
     /// stays where it is. `None`: the details follow the cursor.
     pub inspected: RwSignal<Option<u32>>,
+    /// Whether the details show verdicts as known at the cursor or at the end of the trace.
+    pub verdict_time: RwSignal<lens::VerdictTime>,
     /// A file is being dragged over the page.
     pub dragging: RwSignal<bool>,
     /// Compare dialog open.
@@ -257,6 +259,7 @@ impl AppState {
             plot_width: RwSignal::new(1000.0),
             consumer: RwSignal::new(None),
             inspected: RwSignal::new(None),
+            verdict_time: RwSignal::new(lens::VerdictTime::AtCursor),
             dragging: RwSignal::new(false),
             compare: RwSignal::new(false),
             analysis: RwSignal::new(AnalysisStatus::Idle),
@@ -337,7 +340,7 @@ impl AppState {
         let cur = self.cursor.get_untracked().checked_sub(1);
         let target = self.model.with_untracked(|m| {
             m.as_ref().and_then(|m| match self.lens_router(m) {
-                Some(k) => lens::next_loss_root(m, k, cur),
+                Some(k) => lens::with_lens(m, k, |l| l.next_root(cur)).flatten(),
                 None => m.next_violation(cur, rule.as_deref()),
             })
         });
@@ -356,7 +359,7 @@ impl AppState {
         };
         let target = self.model.with_untracked(|m| {
             m.as_ref().and_then(|m| match self.lens_router(m) {
-                Some(k) => lens::prev_loss_root(m, k, cur),
+                Some(k) => lens::with_lens(m, k, |l| l.prev_root(cur)).flatten(),
                 None => m.prev_violation(cur, rule.as_deref()),
             })
         });

@@ -145,21 +145,43 @@ fn jump(st: AppState, i: u32, label: String) -> impl IntoView {
 }
 
 fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
+    use crate::lens::VerdictTime;
+    let when = st.verdict_time.get();
+    let cursor = st.cursor.get() as usize;
     // The step diff first: `with_event` holds the replay lock.
-    let step = m.replay().and_then(|r| r.step_at(i as usize));
+    let step = m.replay().and_then(|r| {
+        let s = r.step_at(i as usize)?;
+        let shown: Vec<_> = s
+            .verdicts
+            .iter()
+            .map(|c| r.verdict_when(c.consumer, i as usize, cursor, when))
+            .collect();
+        Some((s, shown))
+    });
     let analysing = (!m.is_analysed()).then(|| {
         view! { <p class="muted small" data-testid="details-analysing">"Consumer verdicts: analysing…"</p> }
     });
-    let verdicts = step.map(|s| {
+    let pick = move |t: VerdictTime, label: &'static str| {
         view! {
-            <h3>"Consumer verdicts"</h3>
+            <button class="btn" aria-pressed=move || (st.verdict_time.get() == t).to_string() on:click=move |_| st.verdict_time.set(t)>{label}</button>
+        }
+    };
+    let verdicts = step.map(|(s, shown)| {
+        let caption = match when {
+            VerdictTime::AtCursor => "as known at the cursor",
+            VerdictTime::EndOfTrace => "final, at the end of the trace",
+        };
+        view! {
+            <h3>"Consumer verdicts " <span class="seg" role="group" aria-label="Verdicts when">{pick(VerdictTime::AtCursor, "At cursor")}{pick(VerdictTime::EndOfTrace, "End of trace")}</span></h3>
+            <p class="muted small" data-testid="verdict-time">{caption}</p>
             <table class="kv" data-testid="details-verdicts">
-                {s.verdicts.into_iter().map(|c| {
-                    let v = c.verdict.verdict.as_str();
+                {s.verdicts.into_iter().zip(shown).map(|(c, shown)| {
+                    let v = shown.map_or("not applied yet", |k| k.as_str());
                     let missing = c.verdict.missing_parent.map(|p| view! { <span class="muted small">" missing parent "{crate::text::hash_text(p.to_string(), None)}</span> });
                     let note = [
                         c.verdict.reason.map(|r| r.to_string()),
-                        c.final_verdict.map(|f| format!("later {}", f.as_str())),
+                        (shown != Some(c.verdict.verdict)).then(|| format!("at delivery {}", c.verdict.verdict.as_str())),
+                        (when == VerdictTime::AtCursor).then_some(()).and(c.final_verdict).filter(|f| Some(*f) != shown).map(|f| format!("later {}", f.as_str())),
                     ].into_iter().flatten().collect::<Vec<_>>().join(" · ");
                     view! { <tr><th>{c.consumer.as_str()}</th><td><span class=format!("verdict v-{v}")>{v}</span>" "{missing}" "<span class="muted small">{note}</span></td></tr> }
                 }).collect_view()}
@@ -375,8 +397,32 @@ pub fn Violations() -> impl IntoView {
                 .unwrap_or_default()
         })
     });
+    // With a router chosen, the list is its loss roots (`n` / `p` walk them): their events.
+    let roots = Memo::new(move |_| {
+        let k = st.router()?;
+        st.analysis.track();
+        st.model.with(|m| {
+            crate::lens::with_lens(m.as_ref()?, k, |l| {
+                l.roots()
+                    .iter()
+                    .map(|r| r.event as u32)
+                    .collect::<Vec<u32>>()
+            })
+        })
+    });
+    let total = move || {
+        roots
+            .with(|r| r.as_ref().map(Vec::len))
+            .unwrap_or_else(|| filtered.with(Vec::len))
+    };
     let window = Memo::new(move |_| {
         let cursor = st.cursor.get().saturating_sub(1);
+        if let Some(at) = roots.with(|r| {
+            r.as_ref()
+                .map(|r| (r.partition_point(|e| *e < cursor), r.len()))
+        }) {
+            return violation_window(at.0, at.1);
+        }
         st.model.with_untracked(|m| {
             let Some(m) = m else { return (0, 0) };
             filtered.with(|f| {
@@ -391,8 +437,14 @@ pub fn Violations() -> impl IntoView {
     });
     let rows = move || {
         let (lo, hi) = window.get();
+        let router = st.router();
         st.model.with(|m| {
             let Some(m) = m else { return Vec::new() };
+            if let Some(k) = router {
+                return crate::lens::loss_rows(m, k, lo, hi)
+                    .map(|r| r.1)
+                    .unwrap_or_default();
+            }
             filtered.with(|f| {
                 f.get(lo..hi)
                     .unwrap_or_default()
@@ -405,21 +457,31 @@ pub fn Violations() -> impl IntoView {
     };
     let current = Selector::new(move || st.current());
     view! {
-        <section class="pane violations" aria-label="Violations" data-testid="violations">
+        <section class="pane violations" class:losses=move || st.router().is_some() aria-label="Violations" data-testid="violations">
             {move || {
-                let total = filtered.with(|f| f.len());
+                let total = total();
                 let (lo, hi) = window.get();
                 let shown = hi - lo;
                 let analysing = matches!(st.analysis.get(), AnalysisStatus::Running { .. });
+                let router = st.router();
+                let title = match router {
+                    Some(k) => format!("{}: {}", k.as_str(), crate::text::count(total, "loss root", "loss roots")),
+                    None => format!("Violations ({total}{})", if analysing { " so far" } else { "" }),
+                };
                 view! {
-                    <h2>{format!("Violations ({total}{})", if analysing { " so far" } else { "" })}{(shown < total).then(|| format!(" · showing {shown} near the cursor"))}</h2>
+                    <h2 data-testid="violations-title">{title}{(shown < total).then(|| format!(" · showing {shown} near the cursor"))}</h2>
+                    {router.map(|k| view! { <p class="muted small" data-testid="loss-note">{if total == 0 && !analysing {
+                        format!("{} lost no block of this trace.", k.as_str())
+                    } else {
+                        "Each loss root is an event this router lost; the events lost because of it are its cascade, ringed on the timeline. n / p walk the roots; \"all models\" lists the ordering violations.".to_string()
+                    }}</p> })}
                     {analysing.then(|| view! {
                         <p class="muted small analysing" data-testid="violations-analysing" role="status">
                             <span class="spinner" aria-hidden="true"></span>
                             "Analysing… child-first deliveries are listed; the consumer models' findings follow."
                         </p>
                     })}
-                    {(total == 0 && !analysing).then(|| view! { <p class="muted">"No ordering violations in this trace."</p> })}
+                    {(total == 0 && !analysing && router.is_none()).then(|| view! { <p class="muted">"No ordering violations in this trace."</p> })}
                 }
             }}
             <ol class="vlist">

@@ -336,6 +336,10 @@ pub struct LossSummary {
     /// Every lost block hash, sorted and de-duplicated (for comparisons).
     #[serde(skip)]
     pub lost_hashes: Vec<u64>,
+    /// Every event with a lost block, with the root event of the prefix it was lost under
+    /// (itself for a root), ascending by event; replayed events left out.
+    #[serde(skip)]
+    pub lost_events: Vec<(u32, u32)>,
 }
 
 /// The result of analysing a trace.

@@ -77,12 +77,15 @@ mod blocks;
 mod builder;
 mod cursor;
 mod job_order;
+mod lens;
 mod record;
+mod story;
 mod view;
 
 use blocks::BlockTables;
 pub use builder::{BuildPhase, BuildProgress, ReplayBuilder};
 pub use job_order::{JobOrder, JobOrderRow};
+pub use lens::{LensMark, RouterLens, VerdictTime};
 use record::{Change, JobRow, Recording};
 
 use serde::{Deserialize, Serialize};

@@ -93,7 +93,14 @@ pub(super) fn arrow_head(ctx: &Ctx, x: f64, y: f64, dx: f64, dy: f64, size: f64)
 /// Draw the head: the overview strip (the whole trace, its violations, the viewport window and
 /// the cursor) and the axis labels of the lanes below. `f` is the lanes' frame (same x axis);
 /// `cols` comes from [`overview_columns`].
-pub fn draw_head(ctx: &Ctx, n: u32, current: Option<u32>, f: Frame, theme: Theme, cols: &[u32]) {
+pub fn draw_head(
+    ctx: &Ctx,
+    n: u32,
+    current: Option<u32>,
+    f: Frame,
+    theme: Theme,
+    cols: &[(u32, u32)],
+) {
     let p = palette(theme);
     ctx.set_fill_style_str(p.bg);
     ctx.fill_rect(0.0, 0.0, f.w.max(GUTTER) + 64.0, HEAD);
@@ -110,9 +117,13 @@ pub fn draw_head(ctx: &Ctx, n: u32, current: Option<u32>, f: Frame, theme: Theme
     let ow = f.plot_w();
     ctx.set_fill_style_str(p.band);
     ctx.fill_rect(GUTTER, 2.0, ow, 8.0);
+    // Violations per column, as their share of the column's events (at least 2 px): clusters
+    // stand out, a steady trickle is a low line.
     ctx.set_fill_style_str(p.violation);
-    for &c in cols {
-        ctx.fill_rect(GUTTER + f64::from(c), 2.0, 1.5, 8.0);
+    let per_col = (f64::from(n) / ow).max(1.0);
+    for &(c, k) in cols {
+        let hgt = (8.0 * f64::from(k) / per_col).clamp(2.0, 8.0);
+        ctx.fill_rect(GUTTER + f64::from(c), 10.0 - hgt, 1.5, hgt);
     }
     let nf = f64::from(n);
     let a = GUTTER + (f.vp.start.max(0.0) / nf) * ow;
@@ -324,78 +335,118 @@ pub fn draw_lanes(ctx: &Ctx, m: &Model, f: Frame, theme: Theme) {
             }
         }
     } else {
-        // Binned: one column per pixel and lane; colour priority violation > removed > stored.
-        let cols = f.plot_w().ceil() as usize + 1;
-        let lanes = m.lanes.len();
-        let bins = m.bins(lo, hi, f.vp.start, f.vp.per_px, cols);
-        for (bit, colour) in [(1u8, p.stored), (2, p.removed), (4, p.cleared)] {
-            ctx.set_fill_style_str(colour);
-            ctx.begin_path();
-            for l in 0..lanes {
-                let y = f.y(l as u16);
-                let row = bins.get(l * cols..(l + 1) * cols).unwrap_or_default();
-                let mut c = 0;
-                while c < row.len() {
-                    if row[c] & bit != 0 {
-                        let s = c;
-                        while c < row.len() && row[c] & bit != 0 {
-                            c += 1;
-                        }
-                        let hgt = if bit == 1 { mark_h } else { mark_h * 0.5 };
-                        ctx.rect(GUTTER + s as f64, y - hgt / 2.0, (c - s) as f64, hgt);
-                    } else {
-                        c += 1;
-                    }
-                }
-            }
-            ctx.fill();
-        }
-        // Violations on top, always visible.
-        let a = m.violations().partition_point(|v| v.event < lo);
-        let b = m.violations().partition_point(|v| v.event <= hi);
-        ctx.set_fill_style_str(p.violation);
-        let mut last = (f64::NAN, u16::MAX);
-        for v in m
-            .violations()
-            .get(a..b)
-            .unwrap_or_default()
-            .iter()
-            .filter(|v| v.rule != crate::model::CONSUMER_LOSS)
-        {
-            let l = m.lane_of.get(v.event as usize).copied().unwrap_or(0);
-            let x = f.x(v.event).floor();
-            if (x, l) == last {
-                continue;
-            }
-            last = (x, l);
-            ctx.fill_rect(x - 1.0, f.y(l) - mark_h / 2.0 - 2.0, 3.0, mark_h + 4.0);
-        }
+        draw_density(ctx, m, &f, &p, lo, hi, mark_h);
     }
 
-    // Edges.
+    // Edges: every edge when few events are visible; zoomed out, only the selected event's
+    // (on the cursor layer), never thousands of overlapping arcs.
     if all_edges(lo, hi) {
         for e in m.edges_with_child_in(lo, hi) {
             draw_edge(ctx, m, &f, &p, e, false);
         }
-    } else {
-        let a = m.violations().partition_point(|v| v.event < lo);
-        let b = m.violations().partition_point(|v| v.event <= hi);
-        for v in m
-            .violations()
-            .get(a..b)
-            .unwrap_or_default()
-            .iter()
-            .take(400)
-        {
-            for e in m.parents_of(v.event) {
-                if e.kind == EdgeKind::ChildFirst {
-                    draw_edge(ctx, m, &f, &p, e, false);
-                }
-            }
-        }
     }
     ctx.set_line_width(1.0);
     ctx.restore();
+}
+
+/// Zoomed out (more than two events per pixel): per lane and pixel column, a bar whose height
+/// grows with the number of events there (log scale against the densest column), removals and
+/// clears as half-height marks, and violations as a red bar at the foot of the column whose
+/// height is their share of its events (at least 2 px): one violation among a hundred events
+/// is a tick, not a red column.
+fn draw_density(ctx: &Ctx, m: &Model, f: &Frame, p: &Palette, lo: u32, hi: u32, mark_h: f64) {
+    let cols = f.plot_w().ceil() as usize + 1;
+    let lanes = m.lanes.len();
+    let col = |i: u32| -> Option<usize> {
+        let c = ((f64::from(i) - f.vp.start) / f.vp.per_px).floor();
+        (c >= 0.0 && (c as usize) < cols).then_some(c as usize)
+    };
+    let mut events = vec![0u32; lanes * cols];
+    let mut viols = vec![0u32; lanes * cols];
+    for i in lo..=hi {
+        let (Some(&l), Some(c)) = (m.lane_of.get(i as usize), col(i)) else {
+            continue;
+        };
+        if let Some(e) = events.get_mut(l as usize * cols + c) {
+            *e += 1;
+        }
+    }
+    let a = m.violations().partition_point(|v| v.event < lo);
+    let b = m.violations().partition_point(|v| v.event <= hi);
+    let mut last = u32::MAX;
+    for v in m.violations().get(a..b).unwrap_or_default() {
+        // One count per event (an event may have several findings).
+        if v.event == last || !m.is_violation(v.event) {
+            continue;
+        }
+        last = v.event;
+        let (Some(&l), Some(c)) = (m.lane_of.get(v.event as usize), col(v.event)) else {
+            continue;
+        };
+        if let Some(x) = viols.get_mut(l as usize * cols + c) {
+            *x += 1;
+        }
+    }
+    let max = events.iter().copied().max().unwrap_or(1).max(1);
+    let scale = f64::from(max + 1).ln();
+    // Events.
+    ctx.set_fill_style_str(p.stored);
+    ctx.begin_path();
+    for l in 0..lanes {
+        let foot = f.y(l as u16) + mark_h / 2.0;
+        for (c, &e) in events
+            .get(l * cols..(l + 1) * cols)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            if e > 0 {
+                let hgt = mark_h * (0.3 + 0.7 * f64::from(e + 1).ln() / scale);
+                ctx.rect(GUTTER + c as f64, foot - hgt, 1.0, hgt);
+            }
+        }
+    }
+    ctx.fill();
+    // Removals and clears: half-height marks where there are any.
+    let bins = m.bins(lo, hi, f.vp.start, f.vp.per_px, cols);
+    for (bit, colour) in [(2u8, p.removed), (4, p.cleared)] {
+        ctx.set_fill_style_str(colour);
+        ctx.begin_path();
+        for l in 0..lanes {
+            let y = f.y(l as u16);
+            for (c, b) in bins
+                .get(l * cols..(l + 1) * cols)
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+            {
+                if b & bit != 0 {
+                    ctx.rect(GUTTER + c as f64, y - mark_h / 4.0, 1.0, mark_h / 2.0);
+                }
+            }
+        }
+        ctx.fill();
+    }
+    // Violations: their share of the column, from its foot (whole pixels: crisp ticks).
+    ctx.set_fill_style_str(p.violation);
+    ctx.begin_path();
+    for l in 0..lanes {
+        let foot = (f.y(l as u16) + mark_h / 2.0).round();
+        let row = l * cols..(l + 1) * cols;
+        let (ev, vi) = (
+            events.get(row.clone()).unwrap_or_default(),
+            viols.get(row).unwrap_or_default(),
+        );
+        for (c, (&e, &v)) in ev.iter().zip(vi).enumerate() {
+            if v > 0 {
+                let hgt = (mark_h * f64::from(v) / f64::from(e.max(v)))
+                    .max(2.0)
+                    .round();
+                ctx.rect(GUTTER + c as f64, foot - hgt, 1.0, hgt);
+            }
+        }
+    }
+    ctx.fill();
 }
 
 /// Draw the cursor layer (transparent canvas over the lanes): the current event's band, line
@@ -411,13 +462,9 @@ pub fn draw_cursor(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: 
     ctx.begin_path();
     ctx.rect(GUTTER, 0.0, f.plot_w(), f.h);
     ctx.clip();
-    let all = all_edges(lo, hi);
-    let touching = m
-        .parents_of(c)
-        .iter()
-        .chain(m.children_of(c))
-        .filter(|e| all || e.kind == EdgeKind::ChildFirst);
-    for e in touching {
+    let _ = (lo, hi);
+    // The selected event's parent and children, at any zoom.
+    for e in m.parents_of(c).iter().chain(m.children_of(c)) {
         draw_edge(ctx, m, &f, &p, e, true);
     }
     let (mark_w, mark_h) = mark_size(&f);

@@ -15,7 +15,7 @@ pub(super) const TOP: f64 = 2.0;
 /// Tallest the lanes' scroll container gets (CSS `max-height` of `.timeline-scroll`).
 pub const SCROLL_MAX: f64 = 312.0;
 /// Edges are drawn when at most this many events are visible.
-pub(super) const EDGE_LIMIT: f64 = 6000.0;
+pub(super) const EDGE_LIMIT: f64 = 1000.0;
 
 /// Geometry of one frame.
 #[derive(Clone, Copy, Debug)]
@@ -99,22 +99,25 @@ pub(super) fn mark_size(f: &Frame) -> (f64, f64) {
     )
 }
 
-/// Pixel columns (offsets from the gutter, plot width `ow`) of the overview strip that hold a
-/// violation, ascending and distinct: computed once per model and width, drawn every step.
-pub fn overview_columns(m: &Model, ow: f64) -> Vec<u32> {
+/// The overview strip's violation density: `(column, violations)` for each pixel column
+/// (offset from the gutter, plot width `ow`) holding a violation, ascending: computed once per
+/// model and width, drawn every step.
+pub fn overview_columns(m: &Model, ow: f64) -> Vec<(u32, u32)> {
     let n = m.len();
-    let mut cols: Vec<u32> = Vec::new();
+    let mut cols: Vec<(u32, u32)> = Vec::new();
     if n == 0 {
         return cols;
     }
-    for v in m
-        .violations()
-        .iter()
-        .filter(|v| v.rule != crate::model::CONSUMER_LOSS)
-    {
+    let mut last = u32::MAX;
+    for v in m.violations() {
+        if v.event == last || !m.is_violation(v.event) {
+            continue;
+        }
+        last = v.event;
         let c = (f64::from(v.event) / n as f64 * ow).floor().max(0.0) as u32;
-        if cols.last() != Some(&c) {
-            cols.push(c);
+        match cols.last_mut() {
+            Some((lc, k)) if *lc == c => *k += 1,
+            _ => cols.push((c, 1)),
         }
     }
     cols

@@ -8,7 +8,7 @@ use kvscope_core::consumers::ConsumerKind;
 use web_sys::CanvasRenderingContext2d as Ctx;
 
 use super::geometry::*;
-use crate::lens::{marks, LensMark};
+use crate::lens::{with_lens, LensMark};
 use crate::model::Model;
 use crate::Theme;
 
@@ -41,64 +41,68 @@ pub fn draw_lens(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, router: ConsumerK
     ctx.clip();
     let (mark_w, mark_h) = mark_size(&f);
     if f.vp.per_px <= 0.5 {
-        marks(m, router, lo, hi, |i, k| {
-            let Some(&l) = m.lane_of.get(i as usize) else {
-                return;
-            };
-            let (x, y) = (f.x(i), f.y(l));
-            let (x0, y0) = (x - mark_w / 2.0, y - mark_h / 2.0);
-            let colour = lens_colour(theme, k);
-            ctx.set_stroke_style_str(colour);
-            ctx.set_fill_style_str(colour);
-            ctx.set_line_width(2.0);
-            ctx.begin_path();
-            match k {
-                LensMark::Dropped => {
-                    // Hatched body, struck through past its edges.
-                    ctx.set_line_width(1.0);
-                    let mut d = 0.0;
-                    while d < mark_w + mark_h {
-                        ctx.move_to(x0 + d.min(mark_w), y0 + (d - mark_w).max(0.0));
-                        ctx.line_to(x0 + (d - mark_h).max(0.0), y0 + d.min(mark_h));
-                        d += 4.0;
+        with_lens(m, router, |lens| {
+            lens.marks(lo, hi, |i, k| {
+                let Some(&l) = m.lane_of.get(i as usize) else {
+                    return;
+                };
+                let (x, y) = (f.x(i), f.y(l));
+                let (x0, y0) = (x - mark_w / 2.0, y - mark_h / 2.0);
+                let colour = lens_colour(theme, k);
+                ctx.set_stroke_style_str(colour);
+                ctx.set_fill_style_str(colour);
+                ctx.set_line_width(2.0);
+                ctx.begin_path();
+                match k {
+                    LensMark::Dropped => {
+                        // Hatched body, struck through past its edges.
+                        ctx.set_line_width(1.0);
+                        let mut d = 0.0;
+                        while d < mark_w + mark_h {
+                            ctx.move_to(x0 + d.min(mark_w), y0 + (d - mark_w).max(0.0));
+                            ctx.line_to(x0 + (d - mark_h).max(0.0), y0 + d.min(mark_h));
+                            d += 4.0;
+                        }
+                        ctx.stroke();
+                        ctx.begin_path();
+                        ctx.set_line_width(2.0);
+                        ctx.move_to(x0 - 3.0, y);
+                        ctx.line_to(x0 + mark_w + 3.0, y);
                     }
-                    ctx.stroke();
-                    ctx.begin_path();
-                    ctx.set_line_width(2.0);
-                    ctx.move_to(x0 - 3.0, y);
-                    ctx.line_to(x0 + mark_w + 3.0, y);
+                    LensMark::Misrooted => ctx.rect(x0 - 2.0, y0 - 2.0, mark_w + 4.0, mark_h + 4.0),
+                    LensMark::Pending => {
+                        let _ = ctx.arc(x, y0 - 5.0, 2.5, 0.0, std::f64::consts::TAU);
+                        ctx.fill();
+                    }
+                    LensMark::Replayed => ctx.fill_rect(x0, y0 + mark_h + 2.0, mark_w, 2.5),
+                    LensMark::Ignored => {
+                        ctx.move_to(x0, y0);
+                        ctx.line_to(x0 + mark_w, y0 + mark_h);
+                        ctx.move_to(x0 + mark_w, y0);
+                        ctx.line_to(x0, y0 + mark_h);
+                    }
+                    LensMark::Applied => {}
                 }
-                LensMark::Misrooted => ctx.rect(x0 - 2.0, y0 - 2.0, mark_w + 4.0, mark_h + 4.0),
-                LensMark::Pending => {
-                    let _ = ctx.arc(x, y0 - 5.0, 2.5, 0.0, std::f64::consts::TAU);
-                    ctx.fill();
-                }
-                LensMark::Replayed => ctx.fill_rect(x0, y0 + mark_h + 2.0, mark_w, 2.5),
-                LensMark::Ignored => {
-                    ctx.move_to(x0, y0);
-                    ctx.line_to(x0 + mark_w, y0 + mark_h);
-                    ctx.move_to(x0 + mark_w, y0);
-                    ctx.line_to(x0, y0 + mark_h);
-                }
-                LensMark::Applied => {}
-            }
-            ctx.stroke();
+                ctx.stroke();
+            })
         });
     } else {
         // One bit per mark per (lane, column); drawn in legend order, dropped last on top.
         let cols = f.plot_w().ceil() as usize + 1;
         let lanes = m.lanes.len();
         let mut bins = vec![0u8; lanes * cols];
-        marks(m, router, lo, hi, |i, k| {
-            let Some(&l) = m.lane_of.get(i as usize) else {
-                return;
-            };
-            let c = ((f64::from(i) - f.vp.start) / f.vp.per_px).floor();
-            if c >= 0.0 && (c as usize) < cols {
-                if let Some(b) = bins.get_mut(l as usize * cols + c as usize) {
-                    *b |= 1 << (k as u8);
+        with_lens(m, router, |lens| {
+            lens.marks(lo, hi, |i, k| {
+                let Some(&l) = m.lane_of.get(i as usize) else {
+                    return;
+                };
+                let c = ((f64::from(i) - f.vp.start) / f.vp.per_px).floor();
+                if c >= 0.0 && (c as usize) < cols {
+                    if let Some(b) = bins.get_mut(l as usize * cols + c as usize) {
+                        *b |= 1 << (k as u8);
+                    }
                 }
-            }
+            })
         });
         for k in [
             LensMark::Ignored,
@@ -128,6 +132,41 @@ pub fn draw_lens(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, router: ConsumerK
             ctx.fill();
         }
     }
+    ctx.set_line_width(1.0);
+    ctx.restore();
+}
+
+/// Highlight the cascade of loss root `root` on the cursor layer: a ring around the root and
+/// each visible event lost because of it (zoomed out, one ring per pixel column).
+pub fn draw_cascade(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, root: u32, cascade: &[u32]) {
+    let n = m.len() as u32;
+    let Some((lo, hi)) = f.range(n) else { return };
+    let colour = lens_colour(theme, LensMark::Dropped);
+    ctx.save();
+    ctx.begin_path();
+    ctx.rect(GUTTER, 0.0, f.plot_w(), f.h);
+    ctx.clip();
+    let (mark_w, mark_h) = mark_size(&f);
+    let (rw, rh) = (mark_w.max(4.0) + 6.0, mark_h + 6.0);
+    let from = cascade.partition_point(|e| *e < lo);
+    let to = cascade.partition_point(|e| *e <= hi);
+    let visible = cascade.get(from..to).unwrap_or_default();
+    ctx.set_stroke_style_str(colour);
+    ctx.set_line_width(2.0);
+    ctx.begin_path();
+    let mut last_col = f64::NEG_INFINITY;
+    for &e in std::iter::once(&root).chain(visible) {
+        let Some(&l) = m.lane_of.get(e as usize) else {
+            continue;
+        };
+        let x = f.x(e);
+        if x - last_col < 1.0 && e != root {
+            continue;
+        }
+        last_col = x;
+        ctx.rect(x - rw / 2.0, f.y(l) - rh / 2.0, rw, rh);
+    }
+    ctx.stroke();
     ctx.set_line_width(1.0);
     ctx.restore();
 }

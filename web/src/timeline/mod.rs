@@ -20,7 +20,7 @@ mod lens;
 use draw::palette;
 pub use draw::{draw_cursor, draw_head, draw_lanes};
 pub use geometry::*;
-pub use lens::{draw_lens, lens_colour};
+pub use lens::{draw_cascade, draw_lens, lens_colour};
 
 use leptos::ev;
 use leptos::html::Canvas;
@@ -122,12 +122,23 @@ pub fn Timeline() -> impl IntoView {
         let f = frame();
         let cursor = st.current();
         let theme = st.theme.get();
+        let router = st.router();
         let Some(c) = overlay.get() else { return };
         let Some(ctx) = context(&c, f.w, f.h) else {
             return;
         };
         st.model.with(|m| match m {
-            Some(m) => draw_cursor(&ctx, m, cursor, f, theme),
+            Some(m) => {
+                draw_cursor(&ctx, m, cursor, f, theme);
+                // The cascade of the selected event's loss root, for the chosen router.
+                if let Some(k) = router {
+                    crate::lens::with_lens(m, k, |l| {
+                        if let Some(root) = crate::lens::selected_root(st, &l) {
+                            draw_cascade(&ctx, m, f, theme, root, &l.cascade(root));
+                        }
+                    });
+                }
+            }
             None => ctx.clear_rect(0.0, 0.0, f.w, f.h),
         });
     });
@@ -273,6 +284,7 @@ pub fn Timeline() -> impl IntoView {
             </div>
             <div class="legend lens-legend" data-testid="lens-legend">
                 {move || lens_legend(st)}
+                {move || cascade_note(st)}
             </div>
             // Layout that the constants above depend on is inline (works without the page's CSS).
             <canvas node_ref=head class="timeline-head" data-testid="timeline-head" role="img"
@@ -300,6 +312,21 @@ pub fn Timeline() -> impl IntoView {
     }
 }
 
+/// What the cascade highlight shows: the selected event's loss root and how many events were
+/// lost with it (nothing when no router is chosen or the selection lost nothing).
+fn cascade_note(st: AppState) -> Option<AnyView> {
+    let k = st.router()?;
+    let (root, n) = st.model.with(|m| {
+        crate::lens::with_lens(m.as_ref()?, k, |l| {
+            let root = crate::lens::selected_root(st, &l)?;
+            Some((root, l.cascade(root).len()))
+        })?
+    })?;
+    Some(view! {
+        <span class="cascade-note" data-testid="cascade">{format!("Cascade of loss root #{root}: {} lost with it (ringed)", crate::text::count(n, "later event", "later events"))}</span>
+    }.into_any())
+}
+
 /// The router lens' legend: each mark with its colour and how many events of the trace get it
 /// from the chosen router; a hint when no router is chosen.
 fn lens_legend(st: AppState) -> AnyView {
@@ -307,9 +334,10 @@ fn lens_legend(st: AppState) -> AnyView {
     let Some(k) = st.router() else {
         return view! { <span class="muted">"Router lens: choose a router to mark what it did with each event"</span> }.into_any();
     };
-    let counts = st
-        .model
-        .with(|m| m.as_ref().and_then(|m| crate::lens::mark_counts(m, k)));
+    let counts = st.model.with(|m| {
+        m.as_ref()
+            .and_then(|m| crate::lens::with_lens(m, k, |l| l.counts()))
+    });
     let Some(counts) = counts else {
         return view! { <span class="muted">{format!("Router lens ({}): waiting for the analysis", k.as_str())}</span> }.into_any();
     };

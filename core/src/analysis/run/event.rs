@@ -132,6 +132,7 @@ impl Run {
                         entry.events += 1;
                         entry.blocks += lost.len();
                     }
+                    t.lost_events.push((i as u32, root as u32));
                     for h in &lost {
                         t.root_of.insert((group, *h), root as u32);
                         if let Some(l) = self.lost_blocks.get_mut(c) {

@@ -124,6 +124,13 @@ impl Run {
                         prefixes.push(r.clone());
                     }
                 }
+                let mut lost_events = Vec::new();
+                for &(e, r) in &track.lost_events {
+                    let replayed = |x: u32| kinds.get(x as usize) == Some(&VerdictKind::Replayed);
+                    if !replayed(e) && !replayed(r) {
+                        lost_events.push((e, r));
+                    }
+                }
                 fin.losses.push(LossSummary {
                     consumer: kind.as_str().into(),
                     blocks_lost,
@@ -132,6 +139,7 @@ impl Run {
                     verdicts,
                     unreachable_prefixes: prefixes,
                     lost_hashes: hashes,
+                    lost_events,
                 });
                 work = 1;
                 heavy = true;

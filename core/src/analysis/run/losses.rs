@@ -19,6 +19,8 @@ pub(crate) struct LossTrack {
     pub(crate) root_at: Vec<RootAt>,
     /// Final verdict counts (kept up to date as pending events resolve).
     pub(crate) counts: [usize; VerdictKind::COUNT],
+    /// Every event with a lost block and the root event it was lost under, ascending by event.
+    pub(crate) lost_events: Vec<(u32, u32)>,
 }
 
 impl LossTrack {
