@@ -25,10 +25,10 @@ for d in pkg-web pkg-web-lean; do
   printf 'wasm-pkg: %-28s %8d bytes, %7d bytes gzip -9\n' "$f" "$(wc -c <"$f")" "$(gzip -9 -c "$f" | wc -c)"
 done
 
-# The lean package's size budget, 130,000 B gzip -9 (wasm/README.md, "Size"): a regression
+# The lean package's size budget, 130 KiB = 133,120 B gzip -9 (wasm/README.md, "Size"): a regression
 # gate, not a goal. A change that links something big again (a float parser, serde, a Unicode
 # case table) fails here, not in a release.
-budget=130000
+budget=133120
 lean=$(gzip -9 -c wasm/pkg-web-lean/kvscope_wasm_bg.wasm | wc -c)
 if [ "$lean" -gt "$budget" ]; then
   echo "wasm-pkg: the lean wasm is $lean bytes gzip -9, over its $budget-byte budget" >&2
