@@ -52,20 +52,20 @@ pub fn label_owned(s: String) -> Label {
 /// value missing here only costs an allocation. By bytes, so that a decoder can skip the UTF-8
 /// check of these (ASCII) strings.
 pub fn known_label(s: &[u8]) -> Option<&'static str> {
-    Some(match s {
-        b"GPU" => "GPU",
-        b"CPU" => "CPU",
-        b"STORAGE" => "STORAGE",
-        b"FS" => "FS",
-        b"OBJ" => "OBJ",
-        b"DISK" => "DISK",
-        b"full_attention" => "full_attention",
-        b"sliding_window" => "sliding_window",
-        b"mamba" => "mamba",
-        b"LOCAL" => "LOCAL",
-        b"REMOTE" => "REMOTE",
-        _ => return None,
-    })
+    const KNOWN: [&str; 11] = [
+        "GPU",
+        "CPU",
+        "STORAGE",
+        "FS",
+        "OBJ",
+        "DISK",
+        "full_attention",
+        "sliding_window",
+        "mamba",
+        "LOCAL",
+        "REMOTE",
+    ];
+    KNOWN.into_iter().find(|k| k.as_bytes() == s)
 }
 
 /// One token id. vLLM token ids are non-negative Python ints; kvscope keeps them as `u32`
