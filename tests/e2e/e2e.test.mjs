@@ -595,3 +595,23 @@ test('timeline at 200k events: violations are a share of each pixel column, not 
   assert.deepEqual(pageErrors, []);
 });
 
+// Issue 16, point 9: one plain sentence of what happened at a violation, from the core, whose
+// counts agree with the lens.
+test('the first violation of the demo is told in one sentence that agrees with the router lens', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  await page.keyboard.press('n');
+  const story = await text(page, 'story');
+  assert.match(story, /^child delivered before its parent; /, story);
+  assert.match(story, /kept it|dropped it|held it/, story);
+  const dropped = story.match(/llmd dropped it and (\d+) descendants?/);
+  await page.getByRole('combobox', { name: 'Router' }).selectOption('llmd');
+  if (dropped) {
+    assert.match(await text(page, 'cascade'), new RegExp(`: ${dropped[1]} later events? lost with it`));
+  } else {
+    assert.equal(await page.locator('[data-testid=cascade]').count() === 0 || /: 0 later/.test(await text(page, 'cascade')), true);
+  }
+  await page.screenshot({ path: join(shots, 'demo-story.png') });
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});

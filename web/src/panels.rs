@@ -156,8 +156,13 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
             .iter()
             .map(|c| r.verdict_when(c.consumer, i as usize, cursor, when))
             .collect();
-        Some((s, shown))
+        Some((s, shown, r.story(i as usize)))
     });
+    // What happened here, in one sentence (the core's, from the findings and verdicts).
+    let story = step
+        .as_ref()
+        .and_then(|s| s.2.clone())
+        .map(|s| view! { <p class="story" data-testid="story" role="note">{s}</p> });
     let analysing = (!m.is_analysed()).then(|| {
         view! { <p class="muted small" data-testid="details-analysing">"Consumer verdicts: analysing…"</p> }
     });
@@ -166,7 +171,7 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
             <button class="btn" aria-pressed=move || (st.verdict_time.get() == t).to_string() on:click=move |_| st.verdict_time.set(t)>{label}</button>
         }
     };
-    let verdicts = step.map(|(s, shown)| {
+    let verdicts = step.map(|(s, shown, _)| {
         let caption = match when {
             VerdictTime::AtCursor => "as known at the cursor",
             VerdictTime::EndOfTrace => "final, at the end of the trace",
@@ -189,8 +194,10 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
         }
     });
     let verdicts = Some((verdicts, analysing));
-    m.with_event(i, |b, ev, prov| event_view(st, m, i, b, ev, prov, verdicts))
-        .unwrap_or_else(|| view! { <p class="muted">"No event."</p> }.into_any())
+    let body = m
+        .with_event(i, |b, ev, prov| event_view(st, m, i, b, ev, prov, verdicts))
+        .unwrap_or_else(|| view! { <p class="muted">"No event."</p> }.into_any());
+    view! { {story}{body} }.into_any()
 }
 
 fn event_view(
