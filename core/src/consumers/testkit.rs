@@ -107,3 +107,19 @@ pub fn trace(records: Vec<TraceRecord>) -> Trace {
     }
     Trace { records }
 }
+
+/// One batch of `pod-a`: GPU block 1, then CPU blocks 3 (child of 2) and 4 (child of 3)
+/// before their parent 2 (child of 1). Strict routers drop 3 as a loss root and 4 in its
+/// cascade; block 2 arrives last.
+pub fn child_first_chain() -> Trace {
+    trace(vec![batch(
+        "pod-a",
+        0,
+        vec![
+            stored(&[1], None, Some("GPU"), 16),
+            stored(&[3], Some(2), Some("CPU"), 16),
+            stored(&[4], Some(3), Some("CPU"), 16),
+            stored(&[2], Some(1), Some("CPU"), 16),
+        ],
+    )])
+}

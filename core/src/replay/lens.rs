@@ -211,21 +211,12 @@ impl<'a> RouterLens<'a> {
 mod tests {
     use super::*;
     use crate::analysis::{analyze, AnalysisConfig};
-    use crate::consumers::testkit::{batch, stored, trace};
+    use crate::consumers::testkit::child_first_chain;
 
     /// Block 3 (child of 2) and 4 (child of 3) before their parent 2: llm-d drops 3 (a root
     /// whose missing parent is 2) and 4 with it (its cascade); 2 arrives last.
     fn analysis() -> Analysis {
-        let t = trace(vec![batch(
-            "pod-a",
-            0,
-            vec![
-                stored(&[1], None, Some("GPU"), 16),
-                stored(&[3], Some(2), Some("CPU"), 16),
-                stored(&[4], Some(3), Some("CPU"), 16),
-                stored(&[2], Some(1), Some("CPU"), 16),
-            ],
-        )]);
+        let t = child_first_chain();
         analyze(&t, &AnalysisConfig::default())
     }
 
@@ -272,16 +263,7 @@ mod tests {
 
     #[test]
     fn a_replayed_orphan_is_pending_at_the_cursor_until_its_parent_arrives() {
-        let tr = trace(vec![batch(
-            "pod-a",
-            0,
-            vec![
-                stored(&[1], None, Some("GPU"), 16),
-                stored(&[3], Some(2), Some("CPU"), 16),
-                stored(&[4], Some(3), Some("CPU"), 16),
-                stored(&[2], Some(1), Some("CPU"), 16),
-            ],
-        )]);
+        let tr = child_first_chain();
         let r = Replay::new(tr, &AnalysisConfig::default());
         let ideal = ConsumerKind::Ideal;
         let at = |cursor| r.verdict_when(ideal, 1, cursor, VerdictTime::AtCursor);

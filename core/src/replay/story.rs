@@ -60,22 +60,13 @@ impl Replay {
 #[cfg(test)]
 mod tests {
     use crate::analysis::AnalysisConfig;
-    use crate::consumers::testkit::{batch, stored, trace};
+    use crate::consumers::testkit::child_first_chain;
     use crate::replay::Replay;
 
     #[test]
     fn a_child_first_root_says_who_dropped_it_and_its_cascade() {
         // 3 (child of 2) and 4 (child of 3) before 2, in one job.
-        let t = trace(vec![batch(
-            "pod-a",
-            0,
-            vec![
-                stored(&[1], None, Some("GPU"), 16),
-                stored(&[3], Some(2), Some("CPU"), 16),
-                stored(&[4], Some(3), Some("CPU"), 16),
-                stored(&[2], Some(1), Some("CPU"), 16),
-            ],
-        )]);
+        let t = child_first_chain();
         let r = Replay::new(t, &AnalysisConfig::default());
         let s = r.story(1).expect("event 1 is a child delivered first");
         assert!(s.starts_with("child delivered before its parent; "), "{s}");
