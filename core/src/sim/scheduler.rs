@@ -46,13 +46,7 @@ impl Engine<'_> {
                     ready: true,
                     cached_tokens,
                 } => {
-                    let mut c = cached_tokens.min(self.reqs[r].num_tokens());
-                    if c == self.reqs[r].num_tokens() {
-                        c -= 1;
-                    }
-                    self.reqs[r].num_computed = c;
-                    self.reqs[r].num_allocated_blocks = c.div_ceil(self.bs);
-                    self.gpu_cache_blocks(r, c);
+                    self.resume_loaded(r, cached_tokens);
                     self.reqs[r].state = ReqState::Running;
                     self.waiting.retain(|&x| x != r);
                     self.running.push(r);
@@ -95,6 +89,19 @@ impl Engine<'_> {
             out.insert(r, n);
         }
         out
+    }
+
+    /// A request whose asynchronous load finished resumes with the loaded tokens computed
+    /// (`_update_waiting_for_remote_kv`), all but the last when the whole prompt was loaded (one
+    /// token is always computed).
+    fn resume_loaded(&mut self, r: usize, cached_tokens: usize) {
+        let mut c = cached_tokens.min(self.reqs[r].num_tokens());
+        if c == self.reqs[r].num_tokens() {
+            c -= 1;
+        }
+        self.reqs[r].num_computed = c;
+        self.reqs[r].num_allocated_blocks = c.div_ceil(self.bs);
+        self.gpu_cache_blocks(r, c);
     }
 
     pub(super) fn allocate(&mut self, r: usize, n: usize) {
@@ -146,13 +153,7 @@ impl Engine<'_> {
                     ready: true,
                     cached_tokens,
                 } => {
-                    let mut c = cached_tokens.min(self.reqs[r].num_tokens());
-                    if c == self.reqs[r].num_tokens() {
-                        c -= 1;
-                    }
-                    self.reqs[r].num_computed = c;
-                    self.reqs[r].num_allocated_blocks = c.div_ceil(self.bs);
-                    self.gpu_cache_blocks(r, c);
+                    self.resume_loaded(r, cached_tokens);
                 }
                 _ => {
                     let hit = self.gpu_prefix_hit(r);
