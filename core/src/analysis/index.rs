@@ -40,6 +40,22 @@ pub struct EventLoc {
     pub job: u32,
 }
 
+impl EventLoc {
+    /// The consumer context of event `i`, which sits here in batch `b`.
+    pub(crate) fn ctx<'t>(&self, i: usize, b: &'t TraceBatch) -> EventCtx<'t> {
+        EventCtx {
+            index: i,
+            source: self.source,
+            dp_rank: self.dp_rank,
+            seq: b.seq,
+            tier: self.tier,
+            provenance: b.provenance.as_ref().and_then(|p| p.get(self.pos as usize)),
+            batch: &b.events,
+            batch_start: i - self.pos as usize,
+        }
+    }
+}
+
 /// The flat, global index of a trace's delivered events.
 #[derive(Clone, Debug, Default)]
 pub struct EventIndex {
@@ -544,17 +560,7 @@ impl EventIndex {
     pub fn ctx<'t>(&self, trace: &'t Trace, i: usize) -> Option<(EventCtx<'t>, &'t KvEvent)> {
         let loc = self.events.get(i)?;
         let (b, ev) = self.event(trace, i)?;
-        let ctx = EventCtx {
-            index: i,
-            source: loc.source,
-            dp_rank: loc.dp_rank,
-            seq: b.seq,
-            tier: loc.tier,
-            provenance: b.provenance.as_ref().and_then(|p| p.get(loc.pos as usize)),
-            batch: &b.events,
-            batch_start: i - loc.pos as usize,
-        };
-        Some((ctx, ev))
+        Some((loc.ctx(i, b), ev))
     }
 
     /// The batch order of event `i`'s request in its batch, when its runs are out of order.

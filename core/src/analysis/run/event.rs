@@ -7,7 +7,7 @@ use crate::analysis::IndexBuilder;
 use crate::analysis::{
     EventLoc, Evidence, JobEvidence, ReorderClass, Rule, UnreachablePrefix, VerdictSink,
 };
-use crate::consumers::{EventCtx, Hashes, VerdictKind};
+use crate::consumers::{Hashes, VerdictKind};
 use crate::event::KvEvent;
 use crate::event::Tier;
 use crate::trace::{ProvenanceKind, TraceBatch};
@@ -27,16 +27,7 @@ impl Run {
         let Some(ev) = b.events.get(loc.pos as usize) else {
             return;
         };
-        let ctx = EventCtx {
-            index: i,
-            source: loc.source,
-            dp_rank: loc.dp_rank,
-            seq: b.seq,
-            tier: loc.tier,
-            provenance: b.provenance.as_ref().and_then(|p| p.get(loc.pos as usize)),
-            batch: &b.events,
-            batch_start: i - loc.pos as usize,
-        };
+        let ctx = loc.ctx(i, b);
         let origin = b.origin;
         // Block ids (and the parent's): by hash for the models, by group and hash for the
         // violation index and the recorder.
