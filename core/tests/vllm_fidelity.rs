@@ -454,15 +454,7 @@ mod tiering {
     }
 
     fn names() -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
-            .map(|p| p.file_stem().unwrap().to_str().unwrap().to_owned())
-            .collect();
-        names.sort();
-        assert!(names.len() >= 4, "only {} tiering fixtures", names.len());
-        names
+        super::common::fixture_names_in("tiering", 4)
     }
 
     fn load(name: &str) -> Value {
