@@ -144,7 +144,10 @@ fn run(file: &str, rounds: usize) -> Result<(), String> {
     let bytes = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
     let config = AnalysisConfig::default();
     let (events, _) = pass(&bytes, None)?;
-    println!("{file}: {events} events, {:.1} MB", bytes.len() as f64 / 1e6);
+    println!(
+        "{file}: {events} events, {:.1} MB",
+        bytes.len() as f64 / 1e6
+    );
     let mut rows = Vec::new();
     for i in 1..=rounds {
         let (dw, dc, _) = timed(&bytes, None)?;
