@@ -61,6 +61,7 @@ impl Model {
             Option<u32>,
         );
         const NONE: u16 = u16::MAX;
+        self.edges_indexed = false; // edges link events within a lane
         let (event_jobs, job_lanes, many_sources) = match mode {
             LaneMode::TierJob => self.job_lanes(),
             _ => (Vec::new(), Vec::new(), false),
@@ -272,6 +273,13 @@ impl Model {
         by_parent.sort_unstable();
         self.by_parent = by_parent.into_iter().map(|(_, k)| k).collect();
         self.edges = edges;
+        self.edges_indexed = true;
+    }
+
+    /// Whether [`Model::index_edges`] has run for the current lanes (a loaded trace's edges
+    /// are indexed after its first paint).
+    pub fn edges_indexed(&self) -> bool {
+        self.edges_indexed
     }
 
     pub(super) fn edges_of(&self, t: &Trace) -> Vec<Edge> {
