@@ -156,7 +156,7 @@ pub fn spawn_analysis(st: AppState) {
     let gen = st.load_gen.get_untracked();
     leptos::task::spawn_local(async move {
         // First the edges the first paint went without, then the analysis.
-        index_edges(st);
+        index_edges(st, gen).await;
         yield_now().await;
         let events = st.len() as usize;
         let t0 = now_ms();
@@ -215,28 +215,45 @@ pub fn spawn_analysis(st: AppState) {
     });
 }
 
-/// Index the parent→child edges of the shown model (`Model::index_edges`) if a re-layout
-/// has not done it already, and add their time to the status line's breakdown.
-fn index_edges(st: AppState) {
-    let t = now_ms();
-    let mut done = false;
-    st.model.update(|slot| {
-        let Some(arc) = slot.as_mut() else { return };
-        if arc.edges_indexed() {
+/// Index the parent→child edges of the shown model (`Model::index_edges_some`) in slices of
+/// about [`SLICE_MS`] if a re-layout has not done it already, then redraw and add their time
+/// to the status line's breakdown. Stops when a load newer than `gen` starts.
+async fn index_edges(st: AppState, gen: u64) {
+    let t0 = now_ms();
+    let mut budget = 50_000usize;
+    let mut worked = false;
+    loop {
+        if !is_current(st, gen) {
             return;
         }
-        match Arc::get_mut(arc) {
-            Some(m) => m.index_edges(),
-            // Still shared (a render holds it): lay out a copy, edges included.
-            None => match arc.relaid(st.lane_mode.get_untracked()) {
-                Ok(m) => *arc = Arc::new(m),
-                Err(_) => return,
-            },
+        let ts = now_ms();
+        let mut done = true;
+        st.model.update_untracked(|slot| {
+            let Some(arc) = slot.as_mut() else { return };
+            if arc.edges_indexed() {
+                return;
+            }
+            worked = true;
+            match Arc::get_mut(arc) {
+                Some(m) => done = m.index_edges_some(budget),
+                // Still shared (a render holds it): lay out a copy, edges included.
+                None => {
+                    if let Ok(m) = arc.relaid(st.lane_mode.get_untracked()) {
+                        *arc = Arc::new(m);
+                    }
+                }
+            }
+        });
+        if done {
+            break;
         }
-        done = true;
-    });
-    if done {
-        let ms = now_ms() - t;
+        let scale = (SLICE_MS / (now_ms() - ts).max(0.05)).clamp(0.25, 4.0);
+        budget = ((budget as f64 * scale) as usize).clamp(1 << 10, 1 << 24);
+        yield_now().await;
+    }
+    if worked {
+        st.model.update(|_| {}); // draw the edges
+        let ms = now_ms() - t0;
         st.status.update(|s| {
             if let LoadStatus::Loaded { breakdown, .. } = s {
                 breakdown.push_str(&format!(" · edges {}", crate::fixed(ms, 0)));

@@ -14,6 +14,7 @@ use kvscope_core::event::{KvEvent, Tier};
 use kvscope_core::replay::{BuildProgress, Replay, ReplayBuilder, ViolationFilter};
 use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
 
+mod edges;
 mod layout;
 mod query;
 #[cfg(test)]
@@ -260,6 +261,8 @@ pub struct Model {
     by_parent: Vec<u32>,
     /// Whether `edges` and `by_parent` are indexed ([`Model::index_edges`]).
     edges_indexed: bool,
+    /// The edge index under way ([`Model::index_edges_some`]).
+    edge_build: Option<Box<edges::EdgeBuilder>>,
     /// Per block of [`BIN_BLOCK`] events and lane, the OR of the events' [`EventKind::bit`]s:
     /// zoomed far out, the timeline bins whole blocks instead of single events.
     blocks: Vec<u8>,
@@ -413,6 +416,7 @@ impl Model {
             edges: Vec::new(),
             by_parent: Vec::new(),
             edges_indexed: false,
+            edge_build: None,
             blocks: Vec::new(),
         })
     }
