@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use kvscope_core::analysis::{AnalysisConfig, EventIndex, Finding, Job, Rule};
 use kvscope_core::event::{KvEvent, Tier};
-use kvscope_core::replay::{BuildProgress, Replay, ReplayBuilder, ViolationFilter};
+use kvscope_core::replay::{BuildPhase, BuildProgress, Replay, ReplayBuilder, ViolationFilter};
 use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
 
 mod edges;
@@ -454,35 +454,46 @@ impl Model {
     /// report how far it is; `None` once it is done (the replay engine and the findings are
     /// then available). The app calls this in slices of a few tens of milliseconds so the page
     /// stays responsive.
+    ///
+    /// The end is spread over three calls, so no single slice does all of it at a million
+    /// events: the last slice of the core's work, then `ReplayBuilder::finish` (the replay
+    /// engine is available after it), then the findings in the page's form.
     pub fn analyse_some(&self, budget: usize) -> Option<BuildProgress> {
-        if self.replay.get().is_some() {
+        if self.analysed.get().is_some() {
+            return None;
+        }
+        if let Some(replay) = self.replay() {
+            let violations: Vec<Violation> =
+                replay.findings_by_event().map(Violation::from).collect();
+            drop(replay);
+            let mut order: Vec<u32> = Vec::new();
+            for v in &violations {
+                if v.marks_order && order.last() != Some(&v.event) {
+                    order.push(v.event);
+                }
+            }
+            let _ = self.order_events.set(order);
+            let _ = self.analysed.set(violations);
             return None;
         }
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let builder = match std::mem::replace(&mut *pending, Pending::Done) {
+        let mut builder = match std::mem::replace(&mut *pending, Pending::Done) {
             Pending::Trace(t) => Box::new(ReplayBuilder::new(t, &self.config)),
             Pending::Building(b) => b,
             Pending::Done => return None,
         };
-        let mut builder = builder;
-        let progress = builder.advance(budget);
         if !builder.is_done() {
+            let progress = builder.advance(budget);
             *pending = Pending::Building(builder);
             return Some(progress);
         }
         drop(pending);
-        let replay = builder.finish();
-        let violations: Vec<Violation> = replay.findings_by_event().map(Violation::from).collect();
-        let mut order: Vec<u32> = Vec::new();
-        for v in &violations {
-            if v.marks_order && order.last() != Some(&v.event) {
-                order.push(v.event);
-            }
-        }
-        let _ = self.order_events.set(order);
-        let _ = self.analysed.set(violations);
-        let _ = self.replay.set(Mutex::new(replay));
-        None
+        let _ = self.replay.set(Mutex::new(builder.finish()));
+        Some(BuildProgress {
+            phase: BuildPhase::Done,
+            done: 0,
+            total: 0,
+        })
     }
 
     /// Whether [`Model::analyse`] has run.
