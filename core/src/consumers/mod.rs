@@ -317,6 +317,9 @@ mod content_hash_tests {
                 );
             }
         }
-        assert_ne!(super::content_hash(0, &[1], None), super::content_hash(0, &[2], None));
+        assert_ne!(
+            super::content_hash(0, &[1], None),
+            super::content_hash(0, &[2], None)
+        );
     }
 }
