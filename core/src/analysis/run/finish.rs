@@ -44,7 +44,7 @@ impl Run {
                 // event).
                 while let Some((p, w)) = fin.leftovers.pop() {
                     work += 1;
-                    if fin.leftovers.len() % 65_536 == 0 {
+                    if fin.leftovers.len().is_multiple_of(65_536) {
                         fin.leftovers.shrink_to_fit();
                     }
                     if !self.presence.ever(Some(p as u32)) {
