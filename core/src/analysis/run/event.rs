@@ -93,19 +93,22 @@ impl Run {
                 if !lost.is_empty() {
                     let parent_root = v
                         .missing_parent
-                        .and_then(|p| t.root_of.get(&(group, p)).map(|r| *r as usize));
+                        .and_then(|p| t.root_of(&self.interner, group, p).map(|r| r as usize));
                     let root = parent_root.unwrap_or(i);
                     let at = match t.roots.binary_search_by_key(&root, |r| r.event) {
                         Ok(at) => at,
                         Err(at) => {
-                            t.root_at.insert(
-                                at.min(t.root_at.len()),
-                                RootAt {
-                                    line: origin,
-                                    pos: loc.pos,
-                                    source: loc.source,
-                                },
-                            );
+                            // A new root is this event (the models share its place).
+                            if self.places.last().is_none_or(|p| p.0 as usize != i) {
+                                self.places.push((
+                                    i as u32,
+                                    RootAt {
+                                        line: origin,
+                                        pos: loc.pos,
+                                        source: loc.source,
+                                    },
+                                ));
+                            }
                             t.roots.insert(
                                 at,
                                 UnreachablePrefix {
@@ -124,9 +127,14 @@ impl Run {
                         entry.blocks += lost.len();
                     }
                     t.lost_events.push((i as u32, root as u32));
+                    t.lost_counts
+                        .push(u32::try_from(lost.len()).unwrap_or(u32::MAX));
                     for h in &lost {
-                        t.root_of.insert((group, *h), root as u32);
-                        if let Some(l) = self.lost_blocks.get_mut(c) {
+                        t.set_root_of(&self.interner, group, *h, root as u32);
+                    }
+                    // The lost hashes themselves only for `analyze` (`compare` reads them).
+                    if let Some(l) = self.lost_blocks.get_mut(c) {
+                        for h in &lost {
                             l.push((i, *h));
                         }
                     }
