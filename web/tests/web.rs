@@ -708,7 +708,8 @@ fn agreement_trace(file: &str) -> Vec<u8> {
         "two-jobs-cpython.msgpack",
         "two-jobs-gpu-fixed.msgpack",
         "two-jobs-gpu-cpython.msgpack",
-        "two-jobs-fixed-provenance.jsonl"
+        "two-jobs-fixed-provenance.jsonl",
+        "routing-preconditions.jsonl"
     )
 }
 
@@ -806,5 +807,5 @@ async fn page_agrees_with_check() {
         }
         cases += 1;
     }
-    assert_eq!(cases, 10);
+    assert_eq!(cases, 11);
 }
