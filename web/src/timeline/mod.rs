@@ -254,10 +254,7 @@ pub fn Timeline() -> impl IntoView {
         let plot_w = (size.get_untracked().0 - GUTTER).max(1.0);
         let n = f64::from(st.len());
         // `max`/`min`, not `f64::clamp`: it panics on NaN bounds (see `draw::draw_edge`).
-        let i = ((x - GUTTER) / plot_w * n)
-            .floor()
-            .max(0.0)
-            .min(n - 1.0);
+        let i = ((x - GUTTER) / plot_w * n).floor().max(0.0).min(n - 1.0);
         st.playing.set(false);
         st.seek(i as u32);
     };
