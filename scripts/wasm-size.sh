@@ -38,7 +38,7 @@ if [ "${1:-}" = "--full" ]; then args=(); flavour=full; shift; fi
 dir=${1:-target/wasm-size}
 mkdir -p "$dir"
 cargo build -p kvscope-wasm --profile wasm-release --target wasm32-unknown-unknown --locked "${args[@]}"
-wasm-bindgen --keep-debug --target web --out-dir "$dir/bg" target/wasm32-unknown-unknown/wasm-release/kvscope_wasm.wasm
+wasm-bindgen --keep-debug --target web --out-dir "$dir/bg" "${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/wasm-release/kvscope_wasm.wasm"
 wasm-opt -Oz --converge --low-memory-unused -g "${FEATURES[@]}" "$dir/bg/kvscope_wasm_bg.wasm" -o "$dir/named.wasm"
 wasm-opt -Oz --converge --low-memory-unused "${FEATURES[@]}" --strip-debug --strip-producers --strip-target-features "$dir/bg/kvscope_wasm_bg.wasm" -o "$dir/stripped.wasm"
 echo "wasm-size: $flavour: $(gz "$dir/stripped.wasm")  (names kept: $dir/named.wasm)"

@@ -9,7 +9,10 @@
 //! The traces are the shapes of issue 14 (`docs/rules.md`, "Worked examples"), made by
 //! `kvscope generate` from the scenarios next to them: msgpack streams carry no provenance
 //! (what a capture of vLLM gives), the `.jsonl` one keeps it. This test also regenerates each
-//! trace and asserts the committed file is still what `generate` writes.
+//! trace and asserts the committed file is still what `generate` writes. One trace is written
+//! by hand instead, because no scenario makes it: `routing-preconditions.jsonl`, two pods that
+//! hash the same root tokens differently (`hash-seed-mismatch`) and a block hash below 2^32
+//! (`undecodable-batch` for llm-d), so the routing preconditions are compared too.
 
 mod common;
 
@@ -87,6 +90,7 @@ const CASES: &[(&str, Option<u32>)] = &[
     ("two-jobs-gpu-fixed.msgpack", None),
     ("two-jobs-gpu-cpython.msgpack", Some(2)),
     ("two-jobs-fixed-provenance.jsonl", None),
+    ("routing-preconditions.jsonl", None),
 ];
 
 /// The header line of a case in `expected.txt`.
@@ -182,7 +186,8 @@ fn check_json_gives_the_expected_rows() {
 
 /// The table covers what issue 14 asks the page and `check` to agree on: the two-group trace,
 /// the two-job two-worker trace with and without a worker count of 2, a set-order single job,
-/// traces with GPU events and one with provenance; and each of them says what it should.
+/// traces with GPU events and one with provenance, and the routing preconditions; and each of
+/// them says what it should.
 #[test]
 fn the_expected_rows_say_what_the_shapes_should() {
     let expected = std::fs::read_to_string(dir().join("expected.txt")).unwrap();
@@ -233,4 +238,7 @@ fn the_expected_rows_say_what_the_shapes_should() {
             .iter()
             .any(|r| r.contains(" in-job deny: ")));
     }
+    // Two pods hashing the same root tokens differently, and a hash llm-d cannot decode.
+    let pre = case("routing-preconditions.jsonl", None);
+    assert_eq!(rules(&pre), ["hash-seed-mismatch", "undecodable-batch"]);
 }

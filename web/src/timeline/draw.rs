@@ -184,9 +184,11 @@ pub(super) fn draw_edge(ctx: &Ctx, m: &Model, f: &Frame, p: &Palette, e: &Edge, 
         let _ = ctx.set_line_dash(&js_sys::Array::of2(&4.0.into(), &4.0.into()));
     }
     let dx = (xc - xp).abs();
-    // Short lanes (many per-job lanes) cap the bow below 8 px: `clamp` needs min <= max.
+    // At least 8 px and at most 0.45 of a lane: short lanes (many per-job lanes) win. Not
+    // `f64::clamp`, which panics when its bounds are NaN or crossed (and links the float
+    // `Debug` formatter for its message).
     let max_lift = f.lane_h * 0.45;
-    let lift = (dx * 0.35).clamp(max_lift.min(8.0), max_lift) * bow;
+    let lift = (dx * 0.35).max(8.0).min(max_lift) * bow;
     let (sy, ey) = if lp == lc {
         (yp + bow * mark_h / 2.0, yc + bow * mark_h / 2.0)
     } else {

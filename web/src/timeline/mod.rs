@@ -253,9 +253,8 @@ pub fn Timeline() -> impl IntoView {
         }
         let plot_w = (size.get_untracked().0 - GUTTER).max(1.0);
         let n = f64::from(st.len());
-        let i = ((x - GUTTER) / plot_w * n)
-            .floor()
-            .clamp(0.0, (n - 1.0).max(0.0));
+        // `max`/`min`, not `f64::clamp`: it panics on NaN bounds (see `draw::draw_edge`).
+        let i = ((x - GUTTER) / plot_w * n).floor().max(0.0).min(n - 1.0);
         st.playing.set(false);
         st.seek(i as u32);
     };

@@ -1,7 +1,5 @@
 //! The JSON Lines writer.
 
-use base64::Engine as _;
-
 use crate::event::{BlockRemoved, BlockStored, ExtraValue, FieldRef, KvEvent};
 use crate::hash::BlockHash;
 use crate::trace::{Provenance, ProvenanceKind, Trace, TraceBatch, TraceRecord};
@@ -89,7 +87,7 @@ pub(super) fn write_batch(w: &mut JsonOut<'_>, b: &TraceBatch) {
     }
     if let Some(raw) = &b.raw {
         w.key(false, "raw");
-        w.str(&base64::engine::general_purpose::STANDARD.encode(raw));
+        w.base64(raw);
     }
     w.raw("}");
 }
