@@ -183,6 +183,13 @@ impl<'a> Reader<'a> {
     }
 
     fn u32_val(&mut self, expected: &str) -> Res<u32> {
+        // Fast path: a positive fixint (`block_size`, `group_idx`, a data parallel rank).
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u32::from(b));
+            }
+        }
         let at = self.pos;
         let v = self.u64_val(expected)?;
         u32::try_from(v).map_err(|_| err(at, format!("{v} is out of range for {expected}")))
@@ -283,6 +290,13 @@ impl<'a> Reader<'a> {
 
     fn tokens(&mut self) -> Res<Vec<TokenId>> {
         let (n, _) = self.array_len("array")?;
+        // Fast path: every id a positive fixint (one pass the compiler vectorises).
+        if let Some(run) = self.buf.get(self.pos..self.pos.saturating_add(n)) {
+            if run.iter().all(|b| *b < 0x80) {
+                self.pos += n;
+                return Ok(run.iter().map(|b| TokenId::from(*b)).collect());
+            }
+        }
         let mut v = Vec::with_capacity(n.min(self.remaining()));
         for i in 0..n {
             // Fast paths: positive fixint, uint8, uint16 (token ids are almost always these).
@@ -538,8 +552,9 @@ impl<'a> Reader<'a> {
     }
 
     /// A string's raw bytes (no UTF-8 check: used for keys and tags compared to ASCII names).
+    #[inline]
     fn str_bytes(&mut self) -> Res<&'a [u8]> {
-        // Fast path: a whole fixstr (every key and tag vLLM writes).
+        // Fast path, inlined: a whole fixstr (every key and tag vLLM writes).
         if let Some(&b) = self.buf.get(self.pos) {
             if b & 0xe0 == 0xa0 {
                 let start = self.pos + 1;
@@ -549,6 +564,12 @@ impl<'a> Reader<'a> {
                 }
             }
         }
+        self.str_bytes_slow()
+    }
+
+    /// [`Self::str_bytes`] past its fast path (any string marker, or an error).
+    #[inline(never)]
+    fn str_bytes_slow(&mut self) -> Res<&'a [u8]> {
         let (m, at) = self.marker()?;
         let len = match m {
             Marker::FixStr(n) => usize::from(n),
