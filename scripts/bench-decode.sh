@@ -30,7 +30,7 @@ bin=${CARGO_TARGET_DIR:-target}/release/examples/decode_anchor
 python3 -c 'import msgspec; print("msgspec", msgspec.__version__)'
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 before_mode=time
-if [ -n "${BEFORE:-}" ] && "$BEFORE" 2>&1 | grep -q "stream FILE"; then
+if [ -n "${BEFORE:-}" ] && { "$BEFORE" 2>&1 || true; } | grep -q "stream FILE"; then
     before_mode=stream
 fi
 results=$(mktemp)

@@ -28,8 +28,8 @@ use std::time::Instant;
 
 use kvscope_core::event::{BlockStored, KvEvent, KvEventBatch};
 use kvscope_core::hash::BlockHash;
-use kvscope_core::wire::msgpack::encode_batch_into;
 use kvscope_core::trace::{Trace, TraceRecord};
+use kvscope_core::wire::msgpack::encode_batch_into;
 use kvscope_core::wire::stream::TraceReader;
 use kvscope_core::wire::{read_trace, EventEncoding};
 

@@ -54,8 +54,8 @@ pub enum ReadError {
 /// input has ended so the last record (and any truncation error) comes out.
 pub struct Decoder {
     /// Input pushed and not yet dropped: `buf[start..end]` is not consumed yet; bytes past
-    /// `end` are room for the next read (kept, so that [`TraceReader`] reads straight into it
-    /// without zeroing it or copying through a second buffer).
+    /// `end` are room for the next read (so that [`TraceReader`] reads straight into the
+    /// buffer, not through a second one).
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -107,36 +107,36 @@ impl Decoder {
 
     /// Append the next bytes of the input.
     pub fn push(&mut self, bytes: &[u8]) {
-        if let Some(room) = self.room(bytes.len()) {
-            room.copy_from_slice(bytes);
-            self.end += bytes.len();
-        }
+        self.buf.truncate(self.end);
+        self.compact();
+        self.buf.extend_from_slice(bytes);
+        self.end = self.buf.len();
     }
 
-    /// Room for the next `n` bytes of input, after the unconsumed ones: the consumed bytes are
-    /// dropped once they are half the input held (amortised O(1) per byte).
-    fn room(&mut self, n: usize) -> Option<&mut [u8]> {
+    /// Drop the consumed bytes once they are half the input held (amortised O(1) per byte).
+    fn compact(&mut self) {
         if self.start > self.end / 2 {
-            self.buf.copy_within(self.start..self.end, 0);
+            self.buf.drain(..self.start);
             self.end -= self.start;
             self.start = 0;
         }
-        let want = self.end.saturating_add(n);
-        if self.buf.len() < want {
-            self.buf.resize(want, 0);
-        }
-        self.buf.get_mut(self.end..want)
     }
 
-    /// Read the next bytes of the input from `input` straight into the buffer (at most
-    /// `READ_CHUNK`); `Ok(0)` at its end.
+    /// Read the next bytes of the input from `input` straight into the room past `end` (at
+    /// least half of `READ_CHUNK`: the room is compacted and regrown only when it is below that,
+    /// so a reader giving a few bytes at a time costs no more per byte); `Ok(0)` at its end.
     fn read_from(&mut self, input: &mut impl Read) -> std::io::Result<usize> {
-        let Some(room) = self.room(READ_CHUNK) else {
-            return Ok(0);
-        };
+        if self.buf.len().saturating_sub(self.end) < READ_CHUNK / 2 {
+            self.compact();
+            let want = self.end.saturating_add(READ_CHUNK);
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
+        }
+        let room = self.buf.get_mut(self.end..).unwrap_or_default();
         let n = loop {
             match input.read(room) {
-                Ok(n) => break n.min(READ_CHUNK),
+                Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }

@@ -4,8 +4,9 @@
 //! (byte offset, event, field) and for speed; what was measured is in `docs/performance.md`
 //! ("msgpack decode against msgspec"). In short: map keys are compared as bytes against the
 //! field expected next in vLLM's declaration order; each value is written straight into its
-//! place in the event (`EventFields`: a `BlockStored` and a mask of the fields read, no
-//! per-field `Option` to move afterwards); vLLM's media and spec kinds become shared
+//! place in the event, and the event is decoded in its place at the end of its batch's list
+//! (`EventFields`: the `BlockStored` pushed there and a mask of the fields read; no per-field
+//! `Option` and no 272-byte event to move afterwards); vLLM's media and spec kinds become shared
 //! `'static` [`Label`]s without a UTF-8 check or an allocation, and a one-block hash list
 //! stays inline ([`BlockHashes`]). With these a decoded anchor-stream event makes one
 //! allocation (its token ids) instead of four, and callgrind counts 3,345 instructions per
@@ -290,13 +291,6 @@ impl<'a> Reader<'a> {
 
     fn tokens(&mut self) -> Res<Vec<TokenId>> {
         let (n, _) = self.array_len("array")?;
-        // Fast path: every id a positive fixint (one pass the compiler vectorises).
-        if let Some(run) = self.buf.get(self.pos..self.pos.saturating_add(n)) {
-            if run.iter().all(|b| *b < 0x80) {
-                self.pos += n;
-                return Ok(run.iter().map(|b| TokenId::from(*b)).collect());
-            }
-        }
         let mut v = Vec::with_capacity(n.min(self.remaining()));
         for i in 0..n {
             // Fast paths: positive fixint, uint8, uint16 (token ids are almost always these).
@@ -552,7 +546,8 @@ impl<'a> Reader<'a> {
     }
 
     /// A string's raw bytes (no UTF-8 check: used for keys and tags compared to ASCII names).
-    #[inline]
+    /// Inlined where speed is measured, not in the wasm builds, where bytes are.
+    #[cfg_attr(not(target_arch = "wasm32"), inline)]
     fn str_bytes(&mut self) -> Res<&'a [u8]> {
         // Fast path, inlined: a whole fixstr (every key and tag vLLM writes).
         if let Some(&b) = self.buf.get(self.pos) {
@@ -607,12 +602,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An array-form event's fields into `fields`; returns its tag.
-    fn event_array(
-        &mut self,
-        n: usize,
-        at: usize,
-        fields: &mut EventFields<'_>,
-    ) -> Res<&'a [u8]> {
+    fn event_array(&mut self, n: usize, at: usize, fields: &mut EventFields<'_>) -> Res<&'a [u8]> {
         if n == 0 {
             return Err(err(at, "empty event array (expected [tag, fields...])"));
         }
