@@ -13,65 +13,21 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kvscope_core::event::{BlockStored, KvEvent, KvEventBatch};
-use kvscope_core::hash::BlockHash;
+use kvscope_core::event::KvEventBatch;
 use kvscope_core::trace::{Trace, TraceBatch, TraceRecord};
 use kvscope_core::wire::msgpack::{decode_stream, encode_batch_into};
 use kvscope_core::wire::{jsonl, EventEncoding};
-use smallvec::smallvec;
 
-const EVENTS_PER_BATCH: usize = 16;
+#[path = "common/wire_trace.rs"]
+mod wire_trace;
 
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+use wire_trace::batches;
 
 fn event_count() -> usize {
     std::env::var("KVSCOPE_BENCH_EVENTS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000)
-}
-
-/// The benchmark batches: a parent chain per request of 64 blocks; every 4th event on CPU.
-fn batches(n: usize) -> Vec<KvEventBatch> {
-    let mut out = Vec::with_capacity(n / EVENTS_PER_BATCH + 1);
-    let mut events = Vec::with_capacity(EVENTS_PER_BATCH);
-    for i in 0..n as u64 {
-        let parent = if i % 64 == 0 {
-            None
-        } else {
-            Some(BlockHash::Int(splitmix(i - 1)))
-        };
-        let base = (i % 64) as u32 * 16;
-        events.push(KvEvent::BlockStored(BlockStored {
-            block_hashes: smallvec![BlockHash::Int(splitmix(i))],
-            parent_block_hash: parent,
-            token_ids: (base..base + 16).collect(),
-            block_size: 16,
-            lora_id: None,
-            medium: Some(if i % 4 == 3 { "CPU" } else { "GPU" }.into()),
-            lora_name: None,
-            extra_keys: None,
-            group_idx: Some(0),
-            kv_cache_spec_kind: Some("full_attention".into()),
-            kv_cache_spec_sliding_window: None,
-            locality: None,
-            ownership: None,
-        }));
-        if events.len() == EVENTS_PER_BATCH || i + 1 == n as u64 {
-            let step = out.len() as f64;
-            out.push(KvEventBatch {
-                ts: 1_700_000_000.0 + step,
-                events: std::mem::take(&mut events),
-                data_parallel_rank: Some(0),
-            });
-        }
-    }
-    out
 }
 
 fn encode_all(batches: &[KvEventBatch], out: &mut Vec<u8>, payload_ends: Option<&mut Vec<usize>>) {

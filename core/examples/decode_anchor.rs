@@ -6,13 +6,20 @@
 //! so the bytes are the ones a Python generator with msgspec's encoder writes for the same
 //! events.
 //!
+//!
+//! `write DIR EVENTS bench` writes the wire benchmark's trace instead (`benches/wire.rs`:
+//! a parent chain per 64-block request, every 4th event on CPU).
+//!
 //! ```text
-//! decode_anchor write DIR [EVENTS]   # DIR/stream.msgpack and DIR/stream.lp (u32-LE framed)
+//! decode_anchor write DIR [EVENTS [anchor|bench]]
+//!                                    # DIR/stream.msgpack and DIR/stream.lp (u32-LE framed)
 //! decode_anchor time FILE            # wall and CPU seconds of one `wire::read_trace`
-//!                                    # (file read excluded)
+//!                                    # (the whole trace kept; file read excluded)
+//! decode_anchor stream FILE          # the same for the streaming decoder (`wire::stream`,
+//!                                    # what `kvscope check` reads with), each batch dropped
 //! ```
 //!
-//! `scripts/bench-decode.sh` runs both and msgspec alternately and prints the median ratio.
+//! `scripts/bench-decode.sh` runs these and msgspec alternately and prints the median ratios.
 
 use std::hint::black_box;
 
@@ -21,10 +28,15 @@ use std::time::Instant;
 
 use kvscope_core::event::{BlockStored, KvEvent, KvEventBatch};
 use kvscope_core::hash::BlockHash;
+use kvscope_core::trace::{Trace, TraceRecord};
 use kvscope_core::wire::msgpack::encode_batch_into;
+use kvscope_core::wire::stream::TraceReader;
 use kvscope_core::wire::{read_trace, EventEncoding};
 
-const EVENTS_PER_BATCH: usize = 16;
+#[path = "../benches/common/wire_trace.rs"]
+mod wire_trace;
+
+use wire_trace::EVENTS_PER_BATCH;
 
 /// CPython's Mersenne Twister (`Modules/_randommodule.c`): `random.Random(seed)` for a small
 /// non-negative int seed, and `getrandbits(64)`.
@@ -128,11 +140,16 @@ fn anchor_batches(events: usize) -> Vec<KvEventBatch> {
         .collect()
 }
 
-fn write(dir: &str, events: usize) -> std::io::Result<()> {
+fn write(dir: &str, events: usize, shape: &str) -> Result<(), String> {
+    let batches = match shape {
+        "anchor" => anchor_batches(events),
+        "bench" => wire_trace::batches(events),
+        _ => return Err(format!("unknown shape {shape} (anchor or bench)")),
+    };
     let mut stream = Vec::new();
     let mut framed = Vec::new();
     let mut payload = Vec::new();
-    for batch in anchor_batches(events) {
+    for batch in batches {
         payload.clear();
         encode_batch_into(&mut payload, &batch, EventEncoding::Map);
         stream.extend_from_slice(&payload);
@@ -140,10 +157,11 @@ fn write(dir: &str, events: usize) -> std::io::Result<()> {
         framed.extend_from_slice(&payload);
     }
     let dir = std::path::Path::new(dir);
-    std::fs::write(dir.join("stream.msgpack"), &stream)?;
-    std::fs::write(dir.join("stream.lp"), &framed)?;
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    std::fs::write(dir.join("stream.msgpack"), &stream).map_err(io)?;
+    std::fs::write(dir.join("stream.lp"), &framed).map_err(io)?;
     println!(
-        "wrote {events} events, {:.1} MB, to {}",
+        "wrote {events} {shape} events, {:.1} MB, to {}",
         stream.len() as f64 / 1e6,
         dir.display()
     );
@@ -158,38 +176,63 @@ fn thread_cpu_ns() -> Option<u64> {
     s.split_whitespace().next()?.parse().ok()
 }
 
-fn time(file: &str) -> Result<(), String> {
+/// What a timed decode returns: the number of events, and what it kept (dropped once the clock
+/// has stopped: msgspec's keeping run does not free its batches either).
+type Decoded = Result<(usize, Option<Trace>), String>;
+
+/// Time `decode` on FILE's bytes and print `kvscope WALL_SECONDS CPU_SECONDS (N events)`.
+fn time(file: &str, decode: fn(&[u8]) -> Decoded) -> Result<(), String> {
     let bytes = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
     if std::env::var_os("DECODE_ANCHOR_WARM").is_some() {
         // Diagnostic: decode and drop once first, so that the timed decode reuses memory the
         // allocator already holds (how much of the time is the kernel's fresh pages).
-        drop(black_box(read_trace(&bytes, "bench")));
+        drop(decode(&bytes)?);
     }
     let cpu = thread_cpu_ns();
     let t = Instant::now();
-    let trace = read_trace(black_box(&bytes), "bench").map_err(|e| e.to_string())?;
+    let (events, kept) = decode(black_box(&bytes))?;
     let secs = t.elapsed().as_secs_f64();
     let cpu_secs = match (cpu, thread_cpu_ns()) {
         (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9,
         _ => secs,
     };
-    let events: usize = trace.batches().map(|b| b.events.len()).sum();
-    black_box(&trace);
-    // Wall seconds, then CPU seconds.
+    drop(black_box(kept));
     println!("kvscope {secs:.3} {cpu_secs:.3} ({events} events)");
     Ok(())
+}
+
+/// `wire::read_trace`: the whole trace decoded and kept.
+fn keep_all(bytes: &[u8]) -> Decoded {
+    let trace = read_trace(bytes, "bench").map_err(|e| e.to_string())?;
+    Ok((trace.batches().map(|b| b.events.len()).sum(), Some(trace)))
+}
+
+/// The streaming decoder, as `kvscope check` reads: one batch at a time, each dropped once
+/// counted (msgspec's dropping run does the same).
+fn stream_each(bytes: &[u8]) -> Decoded {
+    let mut events = 0;
+    for record in TraceReader::new(bytes, "bench") {
+        if let TraceRecord::Batch(b) = record.map_err(|e| e.to_string())? {
+            events += black_box(b).events.len();
+        }
+    }
+    Ok((events, None))
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["write", dir] => write(dir, 1_000_000).map_err(|e| e.to_string()),
-        ["write", dir, n] => match n.parse() {
-            Ok(n) => write(dir, n).map_err(|e| e.to_string()),
+        ["write", dir] => write(dir, 1_000_000, "anchor"),
+        ["write", dir, n] | ["write", dir, n, _] => match n.parse() {
+            Ok(n) => write(dir, n, args.get(3).map_or("anchor", String::as_str)),
             Err(e) => Err(format!("EVENTS: {e}")),
         },
-        ["time", file] => time(file),
-        _ => Err("usage: decode_anchor write DIR [EVENTS] | decode_anchor time FILE".into()),
+        ["time", file] => time(file, keep_all),
+        ["stream", file] => time(file, stream_each),
+        _ => Err(
+            "usage: decode_anchor write DIR [EVENTS [anchor|bench]] | time FILE | stream FILE"
+                .into(),
+        ),
     };
     if let Err(e) = result {
         eprintln!("decode_anchor: {e}");

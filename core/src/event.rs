@@ -197,13 +197,14 @@ macro_rules! define_events {
         define_events!(@struct $(#[$rdoc])* BlockRemoved { $( $(#[$rfdoc])* $rname : $rkind [$rpres, $rera], )* });
 
         /// Every event field as decoded so far, before the event's tag is known (a map's keys
-        /// come in any order): a `BlockStored`, whose fields include `BlockRemoved`'s, and which
-        /// of its fields were read. A decoder writes each value straight into its place in the
-        /// event (no per-field `Option` to unwrap and move afterwards: `docs/performance.md`).
-        #[derive(Default)]
-        pub struct EventFields {
+        /// come in any order): written into a `BlockStored` (whose fields include
+        /// `BlockRemoved`'s), with a mask of the fields read. A decoder writes each value
+        /// straight into its place, and the msgpack decoder's `BlockStored` is already the
+        /// event's place in its batch, so a decoded event is never moved (every move of a
+        /// 272-byte event was a `memcpy`: `docs/performance.md`).
+        pub struct EventFields<'a> {
             /// The values read so far (the rest are `BlockStored::default()`'s).
-            stored: BlockStored,
+            stored: &'a mut BlockStored,
             /// Bit `i` set: field `i` of `BlockStored::FIELDS` was read.
             read: u32,
         }
@@ -217,7 +218,13 @@ macro_rules! define_events {
             const ALL: &'static [FieldId] = &[ $( FieldId::$sname, )* ];
         }
 
-        impl EventFields {
+        impl<'a> EventFields<'a> {
+            /// Fields to be read into `stored`, a `BlockStored::default()`.
+            #[inline]
+            pub fn new(stored: &'a mut BlockStored) -> Self {
+                EventFields { stored, read: 0 }
+            }
+
             /// The slot of the field named `name`, with its `'static` name.
             pub fn slot(&mut self, name: &str) -> Option<(&'static str, FieldSlot<'_>)> {
                 let index = BlockStored::FIELDS.iter().position(|f| f.name == name)?;
@@ -246,23 +253,25 @@ macro_rules! define_events {
                 }).map(|f| f.name)
             }
 
-            /// A `BlockStored` of the fields read; `Err(name)` for a missing required field.
+            /// Whether the fields read make a `BlockStored` (then it is the `stored` given to
+            /// [`Self::new`]); `Err(name)` for a missing required field.
             #[inline]
-            pub fn block_stored(self) -> Result<BlockStored, &'static str> {
+            pub fn block_stored(&self) -> Result<(), &'static str> {
                 // Fast check: every required field read (the usual case).
                 if self.read & BlockStored::REQUIRED != BlockStored::REQUIRED {
                     return Err(self.missing(BlockStored::FIELDS).unwrap_or("?"));
                 }
-                Ok(self.stored)
+                Ok(())
             }
 
-            /// A `BlockRemoved` of the fields read; `Err(name)` for a missing required field.
+            /// A `BlockRemoved` of the fields read (taken out of `stored`); `Err(name)` for a
+            /// missing required field.
             pub fn block_removed(self) -> Result<BlockRemoved, &'static str> {
                 if let Some(name) = self.missing(BlockRemoved::FIELDS) {
                     return Err(name);
                 }
                 let s = self.stored;
-                Ok(BlockRemoved { $( $rname: s.$rname, )* })
+                Ok(BlockRemoved { $( $rname: std::mem::take(&mut s.$rname), )* })
             }
         }
     };

@@ -53,9 +53,12 @@ pub enum ReadError {
 /// [`Decoder::next_record`] until it returns `Ok(None)`, and call [`Decoder::finish`] once the
 /// input has ended so the last record (and any truncation error) comes out.
 pub struct Decoder {
-    /// Input pushed and not yet dropped: `buf[start..]` is not consumed yet.
+    /// Input pushed and not yet dropped: `buf[start..end]` is not consumed yet; bytes past
+    /// `end` are room for the next read (so that [`TraceReader`] reads straight into the
+    /// buffer, not through a second one).
     buf: Vec<u8>,
     start: usize,
+    end: usize,
     /// Absolute offset of `buf[start]` in the input.
     base: u64,
     /// The input has ended.
@@ -88,6 +91,7 @@ impl Decoder {
         Decoder {
             buf: Vec::new(),
             start: 0,
+            end: 0,
             base: 0,
             ended: false,
             format: None,
@@ -103,17 +107,47 @@ impl Decoder {
 
     /// Append the next bytes of the input.
     pub fn push(&mut self, bytes: &[u8]) {
-        // Drop the consumed bytes once they are half the buffer (amortised O(1) per byte).
-        if self.start > self.buf.len() / 2 {
+        self.buf.truncate(self.end);
+        self.compact();
+        self.buf.extend_from_slice(bytes);
+        self.end = self.buf.len();
+    }
+
+    /// Drop the consumed bytes once they are half the input held (amortised O(1) per byte).
+    fn compact(&mut self) {
+        if self.start > self.end / 2 {
             self.buf.drain(..self.start);
+            self.end -= self.start;
             self.start = 0;
         }
-        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Read the next bytes of the input from `input` straight into the room past `end` (at
+    /// least half of `READ_CHUNK`: the room is compacted and regrown only when it is below that,
+    /// so a reader giving a few bytes at a time costs no more per byte); `Ok(0)` at its end.
+    fn read_from(&mut self, input: &mut impl Read) -> std::io::Result<usize> {
+        if self.buf.len().saturating_sub(self.end) < READ_CHUNK / 2 {
+            self.compact();
+            let want = self.end.saturating_add(READ_CHUNK);
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
+        }
+        let room = self.buf.get_mut(self.end..).unwrap_or_default();
+        let n = loop {
+            match input.read(room) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        self.end += n;
+        Ok(n)
     }
 
     /// The input not consumed yet.
     fn rest(&self) -> &[u8] {
-        self.buf.get(self.start..).unwrap_or_default()
+        self.buf.get(self.start..self.end).unwrap_or_default()
     }
 
     /// Mark the end of the input.
@@ -137,6 +171,7 @@ impl Decoder {
             self.failed = true;
             self.buf = Vec::new();
             self.start = 0;
+            self.end = 0;
         }
         result
     }
@@ -267,7 +302,6 @@ impl Decoder {
 pub struct TraceReader<R> {
     input: R,
     decoder: Decoder,
-    chunk: Vec<u8>,
 }
 
 impl<R: Read> TraceReader<R> {
@@ -278,11 +312,7 @@ impl<R: Read> TraceReader<R> {
 
     /// A reader feeding `decoder` (e.g. one made with [`Decoder::with_floats`]).
     pub fn from_decoder(input: R, decoder: Decoder) -> Self {
-        TraceReader {
-            input,
-            decoder,
-            chunk: vec![0; READ_CHUNK],
-        }
+        TraceReader { input, decoder }
     }
 
     /// Bytes of the input consumed by the records returned so far.
@@ -299,19 +329,13 @@ impl<R: Read> TraceReader<R> {
             if self.decoder.ended || self.decoder.failed {
                 return Ok(None);
             }
-            let n = loop {
-                match self.input.read(&mut self.chunk) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        self.decoder.failed = true;
-                        return Err(e.into());
-                    }
+            match self.decoder.read_from(&mut self.input) {
+                Ok(0) => self.decoder.finish(),
+                Ok(_) => {}
+                Err(e) => {
+                    self.decoder.failed = true;
+                    return Err(e.into());
                 }
-            };
-            match self.chunk.get(..n) {
-                Some(bytes) if n > 0 => self.decoder.push(bytes),
-                _ => self.decoder.finish(),
             }
         }
     }

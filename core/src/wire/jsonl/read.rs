@@ -294,7 +294,8 @@ pub(super) fn extra_value(p: &mut Parser<'_>) -> JsonResult<ExtraValue> {
 pub(super) fn parse_event(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResult<KvEvent> {
     p.open(b'{', "a KV event object with a \"type\" key")?;
     let mut tag_: Option<Tag> = None;
-    let mut fields = EventFields::default();
+    let mut stored = BlockStored::default();
+    let mut fields = EventFields::new(&mut stored);
     let mut first = true;
     while let Some(k) = p.next_key(first)? {
         first = false;
@@ -312,10 +313,10 @@ pub(super) fn parse_event(p: &mut Parser<'_>, scratch: &mut Scratch) -> JsonResu
     let missing = |t: &str, f: &str| p.error(format!("{t}: missing required field {f}"));
     match tag_ {
         None => Err(p.error("event has no \"type\" key")),
-        Some(Tag::BlockStored) => fields
-            .block_stored()
-            .map(KvEvent::BlockStored)
-            .map_err(|f| missing(BlockStored::TAG, f)),
+        Some(Tag::BlockStored) => match fields.block_stored() {
+            Ok(()) => Ok(KvEvent::BlockStored(stored)),
+            Err(f) => Err(missing(BlockStored::TAG, f)),
+        },
         Some(Tag::BlockRemoved) => fields
             .block_removed()
             .map(KvEvent::BlockRemoved)

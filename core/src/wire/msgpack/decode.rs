@@ -4,8 +4,9 @@
 //! (byte offset, event, field) and for speed; what was measured is in `docs/performance.md`
 //! ("msgpack decode against msgspec"). In short: map keys are compared as bytes against the
 //! field expected next in vLLM's declaration order; each value is written straight into its
-//! place in the event (`EventFields`: a `BlockStored` and a mask of the fields read, no
-//! per-field `Option` to move afterwards); vLLM's media and spec kinds become shared
+//! place in the event, and the event is decoded in its place at the end of its batch's list
+//! (`EventFields`: the `BlockStored` pushed there and a mask of the fields read; no per-field
+//! `Option` and no 272-byte event to move afterwards); vLLM's media and spec kinds become shared
 //! `'static` [`Label`]s without a UTF-8 check or an allocation, and a one-block hash list
 //! stays inline ([`BlockHashes`]). With these a decoded anchor-stream event makes one
 //! allocation (its token ids) instead of four, and callgrind counts 3,345 instructions per
@@ -183,6 +184,13 @@ impl<'a> Reader<'a> {
     }
 
     fn u32_val(&mut self, expected: &str) -> Res<u32> {
+        // Fast path: a positive fixint (`block_size`, `group_idx`, a data parallel rank).
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u32::from(b));
+            }
+        }
         let at = self.pos;
         let v = self.u64_val(expected)?;
         u32::try_from(v).map_err(|_| err(at, format!("{v} is out of range for {expected}")))
@@ -474,10 +482,8 @@ impl<'a> Reader<'a> {
             .map_err(|e| ctx(e, format_args!("batch: field events")))?;
         let mut events = Vec::with_capacity(count.min(self.remaining()));
         for i in 0..count {
-            events.push(
-                self.event()
-                    .map_err(|e| ctx(e, format_args!("event {i}")))?,
-            );
+            self.event_into(&mut events)
+                .map_err(|e| ctx(e, format_args!("event {i}")))?;
         }
         let mut data_parallel_rank = None;
         if n >= 3 {
@@ -495,24 +501,55 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn event(&mut self) -> Res<KvEvent> {
+    /// Decode one event onto the end of `events`. The fields are read straight into the
+    /// `BlockStored` pushed there (the event is not moved afterwards; see [`EventFields`]);
+    /// another tag replaces it, an error removes it.
+    fn event_into(&mut self, events: &mut Vec<KvEvent>) -> Res<()> {
+        events.push(KvEvent::BlockStored(BlockStored::default()));
+        let result = match events.last_mut() {
+            Some(KvEvent::BlockStored(stored)) => self.event(stored),
+            // Not reached: the event just pushed is a `BlockStored`.
+            _ => Err(err(self.pos, "internal error: no place for the event")),
+        };
+        match result {
+            Ok(None) => {}
+            Ok(Some(other)) => {
+                if let Some(last) = events.last_mut() {
+                    *last = other;
+                }
+            }
+            Err(e) => {
+                events.pop();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// One event read into `stored`: `None` when it is a `BlockStored` (then `stored` is it),
+    /// else the event of its tag.
+    fn event(&mut self, stored: &mut BlockStored) -> Res<Option<KvEvent>> {
         let (m, at) = self.marker()?;
-        match m {
+        let mut fields = EventFields::new(stored);
+        let (tag, what) = match m {
             Marker::FixMap(_) | Marker::Map16 | Marker::Map32 => {
                 let n = self.len_for(m)?.unwrap_or(0);
-                self.event_map(n, at)
+                (self.event_map(n, at, &mut fields)?, "key")
             }
             Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
                 let n = self.len_for(m)?.unwrap_or(0);
-                self.event_array(n, at)
+                (self.event_array(n, at, &mut fields)?, "positional field")
             }
-            _ => Err(Self::type_err(at, "map or array", m)),
-        }
+            _ => return Err(Self::type_err(at, "map or array", m)),
+        };
+        build(fields, tag, at, what)
     }
 
     /// A string's raw bytes (no UTF-8 check: used for keys and tags compared to ASCII names).
+    /// Inlined where speed is measured, not in the wasm builds, where bytes are.
+    #[cfg_attr(not(target_arch = "wasm32"), inline)]
     fn str_bytes(&mut self) -> Res<&'a [u8]> {
-        // Fast path: a whole fixstr (every key and tag vLLM writes).
+        // Fast path, inlined: a whole fixstr (every key and tag vLLM writes).
         if let Some(&b) = self.buf.get(self.pos) {
             if b & 0xe0 == 0xa0 {
                 let start = self.pos + 1;
@@ -522,6 +559,12 @@ impl<'a> Reader<'a> {
                 }
             }
         }
+        self.str_bytes_slow()
+    }
+
+    /// [`Self::str_bytes`] past its fast path (any string marker, or an error).
+    #[inline(never)]
+    fn str_bytes_slow(&mut self) -> Res<&'a [u8]> {
         let (m, at) = self.marker()?;
         let len = match m {
             Marker::FixStr(n) => usize::from(n),
@@ -531,8 +574,8 @@ impl<'a> Reader<'a> {
         self.take(len, "string")
     }
 
-    fn event_map(&mut self, n: usize, at: usize) -> Res<KvEvent> {
-        let mut fields = EventFields::default();
+    /// A map-form event's fields into `fields`; returns its tag.
+    fn event_map(&mut self, n: usize, at: usize, fields: &mut EventFields<'_>) -> Res<&'a [u8]> {
         let mut tag: Option<&'a [u8]> = None;
         // Where the next key is expected in `BlockStored::FIELDS` (msgspec writes declaration
         // order), so that a key usually costs one comparison.
@@ -555,11 +598,11 @@ impl<'a> Reader<'a> {
                     .map_err(|e| ctx(e, format_args!("field {}", String::from_utf8_lossy(key))))?,
             }
         }
-        let tag = tag.ok_or_else(|| err(at, "event map has no \"type\" key"))?;
-        build(fields, tag, at, "key")
+        tag.ok_or_else(|| err(at, "event map has no \"type\" key"))
     }
 
-    fn event_array(&mut self, n: usize, at: usize) -> Res<KvEvent> {
+    /// An array-form event's fields into `fields`; returns its tag.
+    fn event_array(&mut self, n: usize, at: usize, fields: &mut EventFields<'_>) -> Res<&'a [u8]> {
         if n == 0 {
             return Err(err(at, "empty event array (expected [tag, fields...])"));
         }
@@ -569,7 +612,6 @@ impl<'a> Reader<'a> {
             b"BlockRemoved" => BlockRemoved::FIELDS,
             _ => &[],
         };
-        let mut fields = EventFields::default();
         for i in 0..n - 1 {
             match specs.get(i).and_then(|spec| fields.slot(spec.name)) {
                 Some((name, slot)) => self
@@ -578,7 +620,7 @@ impl<'a> Reader<'a> {
                 None => self.skip(0)?,
             }
         }
-        build(fields, tag, at, "positional field")
+        Ok(tag)
     }
 
     /// One field's value into its slot (the last value of a repeated key wins).
@@ -620,14 +662,17 @@ fn field_named(key: &[u8], next: &mut usize) -> Option<usize> {
     Some(found)
 }
 
-/// The event of `tag` from the fields read (`what` names a field in errors: key or position).
-fn build(fields: EventFields, tag: &[u8], at: usize, what: &str) -> Res<KvEvent> {
+/// The event of `tag` from the fields read: `None` for a `BlockStored` (the fields' own
+/// `stored`), else the other event (`what` names a field in errors: key or position).
+fn build(fields: EventFields<'_>, tag: &[u8], at: usize, what: &str) -> Res<Option<KvEvent>> {
     // The tag as text only for messages (not validated on the success path).
     let name = || String::from_utf8_lossy(tag);
     let event = match tag {
-        b"BlockStored" => fields.block_stored().map(KvEvent::BlockStored),
-        b"BlockRemoved" => fields.block_removed().map(KvEvent::BlockRemoved),
-        b"AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
+        b"BlockStored" => fields.block_stored().map(|()| None),
+        b"BlockRemoved" => fields
+            .block_removed()
+            .map(|e| Some(KvEvent::BlockRemoved(e))),
+        b"AllBlocksCleared" => Ok(Some(KvEvent::AllBlocksCleared)),
         _ => {
             return Err(err(
                 at,
