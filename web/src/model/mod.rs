@@ -18,6 +18,7 @@ mod layout;
 mod query;
 #[cfg(test)]
 mod tests;
+pub mod topology;
 
 pub use query::Query;
 
