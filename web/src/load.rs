@@ -330,8 +330,9 @@ pub fn load_bytes(
             Some(id) => TraceOrigin::Kept(id.clone()),
             None => origin,
         };
+        // (A local trace counts as in the link until its inlining fails: no flicker of the
+        // "view only" note for the small ones.)
         st.keeping.set(match (&keep_id, &origin) {
-            (Some(_), _) => Keeping::Saving,
             (None, TraceOrigin::Kept(_)) => Keeping::Kept { bytes: bytes.len() },
             _ => Keeping::InLink,
         });
@@ -385,6 +386,9 @@ pub fn load_bytes(
                     st.keeping.set(Keeping::InLink);
                 }
                 return;
+            }
+            if is_current(st, gen) {
+                st.keeping.set(Keeping::Saving);
             }
             let kept = crate::keep::keep(&id, &name, &bytes).await;
             if is_current(st, gen) {
