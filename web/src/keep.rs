@@ -9,6 +9,8 @@ use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
+use crate::permalink::{LinkState, TraceOrigin};
+
 /// Where the loaded trace is for a reload or a permalink.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Keeping {
@@ -138,6 +140,56 @@ pub async fn kept(id: &str) -> Result<Option<(String, Vec<u8>)>, String> {
         .unwrap_or_else(|| "kept trace".into());
     let bytes = js_sys::Uint8Array::new(&pair.get(1)).to_vec();
     Ok(Some((name, bytes)))
+}
+
+/// After a local trace's first paint: inline it in the permalink when the whole trace fits,
+/// else keep it in this browser under `id` (the link names the id), publishing where it is in
+/// [`crate::AppState::keeping`]. `current` says whether this load is still the shown one.
+pub async fn inline_or_keep(
+    st: crate::AppState,
+    id: &str,
+    name: &str,
+    bytes: &[u8],
+    current: impl Fn() -> bool,
+) {
+    if let Some(text) = crate::permalink::inline_trace(bytes).await {
+        if current() {
+            st.origin.set(Some(TraceOrigin::Inline(text)));
+            st.keeping.set(Keeping::InLink);
+        }
+        return;
+    }
+    if current() {
+        st.keeping.set(Keeping::Saving);
+    }
+    let kept = keep(id, name, bytes).await;
+    if current() {
+        st.keeping.set(match kept {
+            Ok(()) => Keeping::Kept { bytes: bytes.len() },
+            Err(reason) => Keeping::NotKept {
+                bytes: bytes.len(),
+                reason,
+            },
+        });
+    }
+}
+
+/// On start with a link naming a kept trace (`s=id`): load it from this browser's storage
+/// with the link's view, or say that this browser does not have it.
+pub fn restore(st: crate::AppState, id: String, link: LinkState) {
+    leptos::task::spawn_local(async move {
+        let message = match kept(&id).await {
+            Ok(Some((name, bytes))) => {
+                return crate::load::load_bytes(st, name, bytes, TraceOrigin::Kept(id), Some(link));
+            }
+            Ok(None) => missing_sentence(None),
+            Err(why) => missing_sentence(Some(&why)),
+        };
+        st.status.set(crate::LoadStatus::Error {
+            name: "the linked trace".into(),
+            message,
+        });
+    });
 }
 
 /// The sentence a reload shows when the link's trace is not in it and this browser does not

@@ -426,26 +426,7 @@ pub fn load_bytes(
         }
         spawn_analysis(st);
         if let Some(id) = keep_id {
-            if let Some(text) = crate::permalink::inline_trace(&bytes).await {
-                if is_current(st, gen) {
-                    st.origin.set(Some(TraceOrigin::Inline(text)));
-                    st.keeping.set(Keeping::InLink);
-                }
-                return;
-            }
-            if is_current(st, gen) {
-                st.keeping.set(Keeping::Saving);
-            }
-            let kept = crate::keep::keep(&id, &name, &bytes).await;
-            if is_current(st, gen) {
-                st.keeping.set(match kept {
-                    Ok(()) => Keeping::Kept { bytes: bytes.len() },
-                    Err(reason) => Keeping::NotKept {
-                        bytes: bytes.len(),
-                        reason,
-                    },
-                });
-            }
+            crate::keep::inline_or_keep(st, &id, &name, &bytes, move || is_current(st, gen)).await;
         }
     });
 }
@@ -582,21 +563,7 @@ pub fn boot(st: AppState) {
                 }
             });
         }
-        (Some(TraceOrigin::Kept(id)), _) => {
-            leptos::task::spawn_local(async move {
-                let message = match crate::keep::kept(&id).await {
-                    Ok(Some((name, bytes))) => {
-                        return load_bytes(st, name, bytes, TraceOrigin::Kept(id), Some(link));
-                    }
-                    Ok(None) => crate::keep::missing_sentence(None),
-                    Err(why) => crate::keep::missing_sentence(Some(&why)),
-                };
-                st.status.set(LoadStatus::Error {
-                    name: "the linked trace".into(),
-                    message,
-                });
-            });
-        }
+        (Some(TraceOrigin::Kept(id)), _) => crate::keep::restore(st, id, link),
         (Some(TraceOrigin::Url(u)), _) => load_url(st, u, Some(link)),
         (_, Some(u)) => load_url(st, u, Some(link)),
         (Some(TraceOrigin::Demo), None) => load_demo(st, Some(link)),
