@@ -31,7 +31,7 @@ use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
 use finish::{FinishStep, Finishing};
 pub(crate) use losses::LossTrack;
-use violations::{Presence, Waiter};
+use violations::{Presence, Waiter, Waiting};
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
 pub(crate) trait Recorder {
@@ -107,7 +107,9 @@ pub(crate) struct Run {
     started: bool,
     known_sizes: usize,
     /// Children waiting for a parent, by the parent's block id.
-    waiting: SlabMap<Vec<Waiter>>,
+    waiting: Waiting,
+    /// Scratch: the waiters of one parent being resolved.
+    resolving: Vec<Waiter>,
     /// The findings so far, compact.
     raw: Vec<Rec>,
     resolved: Vec<Resolution>,
@@ -166,7 +168,8 @@ impl Run {
             header_workers: false,
             started: false,
             known_sizes: 0,
-            waiting: SlabMap::default(),
+            waiting: Waiting::default(),
+            resolving: Vec::new(),
             raw: Vec::new(),
             resolved: Vec::new(),
             lane_changes: Vec::new(),
