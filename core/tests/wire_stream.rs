@@ -171,3 +171,74 @@ fn a_payload_cut_short_is_an_error_only_at_the_end() {
     );
     assert_eq!(d.next_record(), Ok(None));
 }
+
+/// The records a decoder returned before an error, and its position then.
+fn until_error(bytes: &[u8], chunk: usize) -> (Vec<TraceRecord>, Option<WireError>, u64) {
+    let mut d = Decoder::new("s");
+    let mut out = Vec::new();
+    let mut pieces = bytes.chunks(chunk);
+    loop {
+        let more = match pieces.next() {
+            Some(p) => {
+                d.push(p);
+                true
+            }
+            None => {
+                d.finish();
+                false
+            }
+        };
+        loop {
+            match d.next_record() {
+                Ok(Some(r)) => out.push(r),
+                Ok(None) => break,
+                Err(e) => return (out, Some(e), d.position()),
+            }
+        }
+        if !more {
+            return (out, None, d.position());
+        }
+    }
+}
+
+/// Issue 16 point 10: a capture cut anywhere (msgpack mid-payload, JSON Lines mid-line) keeps
+/// its complete leading batches. Before the located error the decoder has returned every
+/// record complete before the cut, and `position()` is where they end: the input up to it
+/// reads back, with no error, as exactly those records.
+#[test]
+fn a_cut_capture_keeps_its_complete_leading_records() {
+    let msgpack = std::fs::read(fixtures().join("wire/stream.msgpack")).expect("stream");
+    let jsonl = std::fs::read(fixtures().join("agreement/two-jobs-fixed-provenance.jsonl"))
+        .expect("a JSON Lines fixture");
+    let mut partial = 0;
+    for (input, step) in [(&msgpack, 5), (&jsonl, 97)] {
+        let whole = read_trace(input, "s")
+            .expect("the whole input reads")
+            .records;
+        for cut in (1..input.len()).step_by(step) {
+            let cut_input = &input[..cut];
+            for chunk in [3, 4096] {
+                let (records, error, at) = until_error(cut_input, chunk);
+                let at = usize::try_from(at).expect("fits");
+                assert_eq!(
+                    records.as_slice(),
+                    &whole[..records.len()],
+                    "cut at {cut}: a prefix"
+                );
+                let prefix = read_trace(&cut_input[..at], "s").expect("the prefix reads");
+                assert_eq!(prefix.records, records, "cut at {cut}, chunk {chunk}");
+                if let Some(e) = error {
+                    partial += usize::from(!records.is_empty());
+                    match e.location {
+                        Location::Byte(o) => assert!(o as usize >= at, "{e} before {at}"),
+                        Location::Line { line, .. } => {
+                            let lines = cut_input[..at].iter().filter(|b| **b == b'\n').count();
+                            assert_eq!(line as usize, lines + 1, "{e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(partial > 10, "{partial} cuts kept records");
+}

@@ -7,13 +7,13 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, writeFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import net from 'node:net';
 import { chromium } from 'playwright-core';
-import { large } from './traces.mjs';
+import { large, chain150 } from './traces.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -612,6 +612,120 @@ test('the first violation of the demo is told in one sentence that agrees with t
     assert.equal(await page.locator('[data-testid=cascade]').count() === 0 || /: 0 later/.test(await text(page, 'cascade')), true);
   }
   await page.screenshot({ path: join(shots, 'demo-story.png') });
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, point 3: a 150-block chain is one chain of runs, not a staircase; at the llm-d loss
+// root the whole cascade shows, coloured at the cursor (not stored yet) or at the end (dropped).
+test('topology: a 150-block chain reads as one chain of runs, with the whole cascade at a loss root', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  const path = join(mkdtempSync(join(tmpdir(), 'kvscope-chain-')), 'chain-150.jsonl');
+  writeFileSync(path, chain150());
+  await page.setInputFiles('[data-testid=file-input]', path);
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded chain-150.jsonl")');
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  await page.getByRole('combobox', { name: 'Router' }).selectOption('llmd');
+  await page.keyboard.press('Home');
+  await page.keyboard.press('n');
+  const root = Number((await text(page, 'counter')).split(' / ')[0]) - 1;
+  await page.getByRole('tab', { name: 'Topology' }).click();
+  await page.waitForSelector('[data-testid=topology] .node');
+  assert.match(await text(page, 'topology-caption'), new RegExp(`^150 blocks around event #${root}, coloured by llmd at the cursor \\(a loss root: the whole cascade\\)`));
+  const nodes = page.locator('[data-testid=topology] .node');
+  assert.ok(await nodes.count() <= 5, `${await nodes.count()} nodes for a 150-block chain`);
+  assert.equal(await page.locator('[data-testid=topology] .branches').count(), 0, 'one chain, no branches');
+  const titles = await nodes.evaluateAll((els) => els.map((e) => e.title));
+  const counted = titles.reduce((n, t) => n + (Number((t.match(/^(\d+) blocks,/) || [])[1]) || 1), 0);
+  assert.equal(counted, 150, titles.join(' | '));
+  assert.ok(titles.some((t) => /^\d+ blocks, .*: not stored yet \(an ancestor was dropped\)$/.test(t)), titles.join(' | '));
+  assert.equal(await page.locator('[data-testid=topology] .node.current.s-dropped').count(), 1, 'the root, dropped');
+  // The tree stays inside its pane (no staircase off the side).
+  const box = await page.locator('[data-testid=topology]').boundingBox();
+  const pane = await page.locator('[data-testid=inspector]').boundingBox();
+  assert.ok(box.x + box.width <= pane.x + pane.width + 1, 'within the pane');
+  await page.screenshot({ path: join(shots, 'chain150-topology-cursor.png') });
+  await page.getByRole('button', { name: 'End of trace', exact: true }).click();
+  await page.waitForSelector('[data-testid=topology-caption]:has-text("at the end of the trace")');
+  const after = await page.locator('[data-testid=topology] .node').evaluateAll((els) => els.map((e) => e.title));
+  assert.ok(after.some((t) => /^\d+ blocks, .*: dropped \(an ancestor was dropped\)$/.test(t)), after.join(' | '));
+  assert.ok(!after.some((t) => /not stored yet/.test(t)), after.join(' | '));
+  await page.screenshot({ path: join(shots, 'chain150-topology-end.png') });
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, point 5: a trace too large to inline is kept in this browser: the link says it
+// carries the view only, a reload restores the trace, the cursor and the tab; a browser that
+// no longer keeps it says so instead of showing the demo.
+test('permalinks and reloads: a large dropped trace is kept for reloads, the link says the trace is not in it, the tab is in the view', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  const path = join(mkdtempSync(join(tmpdir(), 'kvscope-keep-')), 'large-20k.jsonl');
+  writeFileSync(path, large(20000));
+  await page.setInputFiles('[data-testid=file-input]', path);
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded large-20k.jsonl")');
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  await page.keyboard.press('n');
+  await page.getByRole('tab', { name: 'Job order' }).click();
+  await page.waitForSelector('[data-testid=keep-note]:has-text("kept here")');
+  const note = await page.locator('[data-testid=keep-note]').getAttribute('title');
+  assert.match(note, /The link carries the view, not the trace \(.* is too large to inline\)\. This browser keeps the trace/);
+  await page.waitForFunction(() => /(^|[#&])s=/.test(location.hash) && location.hash.includes('i=jobs'));
+  assert.doesNotMatch(page.url(), /[#&]t=/, 'not inlined');
+  const counter = await text(page, 'counter');
+  await page.screenshot({ path: join(shots, 'keep-note.png') });
+  await page.reload();
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded large-20k.jsonl")');
+  assert.equal(await text(page, 'counter'), counter);
+  assert.equal(await page.getByRole('tab', { name: 'Job order' }).getAttribute('aria-selected'), 'true');
+  await page.waitForSelector('[data-testid=keep-note]:has-text("kept here")');
+  // Another browser (here: this one with its storage cleared) cannot restore it: it says so.
+  await page.evaluate(() => new Promise((res) => {
+    const r = indexedDB.deleteDatabase('kvscope');
+    r.onsuccess = r.onerror = r.onblocked = res;
+  }));
+  await page.reload();
+  await page.waitForSelector('[data-testid=load-error]');
+  assert.match(await text(page, 'load-error'), /carries the view but not the trace .* does not keep it: open the trace file again/);
+  assert.doesNotMatch(await text(page, 'trace-name'), /demo/, 'not silently replaced by the demo');
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, point 10: a capture cut mid-batch offers its complete leading batches, saying how
+// many and where it broke; the button opens them.
+test('a truncated capture offers to open its complete leading batches (JSON Lines and msgpack)', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  const dir = mkdtempSync(join(tmpdir(), 'kvscope-cut-'));
+  // JSON Lines cut in the middle of line 7 (a header and five batches before it).
+  const lines = readFileSync(LEGACY, 'utf8').split('\n');
+  const keep = lines.slice(0, 6);
+  const events = keep.slice(1).reduce((n, l) => n + JSON.parse(l).events.length, 0);
+  const cut = join(dir, 'cut.jsonl');
+  writeFileSync(cut, keep.join('\n') + '\n' + lines[6].slice(0, 40));
+  await page.setInputFiles('[data-testid=file-input]', cut);
+  await page.waitForSelector('[data-testid=load-error]');
+  assert.match(await text(page, 'load-error'), /line 7/);
+  assert.match(await text(page, 'recover'), /^The input broke at line 7, column \d+\. The 5 complete batches before it can be opened\./);
+  await page.screenshot({ path: join(shots, 'truncated-offer.png') });
+  await page.getByRole('button', { name: 'Open 5 complete batches' }).click();
+  await page.waitForSelector(`[data-testid=status]:has-text("Loaded cut.jsonl (first 5 batches): ${events} events")`);
+  assert.equal(await page.locator('[data-testid=recover]').count(), 0);
+  // A msgpack stream cut mid-payload: located by byte offset.
+  const stream = readFileSync(join(root, 'tests', 'fixtures', 'wire', 'stream.msgpack'));
+  const mp = join(dir, 'cut.msgpack');
+  const at = Math.floor(stream.length * 0.6);
+  writeFileSync(mp, stream.subarray(0, at));
+  await page.setInputFiles('[data-testid=file-input]', mp);
+  await page.waitForSelector('[data-testid=recover]');
+  const offer = await text(page, 'recover');
+  const [, offset, n] = offer.match(/^The input broke at byte offset (\d+)\. The (\d+) complete batch(?:es)? before it can be opened\./);
+  assert.ok(Number(offset) <= at && Number(n) > 0, offer);
+  await page.getByRole('button', { name: new RegExp(`^Open ${n} complete batch`) }).click();
+  await page.waitForSelector(`[data-testid=status]:has-text("Loaded cut.msgpack (first ${n} batch")`);
   await page.close();
   assert.deepEqual(pageErrors, []);
 });

@@ -12,14 +12,13 @@ const stored = (hash, parent, medium, group = 0) => ({
 const header = (scenario) => JSON.stringify({ kind: 'header', kvscope: 1, scenario, meta: { generator: 'tests/e2e/traces.mjs', hash_format: 'int' } });
 const batch = (source, seq, events) => JSON.stringify({ source, dp_rank: 0, seq, ts: 1700000000 + seq, events });
 
-/** A 150-block chain stored on GPU in order, then offloaded to CPU with block 10 last: every
- *  router that drops orphans loses blocks 11..149 with it (a cascade of 139). */
+/** A 150-block prompt offloaded to CPU in one transfer job whose keys come out with block 10
+ *  last (set order), as captured from the offload on (no GPU events): llm-d drops block 11 as
+ *  an orphan and loses blocks 12..149 with it (one loss root, a cascade of 138). */
 export function chain150() {
-  const gpu = [];
-  for (let k = 0; k < 150; k++) gpu.push(stored(H(k), k ? H(k - 1) : null, 'GPU'));
   const order = [...Array(150).keys()].filter((k) => k !== 10).concat([10]);
   const cpu = order.map((k) => stored(H(k), k ? H(k - 1) : null, 'CPU'));
-  return [header('chain-150'), batch('pod-a', 0, gpu), batch('pod-a', 1, cpu)].join('\n') + '\n';
+  return [header('chain-150'), batch('pod-a', 0, cpu)].join('\n') + '\n';
 }
 
 /** Two KV groups (full attention and sliding window) with the same hashes, the second group's

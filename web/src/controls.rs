@@ -382,6 +382,7 @@ pub fn Header() -> impl IntoView {
             <button class="btn" aria-label="Load demo" on:click=move |_| load::load_demo(st, None)>"Demo"</button>
             {cfg!(feature = "compare").then(|| view! { <button class="btn" aria-label="Compare" title="Generate a scenario in two orders and compare" on:click=move |_| st.compare.set(true)>"Compare"</button> })}
             <button class="btn" aria-label="Copy permalink" on:click=copy_link>{move || if copied.get() { "Copied" } else { "Permalink" }}</button>
+            <crate::keep::KeepNote/>
             <button class="btn icon" aria-label="Toggle theme" title="Toggle theme (t)"
                 on:click=move |_| st.theme.update(|t| *t = if *t == Theme::Dark { Theme::Light } else { Theme::Dark })>
                 {move || if st.theme.get() == Theme::Dark { "☀" } else { "☾" }}

@@ -4,12 +4,9 @@
 //! * Consumers: each model's verdict on the current event, its counters (indexed, pending,
 //!   dropped, unreachable) with what this step changed highlighted, and the prefixes it can no
 //!   longer route to so far. One model or all side by side.
-//! * Topology: the parent/child tree around the current event's blocks, each node coloured by
-//!   its state for the selected model; a dropped node's subtree is struck through.
+//! * Topology: the block tree around the current event ([`crate::topology`]).
 //! * Job order: the current event's transfer job, in emitted order vs prefix order, with
 //!   inversions marked.
-
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use kvscope_core::consumers::{ConsumerKind, VerdictKind};
 use kvscope_core::replay::{Snapshot, Step};
@@ -19,8 +16,6 @@ use crate::model::Model;
 use crate::text::{count, hash_text, mid_ellipsis, HASH_CHARS};
 use crate::{AnalysisStatus, AppState};
 
-/// Topology nodes rendered at most.
-const TREE_NODES: usize = 160;
 /// Job events listed at most.
 const JOB_EVENTS: usize = 300;
 
@@ -33,6 +28,26 @@ pub enum Tab {
     Topology,
     /// Per-job order.
     JobOrder,
+}
+
+impl Tab {
+    /// The permalink's name of the tab (`i=topology`); `None` for the default (Consumers).
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            Tab::Consumers => None,
+            Tab::Topology => Some("topology"),
+            Tab::JobOrder => Some("jobs"),
+        }
+    }
+
+    /// Inverse of [`Tab::as_str`]; anything else is the default tab.
+    pub fn parse(s: &str) -> Tab {
+        match s {
+            "topology" => Tab::Topology,
+            "jobs" => Tab::JobOrder,
+            _ => Tab::Consumers,
+        }
+    }
 }
 
 /// The consumer the views focus on (`None` in the state means all side by side; topology then
@@ -180,138 +195,6 @@ fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>
     .into_any()
 }
 
-fn topology_view(st: AppState, m: &Model, cursor: u32, kind: ConsumerKind) -> AnyView {
-    let Some(cur) = cursor.checked_sub(1) else {
-        return view! { <p class="muted">"Nothing stored yet: step forward to grow the tree."</p> }
-            .into_any();
-    };
-    let Some(mut r) = m.replay() else {
-        return analysing_view(st, m);
-    };
-    r.seek(cursor as usize);
-    let Some(info) = r.event_info(cur as usize) else {
-        return view! { <p class="muted">"No event."</p> }.into_any();
-    };
-    let current: HashSet<u64> = info.hashes.iter().copied().collect();
-    let Some(&start) = info.hashes.first() else {
-        return view! { <p class="muted">"This event names no blocks (AllBlocksCleared)."</p> }
-            .into_any();
-    };
-    // Walk up to the root (bounded), then collect the subtree breadth-first (bounded).
-    let mut root = start;
-    let mut seen = HashSet::default();
-    for _ in 0..256 {
-        if !seen.insert(root) {
-            break;
-        }
-        match r.block(root).parent {
-            Some(p) if r.block(p).first_stored.is_some() => root = p,
-            _ => break,
-        }
-    }
-    // The root's named parent when it is not stored yet (child first): shown as a ghost.
-    let ghost = r
-        .block(root)
-        .parent
-        .filter(|p| r.block(*p).first_stored.is_none());
-    let mut children: HashMap<u64, Vec<u64>> = HashMap::default();
-    let mut state: HashMap<u64, &'static str> = HashMap::default();
-    let mut queue = std::collections::VecDeque::from([root]);
-    let mut count = 0;
-    let mut visited = HashSet::default();
-    while let Some(h) = queue.pop_front() {
-        if count >= TREE_NODES || !visited.insert(h) {
-            continue;
-        }
-        count += 1;
-        let b = r.block(h);
-        let v = b
-            .last_outcome
-            .iter()
-            .find(|(k, _, _)| *k == kind)
-            .map(|(_, _, v)| *v);
-        state.insert(
-            h,
-            if b.first_stored.is_none() && v.is_none() {
-                "unknown"
-            } else {
-                block_state(v)
-            },
-        );
-        for c in &b.children {
-            queue.push_back(*c);
-        }
-        children.insert(h, b.children.clone());
-    }
-    drop(r);
-    fn node(
-        h: u64,
-        depth: usize,
-        under_dropped: bool,
-        children: &HashMap<u64, Vec<u64>>,
-        state: &HashMap<u64, &'static str>,
-        current: &HashSet<u64>,
-        st: AppState,
-    ) -> AnyView {
-        let s = state.get(&h).copied().unwrap_or("unknown");
-        let dropped_here = s == "dropped";
-        let kids = children.get(&h).cloned().unwrap_or_default();
-        let kid_views = if depth < 64 {
-            kids.iter()
-                .filter(|k| state.contains_key(k))
-                .map(|k| {
-                    node(
-                        *k,
-                        depth + 1,
-                        under_dropped || dropped_here,
-                        children,
-                        state,
-                        current,
-                        st,
-                    )
-                })
-                .collect::<Vec<_>>()
-        } else {
-            Vec::new()
-        };
-        let q = format!("hash={h}");
-        view! {
-            <li>
-                <button class=format!("node link-plain s-{s}") class:under-dropped=under_dropped && !dropped_here class:current=current.contains(&h)
-                    title=format!("{h}: {s}{}", if under_dropped { " (an ancestor was dropped)" } else { "" })
-                    on:click=move |_| { st.query.set(q.clone()); st.search_next(); }>
-                    <span class="dot"></span><span class="mono">{short(h)}</span><span class="muted small">{s}</span>
-                </button>
-                {(!kid_views.is_empty()).then(|| view! { <ul class="tree">{kid_views}</ul> })}
-            </li>
-        }
-        .into_any()
-    }
-    let tree = node(root, 0, false, &children, &state, &current, st);
-    let tree = match ghost {
-        Some(p) => view! {
-            <li>
-                <span class="node s-unknown ghost" title=format!("{p}: named as parent, not stored before the cursor")>
-                    <span class="dot"></span><span class="mono">{short(p)}</span><span class="muted small">"parent not stored yet"</span>
-                </span>
-                <ul class="tree">{tree}</ul>
-            </li>
-        }
-        .into_any(),
-        None => tree,
-    };
-    let legend = ["indexed", "pending", "dropped", "misrooted", "removed"]
-        .into_iter()
-        .map(|s| view! { <span class=format!("node s-{s}")><span class="dot"></span>{s}</span> })
-        .collect_view();
-    view! {
-        <p class="muted small">{format!("Blocks around event #{cur}, coloured by {} at the cursor{}.", kind.as_str(), if count >= TREE_NODES { format!(" (first {TREE_NODES} nodes)") } else { String::new() })}</p>
-        <div class="tabs">{legend}</div>
-        <ul class="tree root" data-testid="topology">{tree}</ul>
-    }
-    .into_any()
-}
-
 fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
     let Some(cur) = cursor.checked_sub(1) else {
         return view! { <p class="muted">"Step to an event of a transfer job to see its order."</p> }.into_any();
@@ -380,7 +263,7 @@ fn job_view(st: AppState, m: &Model, cursor: u32) -> AnyView {
 #[component]
 pub fn Inspector() -> impl IntoView {
     let st = expect_context::<AppState>();
-    let tab = RwSignal::new(Tab::Consumers);
+    let tab = st.tab;
     let analysing = move || matches!(st.analysis.get(), AnalysisStatus::Running { .. });
     let wait_title = "Available when the analysis is done";
     let tab_btn = move |t: Tab, label: &'static str| {
@@ -412,7 +295,7 @@ pub fn Inspector() -> impl IntoView {
                         Tab::Consumers => consumers_view(st, m, cursor, selected_consumers(sel.as_deref())),
                         Tab::Topology => {
                             let k = sel.as_deref().and_then(ConsumerKind::parse).unwrap_or(ConsumerKind::Llmd);
-                            topology_view(st, m, cursor, k)
+                            crate::topology::topology_view(st, m, cursor, k)
                         }
                         Tab::JobOrder => job_view(st, m, cursor),
                     },

@@ -17,15 +17,18 @@
 pub mod compare;
 pub mod controls;
 pub mod inspect;
+pub mod keep;
 pub mod lens;
 pub mod load;
 pub mod model;
 pub mod panels;
 pub mod permalink;
+pub mod recover;
 #[cfg(feature = "compare")]
 pub mod sim_params;
 pub mod text;
 pub mod timeline;
+pub mod topology;
 
 use std::sync::Arc;
 
@@ -235,6 +238,12 @@ pub struct AppState {
     /// While `true`, the running analysis waits between slices (the page stays interactive).
     /// Lets a test hold the analysis part-way to check what the page does meanwhile.
     pub analysis_hold: RwSignal<bool>,
+    /// After a load that broke part-way: the offer to open its complete leading batches.
+    pub recovery: RwSignal<Option<recover::Recovery>>,
+    /// Where the loaded trace is for a reload (in the link, kept in this browser, or neither).
+    pub keeping: RwSignal<keep::Keeping>,
+    /// The inspector's open tab (part of the permalink).
+    pub tab: RwSignal<inspect::Tab>,
 }
 
 impl AppState {
@@ -265,6 +274,9 @@ impl AppState {
             analysis: RwSignal::new(AnalysisStatus::Idle),
             load_gen: RwSignal::new(0),
             analysis_hold: RwSignal::new(false),
+            recovery: RwSignal::new(None),
+            keeping: RwSignal::new(keep::Keeping::InLink),
+            tab: RwSignal::new(inspect::Tab::Consumers),
         }
     }
 

@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use kvscope_core::trace::{Trace, TraceRecord};
 use kvscope_core::wire::stream::Decoder;
-use kvscope_core::wire::WireError;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
+use crate::keep::Keeping;
 use crate::model::Model;
 use crate::permalink::{LinkState, TraceOrigin};
+use crate::recover::{Broken, Recovery};
 use crate::{AnalysisStatus, AppState, LoadStatus, Viewport, DEMO_TRACE};
 
 /// Input is pushed to the reader in chunks of this many bytes.
@@ -81,17 +82,19 @@ async fn progress(st: AppState, name: &str, done: usize, total: usize, events: u
 /// Parse bytes into a trace through the core's resumable reader (`wire::stream::Decoder`, the
 /// one the CLI and the package read with), [`CHUNK`] bytes at a time, reporting progress
 /// (bytes, events, events/s) after each chunk. Records, numbering and errors (byte offset or
-/// line) are the core's. `current` says whether this load is still wanted (a newer one
-/// cancels it: `None`).
+/// line) are the core's; on an error, the batches complete before it and the bytes they span
+/// ([`Broken`]). `current` says whether this load is still wanted (a newer one cancels it:
+/// `None`).
 async fn parse(
     st: AppState,
     name: &str,
     bytes: &[u8],
     t0: f64,
     current: impl Fn() -> bool,
-) -> Option<Result<Trace, WireError>> {
+) -> Option<Result<Trace, Broken>> {
     let mut records: Vec<TraceRecord> = Vec::new();
     let mut events = 0usize;
+    let mut batches = 0usize;
     let mut decoder = Decoder::with_floats(stem(name), json_float);
     let mut chunks = bytes.chunks(CHUNK);
     loop {
@@ -110,11 +113,18 @@ async fn parse(
                 Ok(Some(r)) => {
                     if let TraceRecord::Batch(b) = &r {
                         events += b.events.len();
+                        batches += 1;
                     }
                     records.push(r);
                 }
                 Ok(None) => break,
-                Err(e) => return Some(Err(e)),
+                Err(error) => {
+                    return Some(Err(Broken {
+                        error,
+                        batches,
+                        complete_bytes: usize::try_from(decoder.position()).unwrap_or(0),
+                    }))
+                }
             }
         }
         if !more {
@@ -283,6 +293,7 @@ pub fn load_bytes(
     link: Option<LinkState>,
 ) {
     st.playing.set(false);
+    st.recovery.set(None);
     let gen = begin_load(st);
     st.status.set(LoadStatus::Loading {
         name: name.clone(),
@@ -301,11 +312,12 @@ pub fn load_bytes(
         let trace = match parse(st, &name, &bytes, t0, move || is_current(st, gen)).await {
             None => return, // a newer load took over
             Some(Ok(t)) => t,
-            Some(Err(e)) => {
+            Some(Err(broken)) => {
                 st.status.set(LoadStatus::Error {
-                    name,
-                    message: e.to_string(),
+                    name: name.clone(),
+                    message: broken.error.to_string(),
                 });
+                st.recovery.set(Recovery::offer(&name, &broken, bytes));
                 resume_analysis(st);
                 return;
             }
@@ -356,9 +368,20 @@ pub fn load_bytes(
         yield_now().await;
         let ms = now_ms() - t0;
         let n = model.len();
-        // A local trace goes into permalinks inline if it compresses small enough: decided
-        // after the first paint (asynchronous compression); `Local` meanwhile.
-        let inline_later = origin == TraceOrigin::Local;
+        // A local trace goes into permalinks inline if it compresses small enough, else it is
+        // kept in this browser's storage under a new id (`crate::keep`): decided after the
+        // first paint (asynchronous compression); the link names the id meanwhile.
+        let keep_id = (origin == TraceOrigin::Local).then(crate::keep::new_id);
+        let origin = match &keep_id {
+            Some(id) => TraceOrigin::Kept(id.clone()),
+            None => origin,
+        };
+        // (A local trace counts as in the link until its inlining fails: no flicker of the
+        // "view only" note for the small ones.)
+        st.keeping.set(match (&keep_id, &origin) {
+            (None, TraceOrigin::Kept(_)) => Keeping::Kept { bytes: bytes.len() },
+            _ => Keeping::InLink,
+        });
         st.analysis.set(AnalysisStatus::Running {
             events: n,
             fraction: 0.0,
@@ -402,12 +425,8 @@ pub fn load_bytes(
             return;
         }
         spawn_analysis(st);
-        if inline_later {
-            if let Some(text) = crate::permalink::inline_trace(&bytes).await {
-                if is_current(st, gen) {
-                    st.origin.set(Some(TraceOrigin::Inline(text)));
-                }
-            }
+        if let Some(id) = keep_id {
+            crate::keep::inline_or_keep(st, &id, &name, &bytes, move || is_current(st, gen)).await;
         }
     });
 }
@@ -518,6 +537,9 @@ pub fn boot(st: AppState) {
     };
     st.lane_mode.set(link.lanes);
     st.workers.set(link.workers);
+    if let Some(t) = link.tab {
+        st.tab.set(t);
+    }
     let query_url = loc
         .search()
         .ok()
@@ -541,6 +563,7 @@ pub fn boot(st: AppState) {
                 }
             });
         }
+        (Some(TraceOrigin::Kept(id)), _) => crate::keep::restore(st, id, link),
         (Some(TraceOrigin::Url(u)), _) => load_url(st, u, Some(link)),
         (_, Some(u)) => load_url(st, u, Some(link)),
         (Some(TraceOrigin::Demo), None) => load_demo(st, Some(link)),
@@ -562,6 +585,7 @@ pub fn permalink_hash(st: AppState) -> Option<String> {
             workers: st.workers.get_untracked(),
             viewport: Some((vp.start, vp.per_px)),
             origin: Some(origin.clone()),
+            tab: Some(st.tab.get_untracked()),
         };
         Some(format!("#{}", link.to_hash()))
     })
@@ -594,6 +618,7 @@ pub fn sync_permalink(st: AppState) {
         st.consumer.track();
         st.lane_mode.track();
         st.workers.track();
+        st.tab.track();
         if let Some(h) = pending.get_value() {
             h.clear();
         }

@@ -15,7 +15,8 @@ const VIOLATION_ROWS: usize = 200;
 /// Token ids shown before "… more".
 const TOKENS_SHOWN: usize = 64;
 
-fn fmt_bytes(n: usize) -> String {
+/// A byte count in B, KB or MB (one decimal).
+pub fn fmt_bytes(n: usize) -> String {
     if n >= 1 << 20 {
         format!("{} MB", fixed(n as f64 / (1u64 << 20) as f64, 1))
     } else if n >= 1 << 10 {
@@ -91,7 +92,8 @@ pub fn StatusBanner() -> impl IntoView {
             LoadStatus::Error { name, message } => view! {
                 <div class="status error" data-testid="load-error" role="alert">
                     <strong>{format!("Could not load {name}: ")}</strong>{message}
-                    <button class="btn" on:click=move |_| st.status.set(LoadStatus::Idle)>"Dismiss"</button>
+                    <crate::recover::RecoverOffer/>
+                    <button class="btn" on:click=move |_| { st.recovery.set(None); st.status.set(LoadStatus::Idle) }>"Dismiss"</button>
                 </div>
             }.into_any(),
         }}

@@ -11,6 +11,7 @@ use base64::Engine as _;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
+use crate::inspect::Tab;
 use crate::model::LaneMode;
 
 /// Traces whose compressed form is at most this many bytes are inlined in permalinks.
@@ -25,7 +26,10 @@ pub enum TraceOrigin {
     Url(String),
     /// The trace inlined in the link: raw deflate, base64url ([`inline_trace`]).
     Inline(String),
-    /// Not reproducible from the link (a large local file).
+    /// Not in the link: a local trace too large to inline, kept in this browser's storage under
+    /// this id (`s=…`, [`crate::keep`]).
+    Kept(String),
+    /// A local trace (file, paste, generated) being loaded: inlined when it fits, else kept.
     Local,
 }
 
@@ -48,6 +52,8 @@ pub struct LinkState {
     pub viewport: Option<(f64, f64)>,
     /// Trace origin (`None`: not given).
     pub origin: Option<TraceOrigin>,
+    /// The inspector's tab (`i=topology`, `i=jobs`; absent: Consumers).
+    pub tab: Option<Tab>,
 }
 
 /// Percent-encode everything outside unreserved characters (and `/`, `:`).
@@ -280,7 +286,11 @@ impl LinkState {
             Some(TraceOrigin::Demo) => parts.push("d=1".into()),
             Some(TraceOrigin::Url(u)) => parts.push(format!("u={}", enc(u))),
             Some(TraceOrigin::Inline(s)) => parts.push(format!("t={s}")),
+            Some(TraceOrigin::Kept(id)) => parts.push(format!("s={}", enc(id))),
             Some(TraceOrigin::Local) | None => {}
+        }
+        if let Some(t) = self.tab.and_then(Tab::as_str) {
+            parts.push(format!("i={t}"));
         }
         parts.join("&")
     }
@@ -312,6 +322,8 @@ impl LinkState {
                 "u" => st.origin = Some(TraceOrigin::Url(dec(v))),
                 "t" if is_base64url(v) => st.origin = Some(TraceOrigin::Inline(v.to_owned())),
                 "t" => return Err("the link's inline trace is not base64url".into()),
+                "s" if !v.is_empty() => st.origin = Some(TraceOrigin::Kept(dec(v))),
+                "i" => st.tab = Some(Tab::parse(v)),
                 _ => {}
             }
         }
@@ -334,13 +346,43 @@ mod tests {
             workers: Some(2),
             viewport: Some((10.0, 0.125)),
             origin: Some(TraceOrigin::Inline("q1ZKzs8pLS7Jz00sSlWyMqwFAA".into())),
+            tab: Some(Tab::Topology),
         };
         let h = st.to_hash();
         assert!(
-            !h.contains(' ') && !h.contains('&') || h.split('&').count() == 8,
+            !h.contains(' ') && !h.contains('&') || h.split('&').count() == 9,
             "{h}"
         );
         assert_eq!(LinkState::from_hash(&format!("#{h}")).unwrap(), st);
+    }
+
+    /// Issue 16 point 5: a trace too large to inline is named by its storage id, never
+    /// silently dropped from the link; the active tab is part of the view.
+    #[test]
+    fn kept_traces_and_the_tab_are_in_the_link() {
+        let st = LinkState {
+            cursor: Some(7),
+            origin: Some(TraceOrigin::Kept("lz3k9a1b2".into())),
+            tab: Some(Tab::JobOrder),
+            ..Default::default()
+        };
+        assert_eq!(st.to_hash(), "c=7&s=lz3k9a1b2&i=jobs");
+        assert_eq!(LinkState::from_hash("#c=7&s=lz3k9a1b2&i=jobs").unwrap(), st);
+        let local = LinkState {
+            origin: Some(TraceOrigin::Local),
+            tab: Some(Tab::Consumers),
+            ..Default::default()
+        };
+        assert_eq!(
+            local.to_hash(),
+            "",
+            "the default tab and a local trace add nothing"
+        );
+        assert_eq!(
+            LinkState::from_hash("i=topology").unwrap().tab,
+            Some(Tab::Topology)
+        );
+        assert_eq!(LinkState::from_hash("s=").unwrap().origin, None);
     }
 
     #[test]

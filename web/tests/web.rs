@@ -815,3 +815,75 @@ async fn page_agrees_with_check() {
     }
     assert_eq!(cases, 11);
 }
+
+/// Issue 16 point 10: a JSON Lines trace cut mid-line shows the located error and offers its
+/// complete leading batches; the button opens exactly those.
+#[wasm_bindgen_test]
+async fn a_cut_trace_offers_its_complete_batches() {
+    let root = container();
+    let st = AppState::new();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! { <kvscope_web::panels::StatusBanner/> }
+    });
+    let whole = include_str!("../fixtures/tiers.jsonl");
+    let lines: Vec<&str> = whole.lines().collect();
+    let batches = lines
+        .iter()
+        .take(3)
+        .filter(|l| l.contains("\"events\""))
+        .count();
+    let cut = format!("{}\n{}", lines[..3].join("\n"), &lines[3][..20]);
+    load::load_bytes(
+        st,
+        "cut.jsonl".into(),
+        cut.into_bytes(),
+        TraceOrigin::Local,
+        None,
+    );
+    until(&root, "load-error", "line 4").await;
+    let offer = until(&root, "recover", "can be opened").await;
+    let plural = if batches == 1 { "batch" } else { "batches" };
+    assert!(
+        offer.starts_with(&format!(
+            "The input broke at line 4, column 20. The {batches} complete {plural} before it"
+        )),
+        "{offer}"
+    );
+    let button: web_sys::HtmlElement = root
+        .query_selector("[data-testid=recover] button")
+        .unwrap()
+        .expect("the offer's button")
+        .unchecked_into();
+    assert_eq!(
+        button.inner_text(),
+        format!("Open {batches} complete {plural}")
+    );
+    button.click();
+    until(
+        &root,
+        "status",
+        &format!("Loaded cut.jsonl (first {batches} "),
+    )
+    .await;
+    assert!(el(&root, "recover").is_none(), "the offer is gone");
+}
+
+/// Issue 16 point 5: the browser keeps one trace for reloads, found by its id only.
+#[wasm_bindgen_test]
+async fn a_kept_trace_comes_back_by_its_id() {
+    use kvscope_web::keep::{keep, kept, new_id};
+    let (a, b) = (new_id(), new_id());
+    assert_ne!(a, b);
+    keep(&a, "a.jsonl", b"first").await.expect("kept");
+    assert_eq!(
+        kept(&a).await.unwrap(),
+        Some(("a.jsonl".into(), b"first".to_vec()))
+    );
+    keep(&b, "b.jsonl", b"second").await.expect("kept");
+    assert_eq!(kept(&a).await.unwrap(), None, "one trace is kept: the last");
+    assert_eq!(
+        kept(&b).await.unwrap(),
+        Some(("b.jsonl".into(), b"second".to_vec()))
+    );
+}

@@ -19,6 +19,7 @@ mod layout;
 mod query;
 #[cfg(test)]
 mod tests;
+pub mod topology;
 
 pub use query::Query;
 
