@@ -115,6 +115,33 @@ fn row(f: &serde_json::Value) -> String {
     )
 }
 
+/// Every trace in the directory (a `.msgpack` or `.jsonl` file; the `.json` files are the
+/// scenarios) is made by `TRACES` and has a case in `CASES`, and each listed file is there: a
+/// new fixture is never silently skipped (the package's test, `wasm/tests/agreement/`, reads
+/// the directory too).
+#[test]
+fn every_trace_in_the_directory_has_a_case() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".msgpack") || f.ends_with(".jsonl"))
+        .collect();
+    on_disk.sort();
+    let mut made: Vec<String> = TRACES.iter().map(|(f, _)| (*f).to_owned()).collect();
+    made.sort();
+    let mut cased: Vec<String> = CASES.iter().map(|(f, _)| (*f).to_owned()).collect();
+    cased.sort();
+    cased.dedup();
+    assert_eq!(
+        on_disk, made,
+        "TRACES must list every trace file in the directory"
+    );
+    assert_eq!(
+        on_disk, cased,
+        "CASES must cover every trace file in the directory"
+    );
+}
+
 #[test]
 fn the_fixture_traces_are_what_generate_writes() {
     let tmp = tempfile::tempdir().unwrap();
