@@ -31,7 +31,7 @@ use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
 use finish::{FinishStep, Finishing};
 pub(crate) use losses::LossTrack;
-use violations::{Presence, Waiter};
+use violations::{Presence, PrimaryPairs, Waiter};
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
 pub(crate) trait Recorder {
@@ -108,6 +108,10 @@ pub(crate) struct Run {
     known_sizes: usize,
     /// Children waiting for a parent, by the parent's block id.
     waiting: SlabMap<Vec<Waiter>>,
+    /// The class of each primary-tier (CPU) inversion, by (engine, parent block id, child's
+    /// first hash): a secondary tier's cascade copies a CPU store job's keys in its order, so
+    /// the same pair inverted there has the same class (`docs/rules.md`, "Jobs and evidence").
+    primary_pairs: PrimaryPairs,
     /// The findings so far, compact.
     raw: Vec<Rec>,
     resolved: Vec<Resolution>,
@@ -167,6 +171,7 @@ impl Run {
             started: false,
             known_sizes: 0,
             waiting: SlabMap::default(),
+            primary_pairs: PrimaryPairs::default(),
             raw: Vec::new(),
             resolved: Vec::new(),
             lane_changes: Vec::new(),

@@ -13,6 +13,8 @@ pub(super) enum Scope {
 /// A child waiting for its parent.
 pub(super) struct Waiter {
     pub(super) child: usize,
+    /// The analysis' block id of its first block.
+    pub(super) child_id: u32,
     /// Its source (for the finding) and engine (`(source, dp_rank)`, for the lanes).
     pub(super) source: u32,
     pub(super) engine: u32,
@@ -38,6 +40,10 @@ pub(super) struct Held {
     pub(super) lanes: crate::consumers::LaneList,
     pub(super) ever: bool,
 }
+
+/// Primary-tier inversions' classes by (engine, parent block id, child's first hash).
+pub(super) type PrimaryPairs =
+    hashbrown::HashMap<(u32, u32, u64), crate::analysis::ReorderClass, rustc_hash::FxBuildHasher>;
 
 pub(super) fn lane(source: u32, tier: u32) -> LaneKey {
     LaneKey { source, tier }
@@ -109,6 +115,12 @@ impl Presence {
         } else {
             Some(Scope::Global)
         }
+    }
+    /// Whether lane `(s, t)` holds `id`.
+    pub(super) fn holds(&self, id: u32, s: u32, t: u32) -> bool {
+        self.held
+            .get(id as usize)
+            .is_some_and(|h| h.lanes.contains(lane(s, t)))
     }
     pub(super) fn ever(&self, id: Option<u32>) -> bool {
         id.and_then(|id| self.held.get(id as usize))
