@@ -73,6 +73,36 @@ const TRACES: &[(&str, &[&str])] = &[
         "two-jobs-fixed-provenance.jsonl",
         &["two-jobs.json", "--order", "fixed"],
     ),
+    (
+        "cascade-one-job-cpython.msgpack",
+        &[
+            "cascade-one-job.json",
+            "--order",
+            "cpython",
+            "--format",
+            "msgpack",
+        ],
+    ),
+    (
+        "cascade-two-jobs-fixed.msgpack",
+        &[
+            "cascade-two-jobs.json",
+            "--order",
+            "fixed",
+            "--format",
+            "msgpack",
+        ],
+    ),
+    (
+        "cascade-two-jobs-cpython.msgpack",
+        &[
+            "cascade-two-jobs.json",
+            "--order",
+            "cpython",
+            "--format",
+            "msgpack",
+        ],
+    ),
 ];
 
 /// (trace file, `--workers`; `None`: the trace's own worker count).
@@ -87,6 +117,9 @@ const CASES: &[(&str, Option<u32>)] = &[
     ("two-jobs-gpu-fixed.msgpack", None),
     ("two-jobs-gpu-cpython.msgpack", Some(2)),
     ("two-jobs-fixed-provenance.jsonl", None),
+    ("cascade-one-job-cpython.msgpack", None),
+    ("cascade-two-jobs-fixed.msgpack", None),
+    ("cascade-two-jobs-cpython.msgpack", None),
 ];
 
 /// The header line of a case in `expected.txt`.
@@ -209,7 +242,8 @@ fn check_json_gives_the_expected_rows() {
 
 /// The table covers what issue 14 asks the page and `check` to agree on: the two-group trace,
 /// the two-job two-worker trace with and without a worker count of 2, a set-order single job,
-/// traces with GPU events and one with provenance; and each of them says what it should.
+/// traces with GPU events and one with provenance, and a file-system tier behind the CPU tier;
+/// and each of them says what it should.
 #[test]
 fn the_expected_rows_say_what_the_shapes_should() {
     let expected = std::fs::read_to_string(dir().join("expected.txt")).unwrap();
@@ -254,6 +288,20 @@ fn the_expected_rows_say_what_the_shapes_should() {
         let r = case(file, None);
         assert_eq!(rules(&r), ["child-before-parent-across-jobs"], "{file}");
     }
+    // Behind a file-system tier (no provenance, no GPU events), the tier's copy of a CPU job
+    // takes the CPU tier's class: in-job for set order; across jobs for fixed-order cascades
+    // that finish out of order.
+    let copy = case("cascade-one-job-cpython.msgpack", None);
+    assert_eq!(copy.len(), 2, "{copy:?}");
+    assert!(
+        copy.iter().all(|r| r.contains(" in-job deny: ")),
+        "{copy:?}"
+    );
+    assert!(copy[1].contains("the CPU tier has this inversion in one job"));
+    assert_eq!(
+        rules(&case("cascade-two-jobs-fixed.msgpack", None)),
+        ["child-before-parent-across-jobs"]
+    );
     // Set order fails with two workers, with or without GPU events.
     for file in ["two-jobs-cpython.msgpack", "two-jobs-gpu-cpython.msgpack"] {
         assert!(case(file, Some(2))

@@ -708,7 +708,10 @@ fn agreement_trace(file: &str) -> Vec<u8> {
         "two-jobs-cpython.msgpack",
         "two-jobs-gpu-fixed.msgpack",
         "two-jobs-gpu-cpython.msgpack",
-        "two-jobs-fixed-provenance.jsonl"
+        "two-jobs-fixed-provenance.jsonl",
+        "cascade-one-job-cpython.msgpack",
+        "cascade-two-jobs-fixed.msgpack",
+        "cascade-two-jobs-cpython.msgpack"
     )
 }
 
@@ -806,5 +809,5 @@ async fn page_agrees_with_check() {
         }
         cases += 1;
     }
-    assert_eq!(cases, 10);
+    assert_eq!(cases, 13);
 }
