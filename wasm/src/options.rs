@@ -33,7 +33,7 @@ export type ReorderClass = "in-job" | "across-jobs" | "ambiguous" | "cross-tier"
   | "promotion";
 /** What the class of a child-before-parent finding rests on. */
 export type Evidence = "provenance" | "gpu-events" | "batch-order" | "separate-batches" | "no-job"
-  | "lanes";
+  | "lanes" | "cascade";
 /** How a rule's findings count. */
 export type Level = "allow" | "warn" | "deny";
 /** What a consumer did with an event or a block. */
