@@ -41,9 +41,28 @@ pub(super) struct Held {
     pub(super) ever: bool,
 }
 
-/// Primary-tier inversions' classes by (engine, parent block id, child's first hash).
-pub(super) type PrimaryPairs =
-    hashbrown::HashMap<(u32, u32, u64), crate::analysis::ReorderClass, rustc_hash::FxBuildHasher>;
+/// Primary-tier inversions' classes by (engine, parent block id, child's first hash), sorted by
+/// key: inversions are rare, and a sorted list costs the lean npm build less code than a hash
+/// map type of its own.
+#[derive(Default)]
+pub(super) struct PrimaryPairs(Vec<((u32, u32, u64), crate::analysis::ReorderClass)>);
+
+impl PrimaryPairs {
+    pub(super) fn insert(&mut self, key: (u32, u32, u64), class: crate::analysis::ReorderClass) {
+        match self.0.binary_search_by_key(&key, |e| e.0) {
+            Ok(k) => {
+                if let Some(e) = self.0.get_mut(k) {
+                    e.1 = class;
+                }
+            }
+            Err(k) => self.0.insert(k, (key, class)),
+        }
+    }
+    pub(super) fn get(&self, key: &(u32, u32, u64)) -> Option<&crate::analysis::ReorderClass> {
+        let k = self.0.binary_search_by_key(key, |e| e.0).ok()?;
+        self.0.get(k).map(|e| &e.1)
+    }
+}
 
 pub(super) fn lane(source: u32, tier: u32) -> LaneKey {
     LaneKey { source, tier }
