@@ -371,16 +371,9 @@ fn draw_density(ctx: &Ctx, m: &Model, f: &Frame, p: &Palette, lo: u32, hi: u32, 
             *e += 1;
         }
     }
-    let a = m.violations().partition_point(|v| v.event < lo);
-    let b = m.violations().partition_point(|v| v.event <= hi);
-    let mut last = u32::MAX;
-    for v in m.violations().get(a..b).unwrap_or_default() {
-        // One count per event (an event may have several findings).
-        if v.event == last || !m.is_violation(v.event) {
-            continue;
-        }
-        last = v.event;
-        let (Some(&l), Some(c)) = (m.lane_of.get(v.event as usize), col(v.event)) else {
+    // One count per event (an event may have several findings).
+    for &e in m.order_events_in(lo, hi) {
+        let (Some(&l), Some(c)) = (m.lane_of.get(e as usize), col(e)) else {
             continue;
         };
         if let Some(x) = viols.get_mut(l as usize * cols + c) {

@@ -151,26 +151,25 @@ impl Run {
                 {
                     if let Some(scope) = presence.scope_missing(Some(pid), engine, loc.tier) {
                         // A parent stored earlier in this same event cannot be missing.
-                        // Most parents have one waiter: room for exactly one more (a first
-                        // push would make room for four).
-                        let list = waiting.entry(pid as u64);
-                        list.reserve_exact(1);
-                        list.push(Waiter {
-                            child: i,
-                            child_id: ids.first().copied().unwrap_or(u32::MAX),
-                            source: loc.source,
-                            engine,
-                            group,
-                            parent: p,
-                            tier: loc.tier,
-                            job: loc.job,
-                            record: loc.record,
-                            pos: loc.pos,
-                            line: origin,
-                            scope,
-                            promotion,
-                            hashes: hashes.clone(),
-                        });
+                        waiting.push(
+                            pid,
+                            Waiter {
+                                child: i,
+                                child_id: ids.first().copied().unwrap_or(u32::MAX),
+                                source: loc.source,
+                                engine,
+                                group,
+                                parent: p,
+                                tier: loc.tier,
+                                job: loc.job,
+                                record: loc.record,
+                                pos: loc.pos,
+                                line: origin,
+                                scope,
+                                promotion,
+                                hashes: hashes.clone(),
+                            },
+                        );
                     }
                 }
                 let mut doubles = Hashes::new();
@@ -199,11 +198,12 @@ impl Run {
                     if waiting.is_empty() {
                         break;
                     }
-                    let Some(ws) = waiting.remove(*id as u64) else {
+                    let ws = &mut self.resolving;
+                    ws.clear();
+                    if !waiting.take(*id, ws) {
                         continue;
-                    };
-                    let mut keep = Vec::new();
-                    for w in ws {
+                    }
+                    for w in ws.drain(..) {
                         let same_lane = w.engine == engine && w.tier == loc.tier;
                         let class = if same_lane {
                             let tier = index.idx.tiers.get(loc.tier as usize);
@@ -226,7 +226,9 @@ impl Run {
                             None
                         };
                         let Some((mut class, mut evidence, why)) = class else {
-                            keep.push(w);
+                            // Still waiting (back at the end of the list: the kept ones stay
+                            // in order).
+                            waiting.push(*id, w);
                             continue;
                         };
                         if class != ReorderClass::InJob && (w.promotion || promotion) {
@@ -258,9 +260,6 @@ impl Run {
                         r.inferred = inferred;
                         r.class = Some((class, evidence));
                         raw.push(r);
-                    }
-                    if !keep.is_empty() {
-                        *waiting.entry(*id as u64) = keep;
                     }
                 }
             }

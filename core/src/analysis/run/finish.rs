@@ -13,12 +13,7 @@ impl Run {
     /// Enter the finishing stage: list the children whose parent never arrived.
     pub(super) fn start_finish(&mut self) {
         // Plain loops (no iterator-adapter `collect` instances).
-        let mut leftovers: Vec<(u64, Waiter)> = Vec::new();
-        for (p, ws) in self.waiting.take_all() {
-            for w in ws {
-                leftovers.push((p, w));
-            }
-        }
+        let leftovers: Vec<(u64, Waiter)> = self.waiting.take_all();
         // Stable by child.
         let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(leftovers.len());
         for (i, (_, w)) in leftovers.iter().enumerate() {

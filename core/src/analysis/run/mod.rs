@@ -31,7 +31,7 @@ use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
 use finish::{FinishStep, Finishing};
 pub(crate) use losses::LossTrack;
-use violations::{Presence, PrimaryPairs, Waiter};
+use violations::{Presence, PrimaryPairs, Waiter, Waiting};
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
 pub(crate) trait Recorder {
@@ -107,7 +107,9 @@ pub(crate) struct Run {
     started: bool,
     known_sizes: usize,
     /// Children waiting for a parent, by the parent's block id.
-    waiting: SlabMap<Vec<Waiter>>,
+    waiting: Waiting,
+    /// Scratch: the waiters of one parent being resolved.
+    resolving: Vec<Waiter>,
     /// The class of each primary-tier (CPU) inversion, by (engine, parent block id, child's
     /// first hash): a secondary tier's cascade copies a CPU store job's keys in its order, so
     /// the same pair inverted there has the same class (`docs/rules.md`, "Jobs and evidence").
@@ -170,7 +172,8 @@ impl Run {
             header_workers: false,
             started: false,
             known_sizes: 0,
-            waiting: SlabMap::default(),
+            waiting: Waiting::default(),
+            resolving: Vec::new(),
             primary_pairs: PrimaryPairs::default(),
             raw: Vec::new(),
             resolved: Vec::new(),
