@@ -76,6 +76,36 @@ const TRACES: &[(&str, &[&str])] = &[
         "two-jobs-fixed-provenance.jsonl",
         &["two-jobs.json", "--order", "fixed"],
     ),
+    (
+        "cascade-one-job-cpython.msgpack",
+        &[
+            "cascade-one-job.json",
+            "--order",
+            "cpython",
+            "--format",
+            "msgpack",
+        ],
+    ),
+    (
+        "cascade-two-jobs-fixed.msgpack",
+        &[
+            "cascade-two-jobs.json",
+            "--order",
+            "fixed",
+            "--format",
+            "msgpack",
+        ],
+    ),
+    (
+        "cascade-two-jobs-cpython.msgpack",
+        &[
+            "cascade-two-jobs.json",
+            "--order",
+            "cpython",
+            "--format",
+            "msgpack",
+        ],
+    ),
 ];
 
 /// (trace file, `--workers`; `None`: the trace's own worker count).
@@ -91,6 +121,9 @@ const CASES: &[(&str, Option<u32>)] = &[
     ("two-jobs-gpu-cpython.msgpack", Some(2)),
     ("two-jobs-fixed-provenance.jsonl", None),
     ("routing-preconditions.jsonl", None),
+    ("cascade-one-job-cpython.msgpack", None),
+    ("cascade-two-jobs-fixed.msgpack", None),
+    ("cascade-two-jobs-cpython.msgpack", None),
 ];
 
 /// The header line of a case in `expected.txt`.
@@ -117,6 +150,33 @@ fn row(f: &serde_json::Value) -> String {
         s("level"),
         s("message")
     )
+}
+
+/// Every trace in the directory (a `.msgpack` or `.jsonl` file; the `.json` files are the
+/// scenarios) is made by `TRACES` and has a case in `CASES`, and each listed file is there: a
+/// new fixture is never silently skipped (the package's test, `wasm/tests/agreement/`, reads
+/// the directory too).
+#[test]
+fn every_trace_in_the_directory_has_a_case() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".msgpack") || f.ends_with(".jsonl"))
+        .collect();
+    on_disk.sort();
+    let mut made: Vec<String> = TRACES.iter().map(|(f, _)| (*f).to_owned()).collect();
+    made.sort();
+    let mut cased: Vec<String> = CASES.iter().map(|(f, _)| (*f).to_owned()).collect();
+    cased.sort();
+    cased.dedup();
+    assert_eq!(
+        on_disk, made,
+        "TRACES must list every trace file in the directory"
+    );
+    assert_eq!(
+        on_disk, cased,
+        "CASES must cover every trace file in the directory"
+    );
 }
 
 #[test]
@@ -186,8 +246,8 @@ fn check_json_gives_the_expected_rows() {
 
 /// The table covers what issue 14 asks the page and `check` to agree on: the two-group trace,
 /// the two-job two-worker trace with and without a worker count of 2, a set-order single job,
-/// traces with GPU events and one with provenance, and the routing preconditions; and each of
-/// them says what it should.
+/// traces with GPU events and one with provenance, the routing preconditions, and a file-system
+/// tier behind the CPU tier; and each of them says what it should.
 #[test]
 fn the_expected_rows_say_what_the_shapes_should() {
     let expected = std::fs::read_to_string(dir().join("expected.txt")).unwrap();
@@ -232,6 +292,20 @@ fn the_expected_rows_say_what_the_shapes_should() {
         let r = case(file, None);
         assert_eq!(rules(&r), ["child-before-parent-across-jobs"], "{file}");
     }
+    // Behind a file-system tier (no provenance, no GPU events), the tier's copy of a CPU job
+    // takes the CPU tier's class: in-job for set order; across jobs for fixed-order cascades
+    // that finish out of order.
+    let copy = case("cascade-one-job-cpython.msgpack", None);
+    assert_eq!(copy.len(), 2, "{copy:?}");
+    assert!(
+        copy.iter().all(|r| r.contains(" in-job deny: ")),
+        "{copy:?}"
+    );
+    assert!(copy[1].contains("the CPU tier has this inversion in one job"));
+    assert_eq!(
+        rules(&case("cascade-two-jobs-fixed.msgpack", None)),
+        ["child-before-parent-across-jobs"]
+    );
     // Set order fails with two workers, with or without GPU events.
     for file in ["two-jobs-cpython.msgpack", "two-jobs-gpu-cpython.msgpack"] {
         assert!(case(file, Some(2))

@@ -161,3 +161,167 @@ impl Trace {
         })
     }
 }
+
+/// Where an event sits: its batch (by ordinal among the trace's batches, and by record index in
+/// [`Trace::records`]) and its position in that batch (see [`EventMap`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventAt {
+    /// 0-based ordinal of its batch among the trace's batches.
+    pub batch: u32,
+    /// Index of its batch record in [`Trace::records`].
+    pub record: u32,
+    /// 0-based position in the batch.
+    pub pos: u32,
+}
+
+/// The one map from a global event index (events numbered in delivery order across batches,
+/// from 0: the replay cursor's numbering) to where the event sits ([`EventAt`]), shared by the
+/// CLI, the npm package and the page. One entry per batch (not per event): a lookup is a binary
+/// search over the batches.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventMap {
+    /// Per batch, in order: its first event's global index (for an empty batch, the next
+    /// event's) and its record index.
+    starts: Vec<(usize, u32)>,
+    /// Events in all.
+    len: usize,
+}
+
+impl EventMap {
+    /// The map of a trace's events.
+    pub fn new(trace: &Trace) -> EventMap {
+        let mut m = EventMap::default();
+        for (ri, r) in trace.records.iter().enumerate() {
+            if let TraceRecord::Batch(b) = r {
+                m.push(ri, b.events.len());
+            }
+        }
+        m
+    }
+
+    /// Add the next batch: record `record`, holding `events` events (for a map built while
+    /// reading).
+    pub fn push(&mut self, record: usize, events: usize) {
+        let record = u32::try_from(record).unwrap_or(u32::MAX);
+        self.starts.push((self.len, record));
+        self.len += events;
+    }
+
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no events.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of batches.
+    pub fn batch_count(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Where event `i` sits (`None` past the end).
+    pub fn get(&self, i: usize) -> Option<EventAt> {
+        if i >= self.len {
+            return None;
+        }
+        // The last batch starting at or before `i` holds it (an empty batch shares its start
+        // with the batch after it).
+        let k = self
+            .starts
+            .partition_point(|(s, _)| *s <= i)
+            .checked_sub(1)?;
+        let (start, record) = *self.starts.get(k)?;
+        Some(EventAt {
+            batch: u32::try_from(k).ok()?,
+            record,
+            pos: u32::try_from(i - start).ok()?,
+        })
+    }
+
+    /// The batch with ordinal `batch`: its first event's global index (for an empty batch, the
+    /// next event's) and its record index; `None` past the last batch.
+    pub fn batch(&self, batch: usize) -> Option<(usize, u32)> {
+        self.starts.get(batch).copied()
+    }
+
+    /// Every event's place, in delivery order.
+    pub fn iter(&self) -> impl Iterator<Item = EventAt> + '_ {
+        self.starts
+            .iter()
+            .enumerate()
+            .flat_map(move |(k, &(start, record))| {
+                let end = self.starts.get(k + 1).map_or(self.len, |(s, _)| *s);
+                let batch = k as u32;
+                (0..(end - start) as u32).map(move |pos| EventAt { batch, record, pos })
+            })
+    }
+
+    /// Event `i` of `trace` (the trace this map was made from) with its batch.
+    pub fn event<'t>(&self, trace: &'t Trace, i: usize) -> Option<(&'t TraceBatch, &'t KvEvent)> {
+        let at = self.get(i)?;
+        match trace.records.get(at.record as usize)? {
+            TraceRecord::Batch(b) => b.events.get(at.pos as usize).map(|e| (b, e)),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod event_map_tests {
+    use super::*;
+
+    fn batch(n: usize) -> TraceRecord {
+        TraceRecord::Batch(TraceBatch {
+            source: "a".into(),
+            dp_rank: None,
+            seq: 0,
+            ts: 0.0,
+            events: vec![KvEvent::AllBlocksCleared; n],
+            provenance: None,
+            raw: None,
+            origin: 0,
+        })
+    }
+
+    #[test]
+    fn locates_every_event_across_gaps_and_empty_batches() {
+        let gap = TraceRecord::Gap(SeqGap {
+            source: "a".into(),
+            dp_rank: None,
+            expected_seq: 1,
+            received_seq: 2,
+            recovered: false,
+        });
+        let t = Trace {
+            records: vec![batch(2), gap.clone(), batch(0), batch(3), gap, batch(1)],
+        };
+        let m = EventMap::new(&t);
+        assert_eq!(m.len(), 6);
+        let at = |batch, record, pos| EventAt { batch, record, pos };
+        let want = [
+            at(0, 0, 0),
+            at(0, 0, 1),
+            at(2, 3, 0),
+            at(2, 3, 1),
+            at(2, 3, 2),
+            at(3, 5, 0),
+        ];
+        assert_eq!(m.iter().collect::<Vec<_>>(), want);
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(m.get(i), Some(*w));
+            assert!(m.event(&t, i).is_some());
+        }
+        assert_eq!(m.get(6), None);
+        assert_eq!(m.event(&t, 6), None);
+        assert_eq!(m.batch_count(), 4);
+        let batches: Vec<_> = (0..5).map(|b| m.batch(b)).collect();
+        assert_eq!(
+            batches,
+            [Some((0, 0)), Some((2, 2)), Some((2, 3)), Some((5, 5)), None]
+        );
+        assert!(EventMap::new(&Trace::default()).is_empty());
+    }
+}

@@ -270,6 +270,90 @@ fn two_group_inversions_pair_each_child_with_its_own_groups_parent() {
     }
 }
 
+/// One 32-token request behind vLLM's file-system tier (the tiering manager cascades each
+/// completed CPU store job to it as one job of the same keys): prefilled in two chunks of 16
+/// (`two_chunks`: CPU jobs 0 and 1 in two batches, whose cascades the tier finishes in one
+/// batch, job 1's first), or in one (one CPU job of 8 chunks, and its cascade).
+fn cascade(two_chunks: bool) -> Value {
+    let mut s = json!({
+        "name": "cascade", "seed": 1, "block_size": 4,
+        "secondary_tiers": [{"name": "fs", "kind": "fs"}],
+        "scheduler": {"max_num_batched_tokens": if two_chunks { 16 } else { 64 }},
+        "requests": [{"id": "R", "token_ids": (1..=32).collect::<Vec<u32>>()}]
+    });
+    if two_chunks {
+        s["secondary_tiers"][0]["io_finished"] = json!({"0": 5, "1": 5});
+        s["secondary_tiers"][0]["io_release_order"] = json!({"5": [1, 0]});
+    }
+    s
+}
+
+/// A secondary tier's inversions without provenance or GPU events take their class from the
+/// CPU-tier job the cascade copies (`docs/rules.md`, "Jobs and evidence", 4): the same classes
+/// provenance gives, on CPython set order (one job, and two jobs on one worker), and
+/// across-jobs (never in-job) on the fixed order whose cascades finish out of order.
+#[test]
+fn secondary_tier_inversions_take_the_class_of_the_cpu_job_they_copy() {
+    let storage = |a: &kvscope_core::analysis::Analysis, t: &Trace| -> Vec<usize> {
+        let index = kvscope_core::analysis::EventIndex::build(t);
+        a.violations
+            .iter()
+            .map(|f| f.event)
+            .filter(|e| {
+                index
+                    .event(t, *e)
+                    .is_some_and(|(_, ev)| ev.medium() == Some("STORAGE"))
+            })
+            .collect()
+    };
+    let classes = |a: &kvscope_core::analysis::Analysis| -> Vec<(usize, Option<usize>, Option<ReorderClass>)> {
+        a.violations
+            .iter()
+            .map(|f| (f.event, f.related_event, f.class))
+            .collect()
+    };
+    for two_chunks in [false, true] {
+        for seed in 0..4 {
+            let with = sim(cascade(two_chunks), "cpython", seed);
+            let truth = analyze(&with, &config(1));
+            let t = capture(with, false);
+            let found = analyze(&t, &config(1));
+            let on_storage = storage(&found, &t);
+            assert!(
+                !on_storage.is_empty(),
+                "two_chunks {two_chunks} seed {seed}: no secondary-tier inversion"
+            );
+            assert_eq!(
+                classes(&truth),
+                classes(&found),
+                "two_chunks {two_chunks} seed {seed}"
+            );
+            for f in found
+                .violations
+                .iter()
+                .filter(|f| on_storage.contains(&f.event))
+            {
+                assert_eq!(
+                    f.evidence,
+                    Some(kvscope_core::analysis::Evidence::Cascade),
+                    "{f:?}"
+                );
+            }
+        }
+    }
+    let t = capture(sim(cascade(true), "fixed", 0), false);
+    let a = analyze(&t, &config(1));
+    assert!(!a.has_deny(), "{:?}", a.findings);
+    let v: Vec<_> = a.violations.iter().map(|f| (f.rule, f.evidence)).collect();
+    assert_eq!(
+        v,
+        [(
+            Rule::ChildBeforeParentAcrossJobs,
+            Some(kvscope_core::analysis::Evidence::Cascade)
+        )]
+    );
+}
+
 /// A generated scenario: `requests` requests of random lengths, `groups` full-attention
 /// groups, chunked prefill, next-step completion on `workers` workers.
 fn generated(requests: &[u32], groups: usize, workers: u32, budget: u32, seed: u64) -> Value {
@@ -290,7 +374,8 @@ fn generated(requests: &[u32], groups: usize, workers: u32, budget: u32, seed: u
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Fixed order, W workers, any groups, no provenance: never an in-job finding.
+    /// Fixed order, W workers, any groups, with or without a file-system tier behind the CPU
+/// tier, no provenance: never an in-job finding.
     #[test]
     fn fixed_order_never_gives_an_in_job_finding_with_the_right_worker_count(
         requests in prop::collection::vec(4u32..48, 1..4),
@@ -299,9 +384,13 @@ proptest! {
         budget in prop::sample::select(vec![8u32, 12, 16, 64]),
         seed in 0u64..1000,
         gpu in any::<bool>(),
+        fs in any::<bool>(),
     ) {
         let mut s = generated(&requests, groups, workers, budget, seed);
         s["gpu_events"] = json!(gpu);
+        if fs {
+            s["secondary_tiers"] = json!([{"name": "fs", "kind": "fs"}]);
+        }
         let t = capture(sim(s, "fixed", 0), gpu);
         let a = analyze(&t, &config(workers));
         let in_job: Vec<_> = a.violations.iter()
@@ -356,6 +445,19 @@ fn generators_produce_the_cases_the_properties_are_about() {
         ambiguous += analyze(&t, &config(2)).count(Rule::ChildBeforeParentAmbiguous);
     }
     assert!(ambiguous > 0);
+    // With a file-system tier, cascades finishing out of order invert pairs there.
+    let mut cascade = 0;
+    for seed in 0..40 {
+        let mut s = generated(&[32, 24], 2, 2, 8, seed);
+        s["secondary_tiers"] = json!([{"name": "fs", "kind": "fs"}]);
+        let a = analyze(&capture(sim(s, "fixed", 0), false), &config(2));
+        cascade += a
+            .violations
+            .iter()
+            .filter(|f| f.evidence == Some(kvscope_core::analysis::Evidence::Cascade))
+            .count();
+    }
+    assert!(cascade > 0);
     let s = json!({
         "name": "set-order", "seed": 1, "block_size": 4,
         "requests": [{"id": "r0", "prompt_len": 32}],

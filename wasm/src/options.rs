@@ -28,6 +28,12 @@ export type RuleName = "child-before-parent-in-job" | "child-before-parent-acros
   | "undecodable-batch" | "missing-spec-kind" | "hash-seed-mismatch"
   | "router-block-size-mismatch" | "silent-source" | "pod-entry-overflow"
   | "stale-after-restart";
+/** The class of a child-before-parent inversion (each has its rule). */
+export type ReorderClass = "in-job" | "across-jobs" | "ambiguous" | "cross-tier" | "cross-source"
+  | "promotion";
+/** What the class of a child-before-parent finding rests on. */
+export type Evidence = "provenance" | "gpu-events" | "batch-order" | "separate-batches" | "no-job"
+  | "lanes" | "cascade";
 /** How a rule's findings count. */
 export type Level = "allow" | "warn" | "deny";
 /** What a consumer did with an event or a block. */

@@ -44,6 +44,8 @@ pub struct Finding {
     /// The hashes concerned (decimal strings).
     #[tsify(type = "BlockHashString[]")]
     pub hashes: Vec<String>,
+    /// The KV cache group of those blocks (`group_idx`; 0 for a single-group engine).
+    pub group: f64,
     /// The parent concerned (reorders, unknown parents).
     #[tsify(type = "BlockHashString | null")]
     pub parent: Option<String>,
@@ -51,6 +53,12 @@ pub struct Finding {
     pub related_event: Option<f64>,
     /// Whether the job classification was inferred (no provenance).
     pub inferred: bool,
+    /// Child-before-parent findings: the class of the inversion.
+    #[tsify(type = "ReorderClass | null")]
+    pub class: Option<&'static str>,
+    /// Child-before-parent findings: what the class rests on.
+    #[tsify(type = "Evidence | null")]
+    pub evidence: Option<&'static str>,
     /// Human-readable detail.
     pub message: String,
     /// Per consumer: the event's final verdict.
@@ -71,9 +79,12 @@ impl ToJs for Finding {
             index,
             source,
             hashes,
+            group,
             parent,
             related_event,
             inferred,
+            class,
+            evidence,
             message,
             verdicts,
             cascade,
@@ -86,9 +97,12 @@ impl ToJs for Finding {
             .num("index", *index)
             .str("source", source)
             .val("hashes", &str_array(hashes))
+            .num("group", *group)
             .opt_str("parent", parent.as_deref())
             .opt_num("related_event", *related_event)
             .flag("inferred", *inferred)
+            .opt_str("class", *class)
+            .opt_str("evidence", *evidence)
             .str("message", message)
             .to("verdicts", verdicts)
             .to("cascade", cascade);
@@ -106,9 +120,12 @@ impl From<&ka::Finding> for Finding {
             index: num(f.index),
             source: f.source.clone(),
             hashes: hash_strs(&f.hashes),
+            group: f64::from(f.group),
             parent: f.parent.map(hash_str),
             related_event: f.related_event.map(num),
             inferred: f.inferred,
+            class: f.class.map(|c| c.name()),
+            evidence: f.evidence.map(|e| e.name()),
             message: f.message.clone(),
             verdicts: Pairs(
                 f.verdicts

@@ -2,7 +2,7 @@
 //! as plain objects, export it again.
 
 use kvscope_core::text::Quoted;
-use kvscope_core::trace::{SeqGap, TraceBatch, TraceRecord};
+use kvscope_core::trace::{EventMap, SeqGap, TraceBatch, TraceRecord};
 use kvscope_core::wire::{self, EventEncoding, WireError};
 use std::sync::Arc;
 use tsify::Tsify;
@@ -21,8 +21,8 @@ pub const DEFAULT_SOURCE: &str = "trace";
 pub struct Trace {
     /// Shared with the replay sessions made from it (never copied).
     inner: Arc<kvscope_core::Trace>,
-    /// Global index of each batch's first event, in batch order.
-    starts: Vec<usize>,
+    /// Where each global event index sits (the core's one map).
+    events: EventMap,
 }
 
 /// One event addressed by its global index (the replay cursor's numbering).
@@ -139,15 +139,9 @@ pub fn parse_encoding(name: Option<&str>) -> Result<EventEncoding, String> {
 impl Trace {
     /// Wrap a core trace.
     pub fn from_core(inner: kvscope_core::Trace) -> Self {
-        let mut starts = Vec::new();
-        let mut next = 0usize;
-        for b in inner.batches() {
-            starts.push(next);
-            next += b.events.len();
-        }
         Trace {
+            events: EventMap::new(&inner),
             inner: Arc::new(inner),
-            starts,
         }
     }
 
@@ -183,19 +177,18 @@ impl Trace {
 
     /// The `index`-th batch with its first global event index.
     fn batch_at(&self, index: usize) -> Option<(&TraceBatch, usize)> {
-        let batch = self.inner.batches().nth(index)?;
-        Some((batch, *self.starts.get(index)?))
+        let (start, record) = self.events.batch(index)?;
+        match self.inner.records.get(record as usize)? {
+            TraceRecord::Batch(b) => Some((b, start)),
+            _ => None,
+        }
     }
 
     /// Locate global event `index`: (batch index, batch, position in batch).
     pub fn locate(&self, index: usize) -> Option<(usize, &TraceBatch, usize)> {
-        let batch_index = self
-            .starts
-            .partition_point(|&s| s <= index)
-            .checked_sub(1)?;
-        let (batch, start) = self.batch_at(batch_index)?;
-        let position = index - start;
-        (position < batch.events.len()).then_some((batch_index, batch, position))
+        let at = self.events.get(index)?;
+        let (batch, _) = self.events.event(&self.inner, index)?;
+        Some((at.batch as usize, batch, at.pos as usize))
     }
 
     /// The event at global `index` as its JS shape.
@@ -264,13 +257,13 @@ impl Trace {
     /// Number of batches.
     #[wasm_bindgen(getter, js_name = batchCount)]
     pub fn batch_count(&self) -> usize {
-        self.starts.len()
+        self.events.batch_count()
     }
 
     /// Number of events over all batches.
     #[wasm_bindgen(getter, js_name = eventCount)]
     pub fn event_count(&self) -> usize {
-        self.inner.event_count()
+        self.events.len()
     }
 
     /// Number of records (batches, header, gap markers, other lines).
@@ -292,7 +285,8 @@ impl Trace {
     #[wasm_bindgen(unchecked_return_type = "Batch[]")]
     pub fn batches(&self) -> JsValue {
         let a = Arr::new();
-        for (i, (b, &start)) in self.inner.batches().zip(&self.starts).enumerate() {
+        for (i, b) in self.inner.batches().enumerate() {
+            let start = self.events.batch(i).map_or(0, |(s, _)| s);
             a.push(&Batch::new(b, i, start).to_js());
         }
         a.done()

@@ -211,11 +211,11 @@ fn event_view(
     prov: Option<&Provenance>,
     verdicts: Option<impl IntoView + 'static>,
 ) -> AnyView {
-    let r = m
-        .events
-        .get(i as usize)
-        .copied()
-        .unwrap_or(crate::model::EventRef { batch: 0, ev: 0 });
+    let r = m.events.get(i as usize).unwrap_or(crate::model::EventAt {
+        batch: 0,
+        record: 0,
+        pos: 0,
+    });
     let lane = m
         .lane_of
         .get(i as usize)
@@ -240,7 +240,7 @@ fn event_view(
         {row("seq", b.seq.to_string())}
         {row("ts", crate::float_text(b.ts))}
         {row("line / batch", b.origin.to_string())}
-        {row("index in batch", r.ev.to_string())}
+        {row("index in batch", r.pos.to_string())}
     };
     let ev_rows = match ev {
         KvEvent::BlockStored(s) => {

@@ -709,7 +709,10 @@ fn agreement_trace(file: &str) -> Vec<u8> {
         "two-jobs-gpu-fixed.msgpack",
         "two-jobs-gpu-cpython.msgpack",
         "two-jobs-fixed-provenance.jsonl",
-        "routing-preconditions.jsonl"
+        "routing-preconditions.jsonl",
+        "cascade-one-job-cpython.msgpack",
+        "cascade-two-jobs-fixed.msgpack",
+        "cascade-two-jobs-cpython.msgpack"
     )
 }
 
@@ -813,7 +816,7 @@ async fn page_agrees_with_check() {
         st.rule.set(None);
         cases += 1;
     }
-    assert_eq!(cases, 11);
+    assert_eq!(cases, 14);
 }
 
 /// Issue 16 point 10: a JSON Lines trace cut mid-line shows the located error and offers its

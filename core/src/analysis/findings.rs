@@ -97,6 +97,8 @@ pub(crate) enum Why {
     BatchOrder(u32, u32),
     /// A secondary tier without provenance or GPU events.
     Secondary,
+    /// A secondary tier's cascade copies a CPU-tier job (same keys, same order).
+    Cascade,
     /// The child's and the parent's jobs rest on different evidence.
     Mixed,
 }
@@ -534,7 +536,16 @@ impl std::fmt::Display for Because {
                 w - 1
             ),
             (Why::Secondary, _) => f.write_str(
-                "; ambiguous: secondary-tier jobs complete asynchronously, so only provenance or GPU-tier events in the capture would decide it",
+                "; ambiguous: secondary-tier jobs complete asynchronously, so only provenance, GPU-tier events or the CPU tier's events of the job this tier copies would decide it",
+            ),
+            (Why::Cascade, ReorderClass::AcrossJobs) => f.write_str(
+                "; another job: this tier copies CPU store jobs in their order, and the CPU tier got the parent first",
+            ),
+            (Why::Cascade, ReorderClass::InJob) => f.write_str(
+                "; one job: this tier copies CPU store jobs in their order, and the CPU tier has this inversion in one job",
+            ),
+            (Why::Cascade, _) => f.write_str(
+                "; ambiguous: this tier copies CPU store jobs in their order, and the CPU tier's same inversion is ambiguous",
             ),
             (Why::Mixed, _) => f.write_str(
                 "; ambiguous: the child's and the parent's jobs rest on different evidence; provenance or GPU-tier events for both would decide it",

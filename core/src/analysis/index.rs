@@ -13,6 +13,10 @@
 //!    ([`JobEvidence::BatchRun`]): one or more jobs whose boundaries the batch order alone
 //!    cannot show; [`BatchOrder`] measures how far that order is from what jobs in prefix order
 //!    completing out of order on `W` workers can produce.
+//!
+//! A secondary tier's candidates are not measured against the worker count (its jobs complete
+//! asynchronously): the run classifies an inversion there by the CPU-tier job the cascade
+//! copies ([`Evidence::Cascade`](super::Evidence::Cascade), `run/event.rs`).
 
 use serde::{Deserialize, Serialize};
 

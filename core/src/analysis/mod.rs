@@ -285,6 +285,9 @@ pub enum Evidence {
     NoJob,
     /// The lanes that held the parent (cross-tier, cross-source, promotion).
     Lanes,
+    /// A secondary tier's store copies a CPU-tier store job (same keys, same order): the CPU
+    /// tier's order of the same pair.
+    Cascade,
 }
 
 impl Evidence {
@@ -297,6 +300,7 @@ impl Evidence {
             Evidence::SeparateBatches => "separate-batches",
             Evidence::NoJob => "no-job",
             Evidence::Lanes => "lanes",
+            Evidence::Cascade => "cascade",
         }
     }
 }

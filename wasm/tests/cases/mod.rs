@@ -6,5 +6,5 @@ mod floats;
 mod load;
 #[cfg(feature = "sim")]
 mod scenario;
-mod support;
+pub(crate) mod support;
 mod trace;

@@ -21,8 +21,8 @@ pub(super) struct EdgeBuilder {
 }
 
 /// The stored event at `r`, if it is a `BlockStored`.
-fn stored_event(t: &Trace, r: EventRef) -> Option<&kvscope_core::event::BlockStored> {
-    match batch_of(t, r).and_then(|b| b.events.get(r.ev as usize)) {
+fn stored_event(t: &Trace, r: EventAt) -> Option<&kvscope_core::event::BlockStored> {
+    match batch_of(t, r).and_then(|b| b.events.get(r.pos as usize)) {
         Some(KvEvent::BlockStored(s)) => Some(s),
         _ => None,
     }
@@ -45,7 +45,7 @@ impl EdgeBuilder {
     fn advance(&mut self, m: &Model, t: &Trace, budget: usize) -> bool {
         let end = self.next.saturating_add(budget.max(1)).min(m.events.len());
         for i in self.next..end {
-            let Some(s) = m.events.get(i).and_then(|r| stored_event(t, *r)) else {
+            let Some(s) = m.events.get(i).and_then(|r| stored_event(t, r)) else {
                 continue;
             };
             let i = i as u32;
@@ -103,7 +103,7 @@ impl EdgeBuilder {
                 if missing == 0 {
                     break;
                 }
-                let Some(s) = stored_event(t, *r) else {
+                let Some(s) = stored_event(t, r) else {
                     continue;
                 };
                 let group = s.group_idx.unwrap_or(0);

@@ -73,11 +73,11 @@ impl Model {
             let mut lanes: Vec<Lane> = Vec::new();
             let mut out = Vec::with_capacity(self.events.len());
             for (ei, r) in self.events.iter().enumerate() {
-                let Some(b) = batch_of(t, *r) else {
+                let Some(b) = batch_of(t, r) else {
                     out.push(NONE);
                     continue;
                 };
-                let (medium, ownership) = match b.events.get(r.ev as usize) {
+                let (medium, ownership) = match b.events.get(r.pos as usize) {
                     Some(KvEvent::BlockStored(e)) => (e.medium.as_deref(), e.ownership.as_deref()),
                     Some(KvEvent::BlockRemoved(e)) => (e.medium.as_deref(), e.ownership.as_deref()),
                     _ => {
@@ -89,7 +89,7 @@ impl Model {
                     (Some("STORAGE" | "FS" | "OBJ"), None) => b
                         .provenance
                         .as_ref()
-                        .and_then(|p| p.get(r.ev as usize))
+                        .and_then(|p| p.get(r.pos as usize))
                         .map(|p| p.tier.as_str()),
                     _ => None,
                 };
@@ -124,7 +124,7 @@ impl Model {
                             u32::MAX => JobLane::NoJob,
                             _ => job_lanes.get(j as usize).cloned().unwrap_or(JobLane::More),
                         });
-                        if let Some(l) = lane_key(t, *r, split_source, job_lane) {
+                        if let Some(l) = lane_key(t, r, split_source, job_lane) {
                             lanes.push(l);
                         }
                         ids.insert(key, id);
@@ -261,11 +261,11 @@ impl Model {
     }
 }
 
-fn lane_key(t: &Trace, r: EventRef, split_source: bool, job: Option<JobLane>) -> Option<Lane> {
+fn lane_key(t: &Trace, r: EventAt, split_source: bool, job: Option<JobLane>) -> Option<Lane> {
     let b = batch_of(t, r)?;
-    let ev = b.events.get(r.ev as usize)?;
+    let ev = b.events.get(r.pos as usize)?;
     let tier = ev.tier()?;
-    let prov = b.provenance.as_ref().and_then(|p| p.get(r.ev as usize));
+    let prov = b.provenance.as_ref().and_then(|p| p.get(r.pos as usize));
     let label = match (&tier, prov) {
         (Tier::Storage(None), Some(p)) if !p.tier.is_empty() => p.tier.clone(),
         _ => tier.label(),

@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use kvscope_core::analysis::{AnalysisConfig, EventIndex, Finding, Job, Rule};
 use kvscope_core::event::{KvEvent, Tier};
 use kvscope_core::replay::{BuildPhase, BuildProgress, Replay, ReplayBuilder, ViolationFilter};
-use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
+use kvscope_core::trace::{EventMap, Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
 
 mod edges;
 mod layout;
@@ -23,14 +23,9 @@ pub mod topology;
 
 pub use query::Query;
 
-/// One event of the trace, located by batch and position in the batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EventRef {
-    /// Index of the batch record in `Trace::records`.
-    pub batch: u32,
-    /// Index into that batch's `events`.
-    pub ev: u32,
-}
+/// One event of the trace, located by its batch and position in the batch (the core's
+/// [`EventMap`] gives it for a cursor position).
+pub use kvscope_core::trace::EventAt;
 
 /// A timeline lane: one tier (GPU, CPU, each STORAGE tier), optionally split by source or by
 /// transfer job.
@@ -248,8 +243,8 @@ pub struct Model {
     pub batch_count: usize,
     /// Number of gap records.
     pub gaps: usize,
-    /// Every event in delivery order.
-    pub events: Vec<EventRef>,
+    /// Where every event sits, in delivery order (the core's one event-location map).
+    pub events: EventMap,
     /// Lanes in display order.
     pub lanes: Vec<Lane>,
     /// Kind of each event (a column, for fast rendering).
@@ -381,17 +376,12 @@ impl Model {
         if total > u32::MAX as usize || trace.records.len() > u32::MAX as usize {
             return Err(ModelError::TooLarge(total));
         }
-        let mut events = Vec::with_capacity(total);
+        let events = EventMap::new(&trace);
+        let batch_count = events.batch_count();
         let mut kinds = Vec::with_capacity(total);
-        let mut batch_count = 0;
-        for (ri, rec) in trace.records.iter().enumerate() {
+        for rec in &trace.records {
             if let TraceRecord::Batch(b) = rec {
-                batch_count += 1;
-                for (ei, ev) in b.events.iter().enumerate() {
-                    events.push(EventRef {
-                        batch: ri as u32,
-                        ev: ei as u32,
-                    });
+                for ev in &b.events {
                     kinds.push(match ev {
                         KvEvent::BlockStored(_) => EventKind::Stored,
                         KvEvent::BlockRemoved(_) => EventKind::Removed,
@@ -551,14 +541,14 @@ impl Model {
         i: u32,
         f: impl FnOnce(&TraceBatch, &KvEvent, Option<&Provenance>) -> R,
     ) -> Option<R> {
-        let r = *self.events.get(i as usize)?;
+        let r = self.events.get(i as usize)?;
         self.with_trace(|t| {
             let b = batch_of(t, r)?;
-            let ev = b.events.get(r.ev as usize)?;
+            let ev = b.events.get(r.pos as usize)?;
             Some(f(
                 b,
                 ev,
-                b.provenance.as_ref().and_then(|p| p.get(r.ev as usize)),
+                b.provenance.as_ref().and_then(|p| p.get(r.pos as usize)),
             ))
         })
     }
@@ -663,8 +653,8 @@ impl Model {
 }
 
 /// The batch record an event belongs to.
-pub fn batch_of(t: &Trace, r: EventRef) -> Option<&TraceBatch> {
-    match t.records.get(r.batch as usize)? {
+pub fn batch_of(t: &Trace, r: EventAt) -> Option<&TraceBatch> {
+    match t.records.get(r.record as usize)? {
         TraceRecord::Batch(b) => Some(b),
         _ => None,
     }

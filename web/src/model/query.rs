@@ -38,13 +38,13 @@ impl Query {
         let Some(r) = m.events.get(i as usize) else {
             return false;
         };
-        let Some(b) = batch_of(t, *r) else {
+        let Some(b) = batch_of(t, r) else {
             return false;
         };
-        let Some(ev) = b.events.get(r.ev as usize) else {
+        let Some(ev) = b.events.get(r.pos as usize) else {
             return false;
         };
-        let prov = b.provenance.as_ref().and_then(|p| p.get(r.ev as usize));
+        let prov = b.provenance.as_ref().and_then(|p| p.get(r.pos as usize));
         let lane = m
             .lane_of
             .get(i as usize)

@@ -1,6 +1,6 @@
 //! One event through the consumer models, the loss bookkeeping and the violation index.
 
-use super::violations::{Scope, Waiter};
+use super::violations::{PrimaryPairs, Scope, Waiter};
 use super::{Recorder, Run};
 use crate::analysis::findings::{Msg, Rec, RootAt, Why};
 use crate::analysis::IndexBuilder;
@@ -146,6 +146,7 @@ impl Run {
         let presence = &mut self.presence;
         let ids = &self.gids.blocks;
         let waiting = &mut self.waiting;
+        let primary_pairs = &mut self.primary_pairs;
         let raw = &mut self.raw;
         match ev {
             KvEvent::BlockStored(e) => {
@@ -162,6 +163,7 @@ impl Run {
                             pid,
                             Waiter {
                                 child: i,
+                                child_id: ids.first().copied().unwrap_or(u32::MAX),
                                 source: loc.source,
                                 engine,
                                 group,
@@ -212,7 +214,18 @@ impl Run {
                     for w in ws.drain(..) {
                         let same_lane = w.engine == engine && w.tier == loc.tier;
                         let class = if same_lane {
-                            Some(classify(index, self.workers, &w, &loc))
+                            let tier = index.idx.tiers.get(loc.tier as usize);
+                            let c = match classify(index, self.workers, &w, &loc) {
+                                (.., Why::Secondary) => {
+                                    copied(primary_pairs, presence, index, engine, *id, &w)
+                                }
+                                c => c,
+                            };
+                            if tier == Some(&Tier::Cpu) {
+                                let child = w.hashes.first().copied().unwrap_or_default();
+                                primary_pairs.insert((engine, *id, child), c.0);
+                            }
+                            Some(c)
                         } else if w.engine == engine && w.scope >= Scope::Source {
                             Some((ReorderClass::CrossTier, Evidence::Lanes, Why::Lanes))
                         } else if w.engine != engine && w.scope == Scope::Global {
@@ -346,5 +359,41 @@ fn classify(
             }
         }
         _ => (ReorderClass::Ambiguous, Evidence::BatchOrder, Why::Mixed),
+    }
+}
+
+/// The class of a secondary-tier inversion whose jobs rest only on the batch structure, from
+/// the CPU-tier job it copies: vLLM's tiering manager cascades each completed CPU store job to
+/// every secondary tier as one job of the same keys in the same order (`complete_store`,
+/// `vllm/v1/kv_offload/tiering/manager.py`; the file tier publishes a finished job's keys in
+/// that order, `tiering/fs/manager.py`). So the pair inverted in the CPU tier keeps that class;
+/// a pair the CPU tier holds (both blocks) without that inversion came in parent-first order
+/// there, so here it crosses two cascade jobs. Otherwise (the CPU tier's events are not in the
+/// capture) it stays ambiguous.
+fn copied(
+    pairs: &PrimaryPairs,
+    presence: &super::violations::Presence,
+    index: &IndexBuilder,
+    engine: u32,
+    parent: u32,
+    w: &Waiter,
+) -> (ReorderClass, Evidence, Why) {
+    let child = w.hashes.first().copied().unwrap_or_default();
+    if let Some(&class) = pairs.get(&(engine, parent, child)) {
+        return (class, Evidence::Cascade, Why::Cascade);
+    }
+    let cpu = index.idx.tiers.iter().position(|t| *t == Tier::Cpu);
+    match cpu {
+        Some(t)
+            if presence.holds(parent, engine, t as u32)
+                && presence.holds(w.child_id, engine, t as u32) =>
+        {
+            (ReorderClass::AcrossJobs, Evidence::Cascade, Why::Cascade)
+        }
+        _ => (
+            ReorderClass::Ambiguous,
+            Evidence::BatchOrder,
+            Why::Secondary,
+        ),
     }
 }

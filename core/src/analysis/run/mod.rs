@@ -31,7 +31,7 @@ use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
 use finish::{FinishStep, Finishing};
 pub(crate) use losses::LossTrack;
-use violations::{Presence, Waiter, Waiting};
+use violations::{Presence, PrimaryPairs, Waiter, Waiting};
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
 pub(crate) trait Recorder {
@@ -115,6 +115,10 @@ pub(crate) struct Run {
     waiting: Waiting,
     /// Scratch: the waiters of one parent being resolved.
     resolving: Vec<Waiter>,
+    /// The class of each primary-tier (CPU) inversion, by (engine, parent block id, child's
+    /// first hash): a secondary tier's cascade copies a CPU store job's keys in its order, so
+    /// the same pair inverted there has the same class (`docs/rules.md`, "Jobs and evidence").
+    primary_pairs: PrimaryPairs,
     /// The findings so far, compact.
     raw: Vec<Rec>,
     resolved: Vec<Resolution>,
@@ -176,6 +180,7 @@ impl Run {
             known_sizes: 0,
             waiting: Waiting::default(),
             resolving: Vec::new(),
+            primary_pairs: PrimaryPairs::default(),
             raw: Vec::new(),
             resolved: Vec::new(),
             lane_changes: Vec::new(),

@@ -13,6 +13,8 @@ pub(super) enum Scope {
 /// A child waiting for its parent.
 pub(super) struct Waiter {
     pub(super) child: usize,
+    /// The analysis' block id of its first block.
+    pub(super) child_id: u32,
     /// Its source (for the finding) and engine (`(source, dp_rank)`, for the lanes).
     pub(super) source: u32,
     pub(super) engine: u32,
@@ -133,6 +135,29 @@ pub(super) struct Held {
     pub(super) ever: bool,
 }
 
+/// Primary-tier inversions' classes by (engine, parent block id, child's first hash), sorted by
+/// key: inversions are rare, and a sorted list costs the lean npm build less code than a hash
+/// map type of its own.
+#[derive(Default)]
+pub(super) struct PrimaryPairs(Vec<((u32, u32, u64), crate::analysis::ReorderClass)>);
+
+impl PrimaryPairs {
+    pub(super) fn insert(&mut self, key: (u32, u32, u64), class: crate::analysis::ReorderClass) {
+        match self.0.binary_search_by_key(&key, |e| e.0) {
+            Ok(k) => {
+                if let Some(e) = self.0.get_mut(k) {
+                    e.1 = class;
+                }
+            }
+            Err(k) => self.0.insert(k, (key, class)),
+        }
+    }
+    pub(super) fn get(&self, key: &(u32, u32, u64)) -> Option<&crate::analysis::ReorderClass> {
+        let k = self.0.binary_search_by_key(key, |e| e.0).ok()?;
+        self.0.get(k).map(|e| &e.1)
+    }
+}
+
 pub(super) fn lane(source: u32, tier: u32) -> LaneKey {
     LaneKey { source, tier }
 }
@@ -203,6 +228,12 @@ impl Presence {
         } else {
             Some(Scope::Global)
         }
+    }
+    /// Whether lane `(s, t)` holds `id`.
+    pub(super) fn holds(&self, id: u32, s: u32, t: u32) -> bool {
+        self.held
+            .get(id as usize)
+            .is_some_and(|h| h.lanes.contains(lane(s, t)))
     }
     pub(super) fn ever(&self, id: Option<u32>) -> bool {
         id.and_then(|id| self.held.get(id as usize))
