@@ -20,7 +20,7 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
     ("Home / End", "Start (nothing applied) / last event"),
     ("n / p", "Next / previous violation"),
     ("Space", "Play / pause"),
-    ("/", "Search (Enter: next match)"),
+    ("/", "Search (Enter / Shift+Enter: next / previous match)"),
     ("w / s", "Zoom in / out"),
     ("a / d", "Pan left / right"),
     ("f", "Fit the whole trace"),
@@ -453,11 +453,7 @@ pub fn StepBar() -> impl IntoView {
             </select>
             <WorkersPicker/>
             <span class="sep"></span>
-            <input type="search" class="search" aria-label="Search" data-testid="search" placeholder="/ search: tier=CPU && job=3, hash=…"
-                prop:value=move || st.query.get()
-                on:input:target=move |e| st.query.set(e.target().value())
-                on:keydown=move |e: ev::KeyboardEvent| if e.key() == "Enter" { e.prevent_default(); st.search_next(); }/>
-            <span class="note" data-testid="search-note">{move || st.search_note.get()}</span>
+            <crate::search::SearchBox/>
         </nav>
     }
 }

@@ -14,12 +14,13 @@ use kvscope_core::event::{KvEvent, Tier};
 use kvscope_core::replay::{BuildProgress, Replay, ReplayBuilder, ViolationFilter};
 use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
 
+mod describe;
 mod layout;
 mod query;
 #[cfg(test)]
 mod tests;
 
-pub use query::Query;
+pub use query::{match_note, next_match, Query, GRAMMAR};
 
 /// One event of the trace, located by batch and position in the batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
