@@ -8,6 +8,7 @@
 //! * [`permalink`]: URL-hash state.
 //! * [`load`]: reading bytes from files, URLs, pastes and the demo into a [`model::Model`].
 //! * [`timeline`], [`panels`], [`inspect`], [`controls`]: the components.
+//! * [`help`]: the `?` dialog: shortcuts, search grammar, glossary, this trace's timings.
 //! * [`search`]: the search box, its matches and next/previous match.
 //! * [`text`]: text that fits (plurals, hashes shortened in the middle with a copy button).
 //!
@@ -17,6 +18,7 @@
 #[cfg(feature = "compare")]
 pub mod compare;
 pub mod controls;
+pub mod help;
 pub mod inspect;
 pub mod lens;
 pub mod load;
@@ -475,7 +477,7 @@ pub fn App() -> impl IntoView {
                     <panels::Violations/>
                 </div>
             </main>
-            <panels::HelpOverlay/>
+            <help::HelpOverlay/>
             <panels::PasteDialog/>
             {compare_dialog(st)}
             <Show when=move || st.dragging.get()>

@@ -6,6 +6,17 @@ use kvscope_core::consumers::{ConsumerKind, VerdictKind};
 use kvscope_core::replay::RouterLens;
 
 impl Model {
+    /// The timeline axis' second line under event `i`: its batch and the time since the first
+    /// batch (`batch 12 · +350 ms`, `batch 40 · +2.25 s`).
+    pub fn axis_label(&self, i: u32) -> String {
+        let b = format!("batch {}", self.batch_ordinal(i));
+        match self.seconds_at(i) {
+            Some(s) if s.abs() < 1.0 => format!("{b} · +{} ms", crate::fixed(s * 1000.0, 0)),
+            Some(s) => format!("{b} · +{} s", crate::fixed(s, 2)),
+            None => b,
+        }
+    }
+
     /// What event `i` is, in one line: index, type, lane, first block and parent, the rules it
     /// breaks and what the routers finally did with it (only `router`'s verdict when one is
     /// chosen; otherwise the routers that did not apply it):

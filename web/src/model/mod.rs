@@ -238,6 +238,9 @@ pub struct Model {
     analysed: OnceLock<Vec<Violation>>,
     /// Number of batches.
     pub batch_count: usize,
+    /// Index of the first event of each batch (in batch order; an empty batch has the index
+    /// of the next event): the timeline's axis labels events with their batch.
+    batch_starts: Vec<u32>,
     /// Number of gap records.
     pub gaps: usize,
     /// Every event in delivery order.
@@ -375,9 +378,11 @@ impl Model {
         let mut events = Vec::with_capacity(total);
         let mut kinds = Vec::with_capacity(total);
         let mut batch_count = 0;
+        let mut batch_starts = Vec::new();
         for (ri, rec) in trace.records.iter().enumerate() {
             if let TraceRecord::Batch(b) = rec {
                 batch_count += 1;
+                batch_starts.push(events.len() as u32);
                 for (ei, ev) in b.events.iter().enumerate() {
                     events.push(EventRef {
                         batch: ri as u32,
@@ -399,6 +404,7 @@ impl Model {
             replay: OnceLock::new(),
             analysed: OnceLock::new(),
             batch_count,
+            batch_starts,
             gaps,
             events,
             lanes: Vec::new(),
@@ -533,6 +539,25 @@ impl Model {
         })
     }
 
+    /// The ordinal (0-based, among the trace's batches) of event `i`'s batch.
+    pub fn batch_ordinal(&self, i: u32) -> usize {
+        self.batch_starts
+            .partition_point(|s| *s <= i)
+            .saturating_sub(1)
+    }
+
+    /// Seconds from the first batch's `ts` to event `i`'s batch's (`None` when unknown).
+    pub fn seconds_at(&self, i: u32) -> Option<f64> {
+        let r = *self.events.get(i as usize)?;
+        self.with_trace(|t| {
+            let first = t.records.iter().find_map(|r| match r {
+                TraceRecord::Batch(b) => Some(b.ts),
+                _ => None,
+            })?;
+            Some(batch_of(t, r)?.ts - first)
+        })
+    }
+
     /// Kind of the event at a cursor position.
     pub fn kind_at(&self, i: u32) -> Option<EventKind> {
         self.kinds.get(i as usize).copied()
@@ -549,6 +574,15 @@ impl Model {
         self.violations()[start..]
             .iter()
             .take_while(move |v| v.event == i)
+    }
+
+    /// How many findings the violation list shows for a rule filter (see [`rule_matches`]):
+    /// the one count the header and the list both show.
+    pub fn violation_count(&self, rule: Option<&str>) -> usize {
+        self.violations()
+            .iter()
+            .filter(|v| rule_matches(v, rule))
+            .count()
     }
 
     /// Rule names present, sorted.

@@ -530,3 +530,15 @@ fn an_event_described_in_one_line() {
         "#0 BlockStored · GPU · block 1 · root block · consumer-loss · dynamo applied"
     );
 }
+
+#[test]
+fn the_axis_names_batches_and_time() {
+    let m = model();
+    assert_eq!(m.batch_ordinal(0), 0);
+    assert_eq!(m.batch_ordinal(1), 0);
+    assert_eq!(m.batch_ordinal(2), 1);
+    assert_eq!(m.batch_ordinal(4), 1);
+    assert_eq!(m.seconds_at(4), Some(1.0));
+    assert_eq!(m.axis_label(1), "batch 0 · +0 ms");
+    assert_eq!(m.axis_label(3), "batch 1 · +1.00 s");
+}

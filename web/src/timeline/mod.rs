@@ -16,6 +16,7 @@
 mod draw;
 mod geometry;
 mod highlight;
+mod legend;
 mod lens;
 
 use draw::palette;
@@ -186,7 +187,10 @@ pub fn Timeline() -> impl IntoView {
         let Some(ctx) = context(&c, hw, HEAD) else {
             return;
         };
-        columns.with(|cols| draw_head(&ctx, n, cursor, f, theme, cols));
+        st.model.with(|m| {
+            let below = |i: u32| m.as_ref().map(|m| m.axis_label(i)).unwrap_or_default();
+            columns.with(|cols| draw_head(&ctx, n, cursor, f, theme, cols, &below));
+        });
     });
     // Many lanes scroll under the head: keep the current event's lane in view.
     let scroller = NodeRef::<leptos::html::Div>::new();
@@ -308,7 +312,8 @@ pub fn Timeline() -> impl IntoView {
         let hit = st
             .model
             .with_untracked(|m| m.as_ref().and_then(|m| pick(m, f, x, y)));
-        hover.set(hit.map(|i| (i, x, y)));
+        // Page coordinates: the tooltip is fixed, so no scroll container clips it.
+        hover.set(hit.map(|i| (i, f64::from(e.client_x()), f64::from(e.client_y()))));
     };
     let tooltip = move || {
         let (i, x, y) = hover.get()?;
@@ -316,21 +321,18 @@ pub fn Timeline() -> impl IntoView {
         let text = st
             .model
             .with_untracked(|m| m.as_ref().map(|m| m.describe(i, router)))?;
-        let w = size.get_untracked().0;
-        let left = if x > w - 320.0 { x - 300.0 } else { x + 14.0 };
+        let vw = window().inner_width().ok().and_then(|v| v.as_f64()).unwrap_or(1280.0);
+        let left = if x > vw - 320.0 { x - 310.0 } else { x + 14.0 };
         Some(view! {
             <div class="tooltip" role="tooltip" data-testid="event-tooltip"
-                style:left=px(left.max(0.0)) style:top=px(y + 14.0)>{text}</div>
+                style:position="fixed" style:left=px(left.max(0.0)) style:top=px(y + 16.0)>{text}</div>
         })
     };
     view! {
         <section class="timeline" aria-label="Timeline">
-            <div class="legend">
-                <span class="sw stored" aria-hidden="true"></span>"BlockStored"
-                <span class="sw removed"></span>"BlockRemoved"
-                <span class="sw cleared"></span>"AllBlocksCleared"
-                <span class="sw viol"></span>"violation (red arrow: child delivered before parent)"
-                <span class="hint">"drag to pan · wheel to zoom · click to inspect · double-click to go · ? for keys"</span>
+            <div class="legend" data-testid="legend">
+                {move || legend::marks_legend(st.theme.get())}
+                <span class="hint" title="drag to pan · wheel to zoom · hover for an event · click to inspect · double-click to go">"? for help"</span>
                 <crate::controls::RouterPicker/>
                 <crate::controls::LanePicker/>
             </div>
@@ -407,10 +409,9 @@ fn lens_legend(st: AppState) -> AnyView {
         .iter()
         .zip(counts)
         .map(|(m, c)| {
-            let colour = lens_colour(theme, *m);
             view! {
                 <span class=format!("lens-item lens-{}", m.as_str()) data-testid=format!("lens-{}", m.as_str())>
-                    <span class="sw" style:background=colour aria-hidden="true"></span>
+                    {legend::lens_glyph(theme, *m)}
                     {format!("{} {}", m.as_str(), c)}
                 </span>
             }
@@ -419,7 +420,6 @@ fn lens_legend(st: AppState) -> AnyView {
     view! {
         <span>{format!("{} (final verdicts):", k.as_str())}</span>
         {items}
-        <span class="muted">"dropped: struck + hatched · misrooted: box · pending: dot · replayed: bar · ignored: cross"</span>
     }
     .into_any()
 }

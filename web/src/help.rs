@@ -1,0 +1,83 @@
+//! The `?` dialog: keyboard shortcuts, the search grammar, a glossary of the verdict names and
+//! marks the page shows, and how long this trace took to load and analyse (kept out of the
+//! status line).
+
+use kvscope_core::consumers::VerdictKind;
+use leptos::prelude::*;
+
+use crate::controls::SHORTCUTS;
+use crate::model::GRAMMAR;
+use crate::{AppState, LoadStatus};
+
+/// What a router's verdict means, in a few words (every verdict the core has).
+pub fn verdict_meaning(v: VerdictKind) -> &'static str {
+    match v {
+        VerdictKind::Applied => "indexed: the router can route to this block",
+        VerdictKind::DroppedOrphan => "not indexed: its parent was unknown, so the block and its descendants are lost",
+        VerdictKind::Misrooted => "indexed under the wrong parent: unreachable for routing",
+        VerdictKind::Pending => "held until its parent arrives (never released by the end)",
+        VerdictKind::Replayed => "held, then applied once its parent arrived",
+        VerdictKind::Truncated => "partly applied: the blocks after the first bad one were dropped",
+        VerdictKind::Removed => "a removal that took effect",
+        VerdictKind::RemoveUnknown => "a removal of a block the router did not hold",
+        VerdictKind::Ignored => "skipped on purpose (the details say why)",
+        VerdictKind::Cleared => "AllBlocksCleared applied",
+    }
+}
+
+/// Other words the page uses.
+pub const TERMS: &[(&str, &str)] = &[
+    ("child first", "a block delivered before its parent block: the ordering violation routers lose blocks over"),
+    ("in-job / across-jobs / ambiguous", "whether the child and its parent were in one transfer job (vLLM's key order), in different jobs, or cannot be told apart"),
+    ("loss root", "an event a router lost that made later events unreachable"),
+    ("cascade", "the later events lost because of a loss root (ringed on the timeline)"),
+    ("at cursor / end of trace", "a verdict as known at the cursor, or the final one"),
+];
+
+fn rows(items: &'static [(&'static str, &'static str)]) -> impl IntoView {
+    items
+        .iter()
+        .map(|(k, v)| view! { <tr><th><code>{*k}</code></th><td>{*v}</td></tr> })
+        .collect_view()
+}
+
+/// `?`: shortcuts, search grammar, glossary and timings.
+#[component]
+pub fn HelpOverlay() -> impl IntoView {
+    let st = expect_context::<AppState>();
+    let timings = move || match st.status.get() {
+        LoadStatus::Loaded { name, events, ms, breakdown } => {
+            let rate = if ms > 0.0 { events as f64 / (ms / 1000.0) } else { 0.0 };
+            format!(
+                "{name}: {} loaded in {} ms ({} events/s); milliseconds per phase: {breakdown}",
+                crate::text::count(events, "event", "events"),
+                crate::fixed(ms, 0),
+                crate::fixed(rate, 0)
+            )
+        }
+        _ => "No trace loaded.".into(),
+    };
+    view! {
+        <Show when=move || st.help.get()>
+            <div class="overlay" role="dialog" aria-label="Help" data-testid="help" on:click=move |_| st.help.set(false)>
+                <div class="dialog wide help" on:click=|e| e.stop_propagation()>
+                    <h2>"Keyboard shortcuts"</h2>
+                    <table class="kv">
+                        {SHORTCUTS.iter().map(|(k, v)| view! { <tr><th><kbd>{*k}</kbd></th><td>{*v}</td></tr> }).collect_view()}
+                    </table>
+                    <p class="muted">"Timeline: drag to pan, wheel to zoom, hover for what an event is, click to inspect it, double-click to move the cursor there."</p>
+                    <h2>"Search"</h2>
+                    <table class="kv" data-testid="search-grammar">{rows(GRAMMAR)}</table>
+                    <h2>"Glossary"</h2>
+                    <table class="kv" data-testid="glossary">
+                        {VerdictKind::ALL.map(|v| view! { <tr><th><code>{v.as_str()}</code></th><td>{verdict_meaning(v)}</td></tr> })}
+                        {rows(TERMS)}
+                    </table>
+                    <h2>"Timings"</h2>
+                    <p class="muted small" data-testid="timings">{timings}</p>
+                    <button class="btn" on:click=move |_| st.help.set(false)>"Close"</button>
+                </div>
+            </div>
+        </Show>
+    }
+}
