@@ -354,7 +354,11 @@ pub fn Header() -> impl IntoView {
                 parts.push("analysing…".into());
                 return parts.join(" · ");
             }
-            parts.push(count(m.violation_count(rule.as_deref()), "violation", "violations"));
+            parts.push(count(
+                m.violation_count(rule.as_deref()),
+                "violation",
+                "violations",
+            ));
             let lost = router.and_then(|k| {
                 crate::lens::with_lens(m, k, |l| {
                     let roots = l.roots();

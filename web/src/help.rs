@@ -13,7 +13,9 @@ use crate::{AppState, LoadStatus};
 pub fn verdict_meaning(v: VerdictKind) -> &'static str {
     match v {
         VerdictKind::Applied => "indexed: the router can route to this block",
-        VerdictKind::DroppedOrphan => "not indexed: its parent was unknown, so the block and its descendants are lost",
+        VerdictKind::DroppedOrphan => {
+            "not indexed: its parent was unknown, so the block and its descendants are lost"
+        }
         VerdictKind::Misrooted => "indexed under the wrong parent: unreachable for routing",
         VerdictKind::Pending => "held until its parent arrives (never released by the end)",
         VerdictKind::Replayed => "held, then applied once its parent arrived",
@@ -34,11 +36,19 @@ pub const TERMS: &[(&str, &str)] = &[
     ("at cursor / end of trace", "a verdict as known at the cursor, or the final one"),
 ];
 
-fn rows(items: &'static [(&'static str, &'static str)]) -> impl IntoView {
-    items
-        .iter()
-        .map(|(k, v)| view! { <tr><th><code>{*k}</code></th><td>{*v}</td></tr> })
-        .collect_view()
+/// One section of the dialog: a title and `(term, meaning)` rows. Every section has this one
+/// shape (a distinct view shape per section would cost wasm).
+fn section(
+    title: &'static str,
+    id: &'static str,
+    rows: Vec<(&'static str, &'static str)>,
+) -> impl IntoView {
+    view! {
+        <h2>{title}</h2>
+        <table class="kv" data-testid=id>
+            {rows.into_iter().map(|(k, v)| view! { <tr><th><code>{k}</code></th><td>{v}</td></tr> }).collect_view()}
+        </table>
+    }
 }
 
 /// `?`: shortcuts, search grammar, glossary and timings.
@@ -46,8 +56,17 @@ fn rows(items: &'static [(&'static str, &'static str)]) -> impl IntoView {
 pub fn HelpOverlay() -> impl IntoView {
     let st = expect_context::<AppState>();
     let timings = move || match st.status.get() {
-        LoadStatus::Loaded { name, events, ms, breakdown } => {
-            let rate = if ms > 0.0 { events as f64 / (ms / 1000.0) } else { 0.0 };
+        LoadStatus::Loaded {
+            name,
+            events,
+            ms,
+            breakdown,
+        } => {
+            let rate = if ms > 0.0 {
+                events as f64 / (ms / 1000.0)
+            } else {
+                0.0
+            };
             format!(
                 "{name}: {} loaded in {} ms ({} events/s); milliseconds per phase: {breakdown}",
                 crate::text::count(events, "event", "events"),
@@ -61,20 +80,13 @@ pub fn HelpOverlay() -> impl IntoView {
         <Show when=move || st.help.get()>
             <div class="overlay" role="dialog" aria-label="Help" data-testid="help" on:click=move |_| st.help.set(false)>
                 <div class="dialog wide help" on:click=|e| e.stop_propagation()>
-                    <h2>"Keyboard shortcuts"</h2>
-                    <table class="kv">
-                        {SHORTCUTS.iter().map(|(k, v)| view! { <tr><th><kbd>{*k}</kbd></th><td>{*v}</td></tr> }).collect_view()}
-                    </table>
+                    {[
+                        section("Keyboard shortcuts", "shortcuts", SHORTCUTS.to_vec()),
+                        section("Search", "search-grammar", GRAMMAR.to_vec()),
+                        section("Glossary", "glossary", VerdictKind::ALL.iter().map(|v| (v.as_str(), verdict_meaning(*v))).chain(TERMS.iter().copied()).collect()),
+                    ]}
                     <p class="muted">"Timeline: drag to pan, wheel to zoom, hover for what an event is, click to inspect it, double-click to move the cursor there."</p>
-                    <h2>"Search"</h2>
-                    <table class="kv" data-testid="search-grammar">{rows(GRAMMAR)}</table>
-                    <h2>"Glossary"</h2>
-                    <table class="kv" data-testid="glossary">
-                        {VerdictKind::ALL.map(|v| view! { <tr><th><code>{v.as_str()}</code></th><td>{verdict_meaning(v)}</td></tr> })}
-                        {rows(TERMS)}
-                    </table>
-                    <h2>"Timings"</h2>
-                    <p class="muted small" data-testid="timings">{timings}</p>
+                    <p class="muted small" data-testid="timings">"Timings: "{timings}</p>
                     <button class="btn" on:click=move |_| st.help.set(false)>"Close"</button>
                 </div>
             </div>

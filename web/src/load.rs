@@ -204,8 +204,10 @@ pub fn spawn_analysis(st: AppState) {
         mark("kvscope:analysed");
         st.analysis.set(AnalysisStatus::Done { ms });
         st.model.update(|_| {}); // violations and consumer models changed
-        // The demo opens at its first violation, where the details tell what happened.
-        let demo = st.origin.with_untracked(|o| matches!(o, Some(TraceOrigin::Demo)));
+                                 // The demo opens at its first violation, where the details tell what happened.
+        let demo = st
+            .origin
+            .with_untracked(|o| matches!(o, Some(TraceOrigin::Demo)));
         if demo && st.cursor.get_untracked() == 0 {
             st.next_violation();
         }

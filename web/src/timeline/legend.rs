@@ -30,24 +30,47 @@ fn glyph(d: &'static str, colour: &'static str, paint: Paint) -> impl IntoView {
     }
 }
 
-fn item(d: &'static str, colour: &'static str, paint: Paint, label: &'static str) -> impl IntoView {
-    view! { <span class="legend-item">{glyph(d, colour, paint)}{label}</span> }
+/// The marks of the lanes, edges, cursor and search: `(path, colour, paint, label)`, in the
+/// order the legend lists them. One list (not one view per mark): each distinct view shape
+/// costs wasm.
+fn marks(theme: Theme) -> [(&'static str, &'static str, Paint, &'static str); 9] {
+    let p = palette(theme);
+    [
+        ("M7 2h8v8h-8z", p.stored, Paint::Fill, "BlockStored"),
+        ("M8 3h6v6h-6z", p.removed, Paint::Stroke, "BlockRemoved"),
+        ("M10 0h2v12h-2z", p.cleared, Paint::Fill, "AllBlocksCleared"),
+        ("M7 2h8v8h-8z", p.violation, Paint::Fill, "violation"),
+        ("M2 10Q11 0 20 10", p.edge, Paint::Stroke, "parent → child"),
+        (
+            "M20 2Q11 12 2 2M2 2l4 0M2 2l1 4",
+            p.violation,
+            Paint::Stroke,
+            "child before its parent",
+        ),
+        (
+            "M2 2L20 10",
+            p.edge,
+            Paint::Dashed,
+            "parent in another lane",
+        ),
+        ("M11 0v12", p.cursor, Paint::Stroke, "cursor"),
+        (
+            "M4 1h14v10h-14z",
+            match_colour(theme),
+            Paint::Stroke,
+            "search match",
+        ),
+    ]
 }
 
-/// The marks of the lanes, edges, cursor and search, for a theme.
+/// The legend of the lanes, edges, cursor and search marks, for a theme.
 pub fn marks_legend(theme: Theme) -> impl IntoView {
-    let p = palette(theme);
-    view! {
-        {item("M7 2h8v8h-8z", p.stored, Paint::Fill, "BlockStored")}
-        {item("M8 3h6v6h-6z", p.removed, Paint::Stroke, "BlockRemoved")}
-        {item("M10 0h2v12h-2z", p.cleared, Paint::Fill, "AllBlocksCleared")}
-        {item("M7 2h8v8h-8z", p.violation, Paint::Fill, "violation")}
-        {item("M2 10Q11 0 20 10", p.edge, Paint::Stroke, "parent → child")}
-        {item("M20 2Q11 12 2 2M2 2l4 0M2 2l1 4", p.violation, Paint::Stroke, "child before its parent")}
-        {item("M2 2L20 10", p.edge, Paint::Dashed, "parent in another lane")}
-        {item("M11 0v12", p.cursor, Paint::Stroke, "cursor")}
-        {item("M4 1h14v10h-14z", match_colour(theme), Paint::Stroke, "search match")}
-    }
+    marks(theme)
+        .into_iter()
+        .map(|(d, colour, paint, label)| {
+            view! { <span class="legend-item">{glyph(d, colour, paint)}{label}</span> }
+        })
+        .collect_view()
 }
 
 /// The router lens' mark for a verdict mark, as the canvas draws it.

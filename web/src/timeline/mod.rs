@@ -321,7 +321,11 @@ pub fn Timeline() -> impl IntoView {
         let text = st
             .model
             .with_untracked(|m| m.as_ref().map(|m| m.describe(i, router)))?;
-        let vw = window().inner_width().ok().and_then(|v| v.as_f64()).unwrap_or(1280.0);
+        let vw = window()
+            .inner_width()
+            .ok()
+            .and_then(|v| v.as_f64())
+            .unwrap_or(1280.0);
         let left = if x > vw - 320.0 { x - 310.0 } else { x + 14.0 };
         Some(view! {
             <div class="tooltip" role="tooltip" data-testid="event-tooltip"
