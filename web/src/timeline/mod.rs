@@ -302,7 +302,9 @@ pub fn Timeline() -> impl IntoView {
         let n = lane_count.get();
         px(canvas_height(n) - view_height(n))
     };
-    let hover = RwSignal::new(None::<(u32, f64, f64)>);
+    // Hovering an event tells what it is: the canvas' title (the browser's own tooltip), from
+    // the view-model's one-line description.
+    let hover = RwSignal::new(None::<u32>);
     let on_hover = move |e: ev::MouseEvent| {
         if e.buttons() & 1 != 0 {
             return;
@@ -312,25 +314,15 @@ pub fn Timeline() -> impl IntoView {
         let hit = st
             .model
             .with_untracked(|m| m.as_ref().and_then(|m| pick(m, f, x, y)));
-        // Page coordinates: the tooltip is fixed, so no scroll container clips it.
-        hover.set(hit.map(|i| (i, f64::from(e.client_x()), f64::from(e.client_y()))));
+        if hit != hover.get_untracked() {
+            hover.set(hit);
+        }
     };
-    let tooltip = move || {
-        let (i, x, y) = hover.get()?;
+    let hover_text = move || {
+        let i = hover.get()?;
         let router = st.router();
-        let text = st
-            .model
-            .with_untracked(|m| m.as_ref().map(|m| m.describe(i, router)))?;
-        let vw = window()
-            .inner_width()
-            .ok()
-            .and_then(|v| v.as_f64())
-            .unwrap_or(1280.0);
-        let left = if x > vw - 320.0 { x - 310.0 } else { x + 14.0 };
-        Some(view! {
-            <div class="tooltip" role="tooltip" data-testid="event-tooltip"
-                style:position="fixed" style:left=px(left.max(0.0)) style:top=px(y + 16.0)>{text}</div>
-        })
+        st.model
+            .with_untracked(|m| m.as_ref().map(|m| m.describe(i, router)))
     };
     view! {
         <section class="timeline" aria-label="Timeline">
@@ -357,17 +349,14 @@ pub fn Timeline() -> impl IntoView {
                 // scroll under them: only the lanes in view are drawn.
                 <div class="timeline-lanes" style:position="sticky" style:top="0" style:height=height
                     data-testid="timeline-lanes"
-                    data-lanes-drawn=move || frame().shown().len().to_string()
                     data-pinned=move || pinned.get().and_then(|l| st.model.with(|m| m.as_ref().and_then(|m| m.lanes.get(usize::from(l)).map(|l| l.title())))).unwrap_or_default()>
                     <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
-                        style:display="block" style:width="100%" style:height=height
+                        title=hover_text style:display="block" style:width="100%" style:height=height
                         on:mousedown=on_down on:mousemove=move |e: ev::MouseEvent| { on_move(e.clone()); on_hover(e) }
-                        on:mouseleave=move |_| hover.set(None)
                         on:mouseup=on_up on:dblclick=on_dbl on:wheel=on_wheel></canvas>
                     <canvas node_ref=overlay class="timeline-overlay" data-testid="timeline-cursor" aria-hidden="true"
                         style:position="absolute" style:left="0" style:top="0" style:width="100%" style:height="100%"
                         style:pointer-events="none"></canvas>
-                    {tooltip}
                 </div>
                 <div style:height=spacer></div>
             </div>
