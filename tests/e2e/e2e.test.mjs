@@ -704,7 +704,7 @@ test('first screen: a legend of every mark, an axis with batches and time, toolt
   // Every router lens mark has its glyph in the legend.
   await page.getByRole('combobox', { name: 'Router' }).selectOption('llmd');
   for (const mark of ['applied', 'dropped', 'misrooted', 'pending', 'replayed', 'ignored']) {
-    assert.equal(await page.locator(`[data-testid=lens-${mark}] svg`).count(), 1, mark);
+    assert.equal(await page.locator(`[data-testid=lens-${mark}] i.g-${mark}`).count(), 1, mark);
   }
   // Counts agree: the header's violations and loss roots are the lists'.
   await page.waitForSelector('[data-testid=violations-title]:has-text("llmd:")');

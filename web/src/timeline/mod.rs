@@ -327,7 +327,7 @@ pub fn Timeline() -> impl IntoView {
     view! {
         <section class="timeline" aria-label="Timeline">
             <div class="legend" data-testid="legend">
-                {move || legend::marks_legend(st.theme.get())}
+                {legend::marks_legend()}
                 <span class="hint" title="drag to pan · wheel to zoom · hover for an event · click to inspect · double-click to go">"? for help"</span>
                 <crate::controls::RouterPicker/>
                 <crate::controls::LanePicker/>
@@ -387,7 +387,6 @@ fn cascade_note(st: AppState) -> Option<AnyView> {
 /// The router lens' legend: each mark with its colour and how many events of the trace get it
 /// from the chosen router; a hint when no router is chosen.
 fn lens_legend(st: AppState) -> AnyView {
-    let theme = st.theme.get();
     let Some(k) = st.router() else {
         return view! { <span class="muted">"Router lens: choose a router to mark what it did with each event"</span> }.into_any();
     };
@@ -404,7 +403,7 @@ fn lens_legend(st: AppState) -> AnyView {
         .map(|(m, c)| {
             view! {
                 <span class=format!("lens-item lens-{}", m.as_str()) data-testid=format!("lens-{}", m.as_str())>
-                    {legend::lens_glyph(theme, *m)}
+                    {legend::lens_glyph(*m)}
                     {format!("{} {}", m.as_str(), c)}
                 </span>
             }
