@@ -208,8 +208,8 @@ pub struct AppState {
     pub paste: RwSignal<bool>,
     /// Search text.
     pub query: RwSignal<String>,
-    /// The events matching [`AppState::query`] (see [`search`]).
-    pub matches: RwSignal<search::Matches>,
+    /// The events matching [`AppState::query`], ascending (see [`search`]).
+    pub matches: RwSignal<Vec<u32>>,
     /// Violation rule filter (`None`: all rules).
     pub rule: RwSignal<Option<String>>,
     /// Lane layout.
@@ -255,7 +255,7 @@ impl AppState {
             help: RwSignal::new(false),
             paste: RwSignal::new(false),
             query: RwSignal::new(String::new()),
-            matches: RwSignal::new(search::Matches::default()),
+            matches: RwSignal::new(Vec::new()),
             rule: RwSignal::new(None),
             lane_mode: RwSignal::new(LaneMode::Tier),
             workers: RwSignal::new(None),

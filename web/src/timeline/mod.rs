@@ -134,8 +134,7 @@ pub fn Timeline() -> impl IntoView {
                 if let Some(k) = router {
                     draw_lens(&ctx, m, f, theme, k);
                 }
-                st.matches
-                    .with(|s| draw_matches(&ctx, m, f, theme, &s.events));
+                st.matches.with(|s| draw_matches(&ctx, m, f, theme, s));
             }
             None => {
                 ctx.set_fill_style_str(palette(theme).bg);
