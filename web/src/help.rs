@@ -1,13 +1,12 @@
 //! The `?` dialog: keyboard shortcuts, the search grammar, a glossary of the verdict names and
-//! marks the page shows, and how long this trace took to load and analyse (kept out of the
-//! status line).
+//! marks the page shows.
 
 use kvscope_core::consumers::VerdictKind;
 use leptos::prelude::*;
 
 use crate::controls::SHORTCUTS;
 use crate::model::GRAMMAR;
-use crate::{AppState, LoadStatus};
+use crate::AppState;
 
 /// What a router's verdict means, in a few words (every verdict the core has).
 pub fn verdict_meaning(v: VerdictKind) -> &'static str {
@@ -51,31 +50,10 @@ fn section(
     }
 }
 
-/// `?`: shortcuts, search grammar, glossary and timings.
+/// `?`: shortcuts, search grammar and glossary.
 #[component]
 pub fn HelpOverlay() -> impl IntoView {
     let st = expect_context::<AppState>();
-    let timings = move || match st.status.get() {
-        LoadStatus::Loaded {
-            name,
-            events,
-            ms,
-            breakdown,
-        } => {
-            let rate = if ms > 0.0 {
-                events as f64 / (ms / 1000.0)
-            } else {
-                0.0
-            };
-            format!(
-                "{name}: {} loaded in {} ms ({} events/s); milliseconds per phase: {breakdown}",
-                crate::text::count(events, "event", "events"),
-                crate::fixed(ms, 0),
-                crate::fixed(rate, 0)
-            )
-        }
-        _ => "No trace loaded.".into(),
-    };
     view! {
         <Show when=move || st.help.get()>
             <div class="overlay" role="dialog" aria-label="Help" data-testid="help" on:click=move |_| st.help.set(false)>
@@ -85,8 +63,8 @@ pub fn HelpOverlay() -> impl IntoView {
                         section("Search", "search-grammar", GRAMMAR.to_vec()),
                         section("Glossary", "glossary", VerdictKind::ALL.iter().map(|v| (v.as_str(), verdict_meaning(*v))).chain(TERMS.iter().copied()).collect()),
                     ]}
-                    <p class="muted">"Timeline: drag to pan, wheel to zoom, hover for what an event is, click to inspect it, double-click to move the cursor there."</p>
-                    <p class="muted small" data-testid="timings">"Timings: "{timings}</p>
+                    <p class="muted">"Timeline: drag to pan, wheel to zoom, click an event to inspect it, double-click to move the cursor there."</p>
+                    <p class="muted small">"Load and analysis timings: hover the status line."</p>
                     <button class="btn" on:click=move |_| st.help.set(false)>"Close"</button>
                 </div>
             </div>

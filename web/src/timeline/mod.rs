@@ -186,10 +186,7 @@ pub fn Timeline() -> impl IntoView {
         let Some(ctx) = context(&c, hw, HEAD) else {
             return;
         };
-        st.model.with(|m| {
-            let below = |i: u32| m.as_ref().map(|m| m.axis_label(i)).unwrap_or_default();
-            columns.with(|cols| draw_head(&ctx, n, cursor, f, theme, cols, &below));
-        });
+        columns.with(|cols| draw_head(&ctx, n, cursor, f, theme, cols));
     });
     // Many lanes scroll under the head: keep the current event's lane in view.
     let scroller = NodeRef::<leptos::html::Div>::new();
@@ -301,33 +298,11 @@ pub fn Timeline() -> impl IntoView {
         let n = lane_count.get();
         px(canvas_height(n) - view_height(n))
     };
-    // Hovering an event tells what it is: the canvas' title (the browser's own tooltip), from
-    // the view-model's one-line description.
-    let hover = RwSignal::new(None::<u32>);
-    let on_hover = move |e: ev::MouseEvent| {
-        if e.buttons() & 1 != 0 {
-            return;
-        }
-        let (x, y) = (f64::from(e.offset_x()), f64::from(e.offset_y()));
-        let f = frame();
-        let hit = st
-            .model
-            .with_untracked(|m| m.as_ref().and_then(|m| pick(m, f, x, y)));
-        if hit != hover.get_untracked() {
-            hover.set(hit);
-        }
-    };
-    let hover_text = move || {
-        let i = hover.get()?;
-        let router = st.router();
-        st.model
-            .with_untracked(|m| m.as_ref().map(|m| m.describe(i, router)))
-    };
     view! {
         <section class="timeline" aria-label="Timeline">
             <div class="legend" data-testid="legend">
                 {legend::marks_legend()}
-                <span class="hint" title="drag to pan · wheel to zoom · hover for an event · click to inspect · double-click to go">"? for help"</span>
+                <span class="hint" title="drag to pan · wheel to zoom · click to inspect · double-click to go">"? for help"</span>
                 <crate::controls::RouterPicker/>
                 <crate::controls::LanePicker/>
             </div>
@@ -350,8 +325,8 @@ pub fn Timeline() -> impl IntoView {
                     data-testid="timeline-lanes"
                     data-pinned=move || pinned.get().and_then(|l| st.model.with(|m| m.as_ref().and_then(|m| m.lanes.get(usize::from(l)).map(|l| l.title())))).unwrap_or_default()>
                     <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
-                        title=hover_text style:display="block" style:width="100%" style:height=height
-                        on:mousedown=on_down on:mousemove=move |e: ev::MouseEvent| { on_move(e.clone()); on_hover(e) }
+                        style:display="block" style:width="100%" style:height=height
+                        on:mousedown=on_down on:mousemove=on_move
                         on:mouseup=on_up on:dblclick=on_dbl on:wheel=on_wheel></canvas>
                     <canvas node_ref=overlay class="timeline-overlay" data-testid="timeline-cursor" aria-hidden="true"
                         style:position="absolute" style:left="0" style:top="0" style:width="100%" style:height="100%"
