@@ -13,7 +13,7 @@ pub fn verdict_meaning(v: VerdictKind) -> &'static str {
     match v {
         VerdictKind::Applied => "indexed: the router can route to this block",
         VerdictKind::DroppedOrphan => {
-            "not indexed: its parent was unknown, so the block and its descendants are lost"
+            "not indexed: its parent was unknown (its descendants are lost too)"
         }
         VerdictKind::Misrooted => "indexed under the wrong parent: unreachable for routing",
         VerdictKind::Pending => "held until its parent arrives (never released by the end)",
@@ -29,7 +29,7 @@ pub fn verdict_meaning(v: VerdictKind) -> &'static str {
 /// Other words the page uses.
 pub const TERMS: &[(&str, &str)] = &[
     ("child first", "a block delivered before its parent block: the ordering violation routers lose blocks over"),
-    ("in-job / across-jobs / ambiguous", "whether the child and its parent were in one transfer job (vLLM's key order), in different jobs, or cannot be told apart"),
+    ("in-job / across-jobs / ambiguous", "the child and its parent in one transfer job, in two, or unknown"),
     ("loss root", "an event a router lost that made later events unreachable"),
     ("cascade", "the later events lost because of a loss root (ringed on the timeline)"),
     ("at cursor / end of trace", "a verdict as known at the cursor, or the final one"),
@@ -64,7 +64,6 @@ pub fn HelpOverlay() -> impl IntoView {
                         section("Glossary", "glossary", VerdictKind::ALL.iter().map(|v| (v.as_str(), verdict_meaning(*v))).chain(TERMS.iter().copied()).collect()),
                     ]}
                     <p class="muted">"Timeline: drag to pan, wheel to zoom, click an event to inspect it, double-click to move the cursor there."</p>
-                    <p class="muted small">"Load and analysis timings: hover the status line."</p>
                     <button class="btn" on:click=move |_| st.help.set(false)>"Close"</button>
                 </div>
             </div>

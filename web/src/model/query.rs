@@ -11,14 +11,14 @@ use kvscope_core::replay::{LensMark, RouterLens};
 /// The query grammar, one `(form, meaning)` per row, as the `?` help lists it.
 pub const GRAMMAR: &[(&str, &str)] = &[
     ("a b  or  a && b", "every term must match"),
-    ("hash=…", "a block or parent hash: full decimal, 0x hex, a prefix, or shortened as shown (123456…567890)"),
-    ("llmd=dropped_orphan", "what a router did (llmd, dynamo, smg, sglang, ideal): a verdict name or a mark (dropped, misrooted, pending, replayed, ignored, applied); final verdicts"),
+    ("hash=…", "a block or parent hash: decimal, 0x hex, a prefix, or as shown (123456…567890)"),
+    ("llmd=dropped_orphan", "a router's final verdict (llmd, dynamo, smg, sglang, ideal): a verdict or a mark (dropped, misrooted, …)"),
     ("verdict=…", "the same, by any router"),
-    ("rule=in-job", "events with a finding whose rule contains the text"),
+    ("rule=in-job", "a finding whose rule contains the text"),
     ("tier=CPU", "the event's tier (GPU, CPU, a STORAGE tier name)"),
-    ("job=3", "the transfer job (provenance job_id, or ~3 for an inferred one)"),
+    ("job=3", "the transfer job (~3: inferred)"),
     ("source=pod-a  seq=7  req=r1", "the batch's source or seq, the provenance request id"),
-    ("type=removed", "the event type (BlockStored, BlockRemoved, AllBlocksCleared)"),
+    ("type=removed", "the event type"),
     ("text", "free text: a type, tier, source, rule or hash"),
 ];
 
@@ -45,7 +45,7 @@ enum Term {
     Verdict(Option<ConsumerKind>, VerdictPattern),
     /// Free text: type, tier, source, rule or hash.
     Text(String, Option<HashPattern>),
-    /// Never matches (an unknown field or an unusable value); the note says why.
+    /// Never matches (an unknown field or an unusable value).
     Nothing,
 }
 
@@ -126,13 +126,11 @@ impl VerdictPattern {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Query {
     terms: Vec<Term>,
-    /// Why a term can never match (unknown field, bad value), for the search note.
-    problems: Vec<String>,
 }
 
 impl Query {
-    /// Parse a query string (never fails: a term it cannot use matches nothing and is named
-    /// in [`Query::problems`]).
+    /// Parse a query string (never fails: a term it cannot use (an unknown field, a value
+    /// that is not a number, hash or verdict) matches nothing).
     pub fn parse(s: &str) -> Query {
         let mut q = Query::default();
         for t in s
@@ -141,7 +139,7 @@ impl Query {
             .filter(|t| !t.is_empty())
         {
             let term = match t.split_once('=') {
-                Some((k, v)) => q.field(
+                Some((k, v)) => Query::field(
                     &k.trim().to_ascii_lowercase(),
                     &v.trim().to_ascii_lowercase(),
                 ),
@@ -156,8 +154,8 @@ impl Query {
         q
     }
 
-    fn field(&mut self, k: &str, v: &str) -> Term {
-        let term = match k {
+    fn field(k: &str, v: &str) -> Term {
+        match k {
             "type" => Term::Type(v.to_owned()),
             "tier" => Term::Tier(v.to_owned()),
             "source" => Term::Source(v.to_owned()),
@@ -166,11 +164,11 @@ impl Query {
             "rule" => Term::Rule(v.to_owned()),
             "seq" => match v.parse() {
                 Ok(n) => Term::Seq(n),
-                Err(_) => return self.problem(format!("seq={v}: not a number")),
+                Err(_) => Term::Nothing,
             },
             "hash" => match HashPattern::parse(v) {
                 Some(h) => Term::Hash(h),
-                None => return self.problem(format!("hash={v}: not a hash")),
+                None => Term::Nothing,
             },
             _ => {
                 let router = if k == "verdict" {
@@ -178,38 +176,20 @@ impl Query {
                 } else {
                     match ConsumerKind::parse(k) {
                         Some(r) => Some(r),
-                        None => return self.problem(format!("unknown field {k}")),
+                        None => return Term::Nothing,
                     }
                 };
                 match VerdictPattern::parse(v) {
                     Some(p) => Term::Verdict(router, p),
-                    None => return self.problem(format!("{k}={v}: not a verdict")),
+                    None => Term::Nothing,
                 }
             }
-        };
-        term
-    }
-
-    fn problem(&mut self, why: String) -> Term {
-        self.problems.push(why);
-        Term::Nothing
+        }
     }
 
     /// Whether there are no terms.
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
-    }
-
-    /// Why some terms can never match (`unknown field foo`), empty when all are usable.
-    pub fn problems(&self) -> &[String] {
-        &self.problems
-    }
-
-    /// Whether the query needs the analysis (verdict terms; job terms use its jobs).
-    pub fn needs_analysis(&self) -> bool {
-        self.terms
-            .iter()
-            .any(|t| matches!(t, Term::Verdict(..) | Term::Job(_)))
     }
 
     /// Whether event `i` of `m` matches every term; `a` is the analysis, once done (verdict
@@ -341,16 +321,13 @@ pub fn next_match(matches: &[u32], from: Option<u32>, forward: bool) -> Option<u
 }
 
 /// The search note: `3 of 17 matches` when the current event is the third match, `17
-/// matches` otherwise, `no match`, or why the query cannot match.
+/// matches` otherwise, or `no match`.
 pub fn match_note(query: &Query, matches: &[u32], current: Option<u32>) -> String {
     if query.is_empty() {
         return String::new();
     }
     if matches.is_empty() {
-        return match query.problems().first() {
-            Some(p) => format!("no match: {p}"),
-            None => "no match".into(),
-        };
+        return "no match".into();
     }
     let total = crate::text::count(matches.len(), "match", "matches");
     match current.and_then(|c| matches.binary_search(&c).ok()) {

@@ -302,7 +302,7 @@ pub fn Timeline() -> impl IntoView {
         <section class="timeline" aria-label="Timeline">
             <div class="legend" data-testid="legend">
                 {legend::marks_legend()}
-                <span class="hint" title="drag to pan · wheel to zoom · click to inspect · double-click to go">"? for help"</span>
+                <span class="hint">"? for help"</span>
                 <crate::controls::RouterPicker/>
                 <crate::controls::LanePicker/>
             </div>
