@@ -444,13 +444,8 @@ fn search_by_router_verdict() {
     assert_eq!(hits("smg=misrooted"), vec![0, 2, 3]);
     assert_eq!(hits("rule=in-job"), vec![0]);
     assert_eq!(hits("rule=consumer-loss"), vec![0, 2, 3]);
-    let bad = Query::parse("llmd=gone");
-    assert_eq!(bad.problems(), ["llmd=gone: not a verdict"]);
-    assert!(m.matches(&bad).is_empty());
-    assert_eq!(
-        Query::parse("colour=red").problems(),
-        ["unknown field colour"]
-    );
+    assert!(hits("llmd=gone").is_empty(), "not a verdict: nothing");
+    assert!(hits("colour=red").is_empty(), "an unknown field: nothing");
 }
 
 #[test]
@@ -510,10 +505,6 @@ fn next_and_previous_match_wrap_and_the_note_counts() {
     assert_eq!(match_note(&q, &ms, Some(4)), "3 matches");
     assert_eq!(match_note(&q, &[4], Some(4)), "1 of 1 match");
     assert_eq!(match_note(&q, &[], None), "no match");
-    assert_eq!(
-        match_note(&Query::parse("x=1"), &[], None),
-        "no match: unknown field x"
-    );
     assert_eq!(match_note(&Query::parse(""), &[], None), "");
 }
 
