@@ -187,7 +187,7 @@ pub fn text(a: &Report, name: &str, msgpack: bool, max: MaxFindings) -> String {
         }
     }
     out.push_str("\nrouter losses (events lost, blocks lost, unreachable prefixes):\n");
-    for l in &a.losses {
+    for l in a.losses() {
         let _ = write!(
             out,
             "  {:<7} {} event(s), {} block(s) lost; {} unreachable prefix(es)",
@@ -241,7 +241,15 @@ pub fn write_json(a: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
         }
     }
     buf.extend_from_slice(b"],\"losses\":");
-    serde_json::to_writer(&mut buf, &a.losses).context("serialising the losses")?;
+    // The losses straight to `out` (a trace can have a loss root per event per router: not
+    // one buffer of all of them).
+    out.write_all(&buf).context("writing stdout")?;
+    buf.clear();
+    {
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut *out);
+        serde_json::to_writer(&mut w, a.losses()).context("writing the losses")?;
+        w.flush().context("writing stdout")?;
+    }
     buf.extend_from_slice(b",\"rules\":");
     serde_json::to_writer(&mut buf, &rules).context("serialising the rules")?;
     let _ = writeln!(

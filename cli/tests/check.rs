@@ -448,3 +448,63 @@ fn text_report_lists_routing_preconditions_first() {
     );
     assert_snapshot!("text_preconditions_first", out);
 }
+
+/// Issue 20, "memory per finding": a trace where every event is an orphan for every strict
+/// router (one-event batches whose parents are never stored) used to abort in a failed
+/// allocation at 2M events. Its outcome, at a size a test can afford (the 2M run's peak memory
+/// is `scripts/bench-memory.sh`'s): a clean exit, every finding counted in the summary and
+/// every one in the JSON document, the losses complete.
+#[test]
+fn an_orphan_per_event_ends_cleanly_with_every_finding() {
+    const N: usize = 20_000;
+    // Blocks and parents from two disjoint ranges: no parent is ever stored.
+    let t = trace(
+        (0..N as u64)
+            .map(|i| {
+                batch(
+                    "pod",
+                    i,
+                    vec![stored(
+                        &[(1 << 40) + i],
+                        Some((1 << 41) + i),
+                        Some("GPU"),
+                        4,
+                    )],
+                )
+            })
+            .collect(),
+    );
+    let path = write("orphans-many.jsonl", &t);
+    let o = kvscope(&["check", &path, "--max-findings", "0"]);
+    assert_eq!(o.status.code(), Some(0), "{}", transcript(&o));
+    let s = stdout(&o);
+    assert!(
+        s.contains(&format!("{N} events")) && s.contains(&format!("unknown-parent  warning   {N}")),
+        "{s}"
+    );
+    for router in ["llmd", "dynamo", "smg", "sglang"] {
+        assert!(
+            s.lines().any(|l| l.trim_start().starts_with(router)
+                && l.contains(&format!("{N} event(s), {N} block(s) lost; {N} unreachable"))),
+            "{router}: {s}"
+        );
+    }
+    let o = kvscope(&["check", &path, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", transcript(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let findings = doc["findings"].as_array().unwrap();
+    let of = |rule: &str| findings.iter().filter(|f| f["rule"] == rule).count();
+    assert_eq!(of("unknown-parent"), N);
+    // One consumer-loss per event for each of the four strict routers, and the ideal
+    // router's (it holds a bounded number of orphans, then drops them).
+    assert!(of("consumer-loss") >= 4 * N, "{}", of("consumer-loss"));
+    for l in doc["losses"].as_array().unwrap() {
+        if l["consumer"] != "ideal" {
+            assert_eq!(
+                l["unreachable_prefixes"].as_array().unwrap().len(),
+                N,
+                "{l}"
+            );
+        }
+    }
+}

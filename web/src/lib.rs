@@ -299,8 +299,9 @@ impl AppState {
         let w = self.plot_width.get_untracked().max(50.0);
         let vp = self.viewport.get_untracked();
         let x = (f64::from(i) + 0.5 - vp.start) / vp.per_px;
-        if x < 20.0 || x > w - 20.0 {
-            let start = (f64::from(i) - w * vp.per_px / 2.0).max(0.0);
+        let start = (f64::from(i) - w * vp.per_px / 2.0).max(0.0);
+        // Only a real move: setting the same viewport would redraw every lane on each step.
+        if (x < 20.0 || x > w - 20.0) && start != vp.start {
             self.viewport.set(Viewport {
                 start,
                 per_px: vp.per_px,

@@ -155,6 +155,9 @@ fn is_current(st: AppState, gen: u64) -> bool {
 pub fn spawn_analysis(st: AppState) {
     let gen = st.load_gen.get_untracked();
     leptos::task::spawn_local(async move {
+        // First the edges the first paint went without, then the analysis.
+        index_edges(st, gen).await;
+        yield_now().await;
         let events = st.len() as usize;
         let t0 = now_ms();
         let mut budget = FIRST_BUDGET;
@@ -219,6 +222,53 @@ pub fn spawn_analysis(st: AppState) {
     });
 }
 
+/// Index the parent→child edges of the shown model (`Model::index_edges_some`) in slices of
+/// about [`SLICE_MS`] if a re-layout has not done it already, then redraw and add their time
+/// to the status line's breakdown. Stops when a load newer than `gen` starts.
+async fn index_edges(st: AppState, gen: u64) {
+    let t0 = now_ms();
+    let mut budget = 50_000usize;
+    let mut worked = false;
+    loop {
+        if !is_current(st, gen) {
+            return;
+        }
+        let ts = now_ms();
+        let mut done = true;
+        st.model.update_untracked(|slot| {
+            let Some(arc) = slot.as_mut() else { return };
+            if arc.edges_indexed() {
+                return;
+            }
+            worked = true;
+            match Arc::get_mut(arc) {
+                Some(m) => done = m.index_edges_some(budget),
+                // Still shared (a render holds it): lay out a copy, edges included.
+                None => {
+                    if let Ok(m) = arc.relaid(st.lane_mode.get_untracked()) {
+                        *arc = Arc::new(m);
+                    }
+                }
+            }
+        });
+        if done {
+            break;
+        }
+        let scale = (SLICE_MS / (now_ms() - ts).max(0.05)).clamp(0.25, 4.0);
+        budget = ((budget as f64 * scale) as usize).clamp(1 << 10, 1 << 24);
+        yield_now().await;
+    }
+    if worked {
+        st.model.update(|_| {}); // draw the edges
+        let ms = now_ms() - t0;
+        st.status.update(|s| {
+            if let LoadStatus::Loaded { breakdown, .. } = s {
+                breakdown.push_str(&format!(" · edges {}", crate::fixed(ms, 0)));
+            }
+        });
+    }
+}
+
 /// A load that did not replace the model (error, cancelled): make sure the model still shown
 /// gets analysed (the failed load stopped its analysis).
 fn resume_analysis(st: AppState) {
@@ -280,8 +330,9 @@ pub fn load_bytes(
         if !is_current(st, gen) {
             return;
         }
-        // Lay the timeline out in three steps (flatten, lanes, edges), yielding in between so no
-        // single task blocks the page for the whole layout of a large trace.
+        // Lay the timeline out in two steps (flatten, lanes), yielding in between so no single
+        // task blocks the page for the whole layout of a large trace. The parent→child edges
+        // are indexed after the first paint (`index_edges`): they are drawn only zoomed in.
         let mut phases = vec![("parse", now_ms() - t0)];
         let mut last = now_ms();
         let mut phase = |p: &'static str| {
@@ -310,11 +361,6 @@ pub fn load_bytes(
         model.layout_lanes(mode);
         phase("lanes");
         yield_now().await;
-        if !is_current(st, gen) {
-            return;
-        }
-        model.index_edges();
-        phase("edges");
         let ms = now_ms() - t0;
         let n = model.len();
         // A local trace goes into permalinks inline if it compresses small enough: decided

@@ -5,8 +5,8 @@
 //! imply (`consumer-loss`, one per unreachable prefix) are not stored at all: the
 //! [`FindingStore`] derives them from the loss roots when it is read.
 
-use super::run::LossTrack;
-use super::{Evidence, Finding, Level, ReorderClass, Rule, RuleLevels};
+use super::UnreachablePrefix;
+use super::{Evidence, Finding, Level, LossSummary, ReorderClass, Rule, RuleLevels};
 use crate::consumers::{ConsumerKind, Hashes, VerdictKind};
 use crate::event::Tier;
 
@@ -116,8 +116,14 @@ pub struct FindingStore {
     recs: Vec<Rec>,
     /// Indices into `recs` in (event, rule) order (stable).
     order: Vec<u32>,
-    /// Per model (in `consumers` order): its loss roots, their places, its kind.
-    roots: Vec<LossTrack>,
+    /// Per model (in `consumers` order): its loss summary, whose unreachable prefixes are
+    /// the loss roots (one copy of them: a trace can have a root per event per model).
+    losses: Vec<LossSummary>,
+    /// Per model: the roots replayed later (no finding, no prefix, but still the cascade of
+    /// their event).
+    replayed: Vec<Vec<UnreachablePrefix>>,
+    /// Where each loss root is, by root event (ascending; shared by the models).
+    places: Vec<(u32, RootAt)>,
     consumers: Vec<ConsumerKind>,
     /// Per model: the final verdict of every event.
     pub(crate) kinds: Vec<Vec<VerdictKind>>,
@@ -132,7 +138,9 @@ pub struct FindingStore {
 /// What a [`FindingStore`] is built from (the run's results).
 pub(crate) struct StoreParts {
     pub(crate) recs: Vec<Rec>,
-    pub(crate) roots: Vec<LossTrack>,
+    pub(crate) losses: Vec<LossSummary>,
+    pub(crate) replayed: Vec<Vec<UnreachablePrefix>>,
+    pub(crate) places: Vec<(u32, RootAt)>,
     pub(crate) consumers: Vec<ConsumerKind>,
     pub(crate) kinds: Vec<Vec<VerdictKind>>,
     pub(crate) levels: RuleLevels,
@@ -195,7 +203,9 @@ impl FindingStore {
         FindingStore {
             recs: p.recs,
             order,
-            roots: p.roots,
+            losses: p.losses,
+            replayed: p.replayed,
+            places: p.places,
             consumers: p.consumers,
             kinds: p.kinds,
             levels: p.levels,
@@ -287,54 +297,76 @@ impl FindingStore {
         }
     }
 
-    fn root(&self, c: usize, j: usize) -> Option<(&super::UnreachablePrefix, RootAt)> {
-        let t = self.roots.get(c)?;
-        Some((
-            t.roots.get(j)?,
-            t.root_at.get(j).copied().unwrap_or_default(),
-        ))
+    /// The loss summaries, per model (in the configuration's order).
+    pub fn losses(&self) -> &[LossSummary] {
+        &self.losses
     }
 
-    /// The next finding at any level (a loss root replayed later is no finding).
+    /// Move the loss summaries out (the store then renders no `consumer-loss` findings).
+    pub(crate) fn take_losses(&mut self) -> Vec<LossSummary> {
+        std::mem::take(&mut self.losses)
+    }
+
+    /// Events lost later because `event` was lost, for the `c`-th model.
+    fn cascade(&self, c: usize, event: usize) -> usize {
+        let find = |roots: &[UnreachablePrefix]| {
+            let i = roots.binary_search_by_key(&event, |r| r.event).ok()?;
+            roots.get(i).map(|r| r.events.saturating_sub(1))
+        };
+        self.losses
+            .get(c)
+            .and_then(|l| find(&l.unreachable_prefixes))
+            .or_else(|| self.replayed.get(c).and_then(|r| find(r)))
+            .unwrap_or(0)
+    }
+
+    fn root(&self, c: usize, j: usize) -> Option<(&UnreachablePrefix, RootAt)> {
+        let root = self.losses.get(c)?.unreachable_prefixes.get(j)?;
+        let at = self
+            .places
+            .binary_search_by_key(&root.event, |p| p.0 as usize)
+            .ok()
+            .and_then(|k| self.places.get(k))
+            .map_or_else(RootAt::default, |p| p.1);
+        Some((root, at))
+    }
+
+    /// The next finding at any level (the prefixes leave out the loss roots replayed later:
+    /// no finding).
     pub(crate) fn next(&self, cur: &mut Cursor) -> Option<FindingRef<'_>> {
-        if cur.roots.len() < self.roots.len() {
-            cur.roots.resize(self.roots.len(), 0);
+        if cur.roots.len() < self.losses.len() {
+            cur.roots.resize(self.losses.len(), 0);
         }
-        loop {
-            // The smallest (event, rule) among the records and each model's next root; ties
-            // go to the records, then to the models in order.
-            let mut best: Option<(u64, What)> = self.order.get(cur.rec).and_then(|k| {
-                self.recs
-                    .get(*k as usize)
-                    .map(|r| (r.key(), What::Rec(*k as usize)))
-            });
-            for (c, pos) in cur.roots.iter().enumerate() {
-                let Some((root, _)) = self.root(c, *pos) else {
-                    continue;
-                };
-                let key = ((root.event as u64) << 5) | Rule::ConsumerLoss as u64;
-                if best.as_ref().is_none_or(|(b, _)| key < *b) {
-                    best = Some((key, What::Loss(c, *pos)));
+        // The smallest (event, rule) among the records and each model's next root; ties go
+        // to the records, then to the models in order.
+        let mut best: Option<(u64, What)> = self.order.get(cur.rec).and_then(|k| {
+            self.recs
+                .get(*k as usize)
+                .map(|r| (r.key(), What::Rec(*k as usize)))
+        });
+        for (c, pos) in cur.roots.iter().enumerate() {
+            let Some(root) = self
+                .losses
+                .get(c)
+                .and_then(|l| l.unreachable_prefixes.get(*pos))
+            else {
+                continue;
+            };
+            let key = ((root.event as u64) << 5) | Rule::ConsumerLoss as u64;
+            if best.as_ref().is_none_or(|(b, _)| key < *b) {
+                best = Some((key, What::Loss(c, *pos)));
+            }
+        }
+        let (_, what) = best?;
+        match what {
+            What::Rec(_) => cur.rec += 1,
+            What::Loss(c, _) => {
+                if let Some(p) = cur.roots.get_mut(c) {
+                    *p += 1;
                 }
             }
-            let (_, what) = best?;
-            match what {
-                What::Rec(_) => cur.rec += 1,
-                What::Loss(c, j) => {
-                    if let Some(p) = cur.roots.get_mut(c) {
-                        *p += 1;
-                    }
-                    let replayed = self
-                        .root(c, j)
-                        .and_then(|(r, _)| self.kinds.get(c).and_then(|k| k.get(r.event)).copied())
-                        == Some(VerdictKind::Replayed);
-                    if replayed {
-                        continue;
-                    }
-                }
-            }
-            return Some(self.at(what));
         }
+        Some(self.at(what))
     }
 
     fn source(&self, id: u32) -> &str {
@@ -358,12 +390,15 @@ impl FindingStore {
         if f.line == 0 || matches!(f.rule, Rule::SeqGap | Rule::SeqGapRecovered) {
             return f;
         }
-        for ((kind, track), kinds) in self.consumers.iter().zip(&self.roots).zip(&self.kinds) {
+        for (c, (kind, kinds)) in self.consumers.iter().zip(&self.kinds).enumerate() {
+            if c >= self.losses.len() {
+                break;
+            }
             if let Some(v) = kinds.get(f.event) {
                 f.verdicts.insert(kind.as_str().into(), *v);
             }
             f.cascade
-                .insert(kind.as_str().into(), track.cascade(f.event));
+                .insert(kind.as_str().into(), self.cascade(c, f.event));
         }
         f
     }

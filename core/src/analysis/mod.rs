@@ -333,7 +333,8 @@ pub struct LossSummary {
     pub pending_at_end: usize,
     /// Unreachable prefixes (root losses with their cascade), in delivery order.
     pub unreachable_prefixes: Vec<UnreachablePrefix>,
-    /// Every lost block hash, sorted and de-duplicated (for comparisons).
+    /// Every lost block hash, sorted and de-duplicated (for comparisons; [`analyze`] only: a
+    /// streaming [`Report`] leaves it empty rather than keep a list of every lost block).
     #[serde(skip)]
     pub lost_hashes: Vec<u64>,
     /// Every event with a lost block, with the root event of the prefix it was lost under
@@ -425,13 +426,17 @@ pub struct Report {
     pub jobs: usize,
     /// Source names, by interned id.
     pub sources: Vec<String>,
-    /// Per consumer (in `config.consumers` order): loss summary.
-    pub losses: Vec<LossSummary>,
-    /// Every finding, compact.
+    /// Every finding, compact, and the loss summaries (whose unreachable prefixes the
+    /// `consumer-loss` findings are read from: see [`Report::losses`]).
     pub findings: FindingStore,
 }
 
 impl Report {
+    /// Per consumer (in `config.consumers` order): loss summary.
+    pub fn losses(&self) -> &[LossSummary] {
+        self.findings.losses()
+    }
+
     /// Whether any deny-level finding exists.
     pub fn has_deny(&self) -> bool {
         self.findings.count_level(Level::Deny) > 0

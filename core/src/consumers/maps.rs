@@ -217,18 +217,4 @@ impl<V: Default> SlabMap<V> {
     pub(crate) fn keys(&self) -> impl Iterator<Item = u64> + '_ {
         self.index.keys().copied()
     }
-
-    /// Remove every entry, returning them (unspecified order).
-    pub(crate) fn take_all(&mut self) -> Vec<(u64, V)> {
-        let mut slots = std::mem::take(&mut self.slots);
-        // A loop, not a `filter_map` + `collect` instance per value type.
-        let mut out = Vec::with_capacity(self.index.len());
-        for (k, i) in self.index.drain() {
-            if let Some(s) = slots.get_mut(i as usize) {
-                out.push((k, std::mem::take(&mut s.1)));
-            }
-        }
-        self.free.clear();
-        out
-    }
 }

@@ -264,8 +264,14 @@ pub(crate) fn content_hash(parent: u64, tokens: &[u32], salt: Option<&str>) -> u
         siphasher::sip::SipHasher13::new_with_keys(0x6b76_7363_6f70_6501, 0x0102_0304_0506_0708);
     h.write_u64(parent);
     h.write_usize(tokens.len());
-    for t in tokens {
-        h.write_u32(*t);
+    // The tokens' little-endian bytes, written 64 tokens at a time: the same byte stream (so
+    // the same hash) as one `write_u32` per token, at about a third of the instructions.
+    let mut buf = [0u8; 256];
+    for chunk in tokens.chunks(64) {
+        for (b, t) in buf.chunks_exact_mut(4).zip(chunk) {
+            b.copy_from_slice(&t.to_le_bytes());
+        }
+        h.write(&buf[..chunk.len() * 4]);
     }
     if let Some(s) = salt {
         h.write(s.as_bytes());
@@ -275,3 +281,45 @@ pub(crate) fn content_hash(parent: u64, tokens: &[u32], salt: Option<&str>) -> u
 
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
+
+#[cfg(test)]
+mod content_hash_tests {
+    use std::hash::Hasher;
+
+    /// The hash as first written: one `write_u32` per token.
+    fn per_token(parent: u64, tokens: &[u32], salt: Option<&str>) -> u64 {
+        let mut h = siphasher::sip::SipHasher13::new_with_keys(
+            0x6b76_7363_6f70_6501,
+            0x0102_0304_0506_0708,
+        );
+        h.write_u64(parent);
+        h.write_usize(tokens.len());
+        for t in tokens {
+            h.write_u32(*t);
+        }
+        if let Some(s) = salt {
+            h.write(s.as_bytes());
+        }
+        h.finish()
+    }
+
+    #[test]
+    fn bulk_write_hashes_the_same_bytes_as_one_write_per_token() {
+        for n in [0usize, 1, 3, 16, 63, 64, 65, 200] {
+            let tokens: Vec<u32> = (0..n as u32)
+                .map(|i| i.wrapping_mul(0x9e37_79b9) ^ 0xdead_beef)
+                .collect();
+            for salt in [None, Some("lora-a")] {
+                assert_eq!(
+                    super::content_hash(7, &tokens, salt),
+                    per_token(7, &tokens, salt),
+                    "{n} tokens, salt {salt:?}"
+                );
+            }
+        }
+        assert_ne!(
+            super::content_hash(0, &[1], None),
+            super::content_hash(0, &[2], None)
+        );
+    }
+}

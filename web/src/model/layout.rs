@@ -61,6 +61,9 @@ impl Model {
             Option<u32>,
         );
         const NONE: u16 = u16::MAX;
+        // Edges link events within a lane: index them again.
+        self.edges_indexed = false;
+        self.edge_build = None;
         let (event_jobs, job_lanes, many_sources) = match mode {
             LaneMode::TierJob => self.job_lanes(),
             _ => (Vec::new(), Vec::new(), false),
@@ -255,120 +258,6 @@ impl Model {
             }
         }
         bins
-    }
-
-    /// The edges part of [`Model::layout`] (after [`Model::layout_lanes`]). Single pass: for
-    /// each stored child, link to the latest earlier store of its parent (same lane, same KV
-    /// group: a block is named by its group and hash); a parent stored only later gives a
-    /// child-first edge, drawn backwards. Which of those are violations, of which class and
-    /// level, is the core analysis' finding, not decided here.
-    pub fn index_edges(&mut self) {
-        let edges = self.with_trace(|t| self.edges_of(t));
-        let mut by_parent: Vec<(u64, u32)> = edges
-            .iter()
-            .enumerate()
-            .map(|(k, e)| (u64::from(e.parent) << 32 | u64::from(e.child), k as u32))
-            .collect();
-        by_parent.sort_unstable();
-        self.by_parent = by_parent.into_iter().map(|(_, k)| k).collect();
-        self.edges = edges;
-    }
-
-    pub(super) fn edges_of(&self, t: &Trace) -> Vec<Edge> {
-        let stored_event =
-            |r: &EventRef| match batch_of(t, *r).and_then(|b| b.events.get(r.ev as usize)) {
-                Some(KvEvent::BlockStored(s)) => Some(s),
-                _ => None,
-            };
-        // Forward edges come out in child order (one per child event); the others are sorted
-        // and merged in at the end.
-        let n = self.events.len();
-        let mut forward: Vec<Edge> = Vec::with_capacity(n);
-        let mut late: Vec<Edge> = Vec::new();
-        // (lane, group, hash) -> latest event storing that block. Sized for every event up
-        // front: growing a table of a million entries rehashes it (hundreds of ms in wasm).
-        let mut stored: HashMap<(u16, u32, u64), u32> =
-            HashMap::with_capacity_and_hasher(n, Default::default());
-        // (lane, group, parent hash) -> children waiting for that parent.
-        let mut waiting: HashMap<(u16, u32, u64), Vec<u32>> = HashMap::default();
-        for (i, r) in self.events.iter().enumerate() {
-            let i = i as u32;
-            let lane = self.lane_of.get(i as usize).copied().unwrap_or(0);
-            let Some(s) = stored_event(r) else { continue };
-            let group = s.group_idx.unwrap_or(0);
-            if let Some(p) = &s.parent_block_hash {
-                let key = (lane, group, p.as_u64());
-                match stored.get(&key) {
-                    Some(&pe) => forward.push(Edge {
-                        parent: pe,
-                        child: i,
-                        kind: EdgeKind::Forward,
-                    }),
-                    None => waiting.entry(key).or_default().push(i),
-                }
-            }
-            for h in &s.block_hashes {
-                let key = (lane, group, h.as_u64());
-                stored.insert(key, i);
-                if waiting.is_empty() {
-                    continue;
-                }
-                if let Some(children) = waiting.remove(&key) {
-                    late.extend(children.into_iter().map(|c| Edge {
-                        parent: i,
-                        child: c,
-                        kind: EdgeKind::ChildFirst,
-                    }));
-                }
-            }
-        }
-        drop(stored);
-        // Children whose parent never arrived in their lane: a cross-lane edge from the first
-        // store of that parent in any lane, found by a second pass (only when there are some).
-        if !waiting.is_empty() {
-            let mut first: HashMap<(u32, u64), u32> = waiting
-                .keys()
-                .map(|(_, g, p)| ((*g, *p), u32::MAX))
-                .collect();
-            let mut missing = first.len();
-            for (i, r) in self.events.iter().enumerate() {
-                if missing == 0 {
-                    break;
-                }
-                let Some(s) = stored_event(r) else { continue };
-                let group = s.group_idx.unwrap_or(0);
-                for h in &s.block_hashes {
-                    if let Some(slot) = first.get_mut(&(group, h.as_u64())) {
-                        if *slot == u32::MAX {
-                            *slot = i as u32;
-                            missing -= 1;
-                        }
-                    }
-                }
-            }
-            for ((_, g, p), children) in waiting {
-                if let Some(&pe) = first.get(&(g, p)).filter(|e| **e != u32::MAX) {
-                    late.extend(children.into_iter().map(|c| Edge {
-                        parent: pe,
-                        child: c,
-                        kind: EdgeKind::CrossLane,
-                    }));
-                }
-            }
-        }
-        let key = |e: &Edge| u64::from(e.child) << 32 | u64::from(e.parent);
-        sort_by_u64(&mut late, key);
-        // Merge the two sorted lists.
-        let mut edges = Vec::with_capacity(forward.len() + late.len());
-        let mut late = late.into_iter().peekable();
-        for e in forward {
-            while let Some(l) = late.next_if(|l| key(l) < key(&e)) {
-                edges.push(l);
-            }
-            edges.push(e);
-        }
-        edges.extend(late);
-        edges
     }
 }
 

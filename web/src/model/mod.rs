@@ -11,10 +11,11 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use kvscope_core::analysis::{AnalysisConfig, EventIndex, Finding, Job, Rule};
 use kvscope_core::event::{KvEvent, Tier};
-use kvscope_core::replay::{BuildProgress, Replay, ReplayBuilder, ViolationFilter};
+use kvscope_core::replay::{BuildPhase, BuildProgress, Replay, ReplayBuilder, ViolationFilter};
 use kvscope_core::trace::{Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
 
 mod describe;
+mod edges;
 mod layout;
 mod query;
 #[cfg(test)]
@@ -181,6 +182,9 @@ pub struct Violation {
     pub message: String,
     /// The related event (the late parent), when there is one.
     pub related: Option<u32>,
+    /// Whether the rule marks an event's order (the default filter, [`Rule::marks_order`]),
+    /// decided once here so a redraw parses no rule names.
+    pub marks_order: bool,
 }
 
 impl From<&Finding> for Violation {
@@ -193,6 +197,7 @@ impl From<&Finding> for Violation {
             evidence: f.evidence.map(|e| e.name()),
             message: f.message.clone(),
             related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
+            marks_order: ViolationFilter::for_rule(None).keeps(f.rule),
         }
     }
 }
@@ -236,6 +241,9 @@ pub struct Model {
     /// The analysis' findings, once analysed (nothing before: the page shows no opinion of
     /// its own while the analysis runs).
     analysed: OnceLock<Vec<Violation>>,
+    /// The events with a violation of the rules [`rule_matches`] keeps by default, ascending
+    /// and distinct (set with `analysed`): what the timeline paints red, read per redraw.
+    order_events: OnceLock<Vec<u32>>,
     /// Number of batches.
     pub batch_count: usize,
     /// Index of the first event of each batch (in batch order; an empty batch has the index
@@ -255,6 +263,10 @@ pub struct Model {
     pub edges: Vec<Edge>,
     /// Indices into `edges`, sorted by parent (for [`Model::children_of`]).
     by_parent: Vec<u32>,
+    /// Whether `edges` and `by_parent` are indexed ([`Model::index_edges`]).
+    edges_indexed: bool,
+    /// The edge index under way ([`Model::index_edges_some`]).
+    edge_build: Option<Box<edges::EdgeBuilder>>,
     /// Per block of [`BIN_BLOCK`] events and lane, the OR of the events' [`EventKind::bit`]s:
     /// zoomed far out, the timeline bins whole blocks instead of single events.
     blocks: Vec<u8>,
@@ -310,10 +322,7 @@ pub const CONSUMER_LOSS: &str = "consumer-loss";
 pub fn rule_matches(v: &Violation, rule: Option<&str>) -> bool {
     match rule {
         Some(r) => v.rule == r,
-        None => v
-            .rule
-            .parse::<Rule>()
-            .is_ok_and(|r| ViolationFilter::for_rule(None).keeps(r)),
+        None => v.marks_order,
     }
 }
 
@@ -403,6 +412,7 @@ impl Model {
             config: AnalysisConfig::default(),
             replay: OnceLock::new(),
             analysed: OnceLock::new(),
+            order_events: OnceLock::new(),
             batch_count,
             batch_starts,
             gaps,
@@ -412,6 +422,8 @@ impl Model {
             lane_of: Vec::new(),
             edges: Vec::new(),
             by_parent: Vec::new(),
+            edges_indexed: false,
+            edge_build: None,
             blocks: Vec::new(),
         })
     }
@@ -449,28 +461,46 @@ impl Model {
     /// report how far it is; `None` once it is done (the replay engine and the findings are
     /// then available). The app calls this in slices of a few tens of milliseconds so the page
     /// stays responsive.
+    ///
+    /// The end is spread over three calls, so no single slice does all of it at a million
+    /// events: the last slice of the core's work, then `ReplayBuilder::finish` (the replay
+    /// engine is available after it), then the findings in the page's form.
     pub fn analyse_some(&self, budget: usize) -> Option<BuildProgress> {
-        if self.replay.get().is_some() {
+        if self.analysed.get().is_some() {
+            return None;
+        }
+        if let Some(replay) = self.replay() {
+            let violations: Vec<Violation> =
+                replay.findings_by_event().map(Violation::from).collect();
+            drop(replay);
+            let mut order: Vec<u32> = Vec::new();
+            for v in &violations {
+                if v.marks_order && order.last() != Some(&v.event) {
+                    order.push(v.event);
+                }
+            }
+            let _ = self.order_events.set(order);
+            let _ = self.analysed.set(violations);
             return None;
         }
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let builder = match std::mem::replace(&mut *pending, Pending::Done) {
+        let mut builder = match std::mem::replace(&mut *pending, Pending::Done) {
             Pending::Trace(t) => Box::new(ReplayBuilder::new(t, &self.config)),
             Pending::Building(b) => b,
             Pending::Done => return None,
         };
-        let mut builder = builder;
-        let progress = builder.advance(budget);
         if !builder.is_done() {
+            let progress = builder.advance(budget);
             *pending = Pending::Building(builder);
             return Some(progress);
         }
         drop(pending);
-        let replay = builder.finish();
-        let violations: Vec<Violation> = replay.findings_by_event().map(Violation::from).collect();
-        let _ = self.analysed.set(violations);
-        let _ = self.replay.set(Mutex::new(replay));
-        None
+        let _ = self.replay.set(Mutex::new(builder.finish()));
+        Some(BuildProgress {
+            phase: BuildPhase::Done,
+            done: 0,
+            total: 0,
+        })
     }
 
     /// Whether [`Model::analyse`] has run.
@@ -564,8 +594,23 @@ impl Model {
     }
 
     /// Whether the event at `i` is a violation (of the rules [`rule_matches`] keeps by default).
+    /// O(log violations).
     pub fn is_violation(&self, i: u32) -> bool {
-        self.violations_at(i).any(|v| rule_matches(v, None))
+        self.order_events().binary_search(&i).is_ok()
+    }
+
+    /// The events that are violations ([`Model::is_violation`]), ascending and distinct; empty
+    /// until the analysis is done.
+    pub fn order_events(&self) -> &[u32] {
+        self.order_events.get().map_or(&[], |v| &v[..])
+    }
+
+    /// [`Model::order_events`] within `lo..=hi`.
+    pub fn order_events_in(&self, lo: u32, hi: u32) -> &[u32] {
+        let e = self.order_events();
+        let a = e.partition_point(|&x| x < lo);
+        let b = e.partition_point(|&x| x <= hi);
+        e.get(a..b.max(a)).unwrap_or_default()
     }
 
     /// Violations at event `i`.

@@ -246,6 +246,67 @@ fn cross_lane_edges() {
     assert_eq!(m.children_of(0).map(|x| x.child).collect::<Vec<_>>(), [2]);
 }
 
+/// Edges indexed a slice at a time (one event per call, as the page does at a million
+/// events) are the edges indexed at once: none before the index completes, then every one,
+/// cross-lane and child-first included; a re-layout indexes them again.
+#[test]
+fn sliced_edges_match_one_pass() {
+    let trace = Trace {
+        records: vec![
+            batch(0, vec![stored(1, None, "GPU"), stored(7, Some(9), "CPU")]),
+            batch(1, vec![stored(5, Some(1), "CPU"), stored(1, None, "GPU")]),
+            batch(2, vec![stored(9, None, "CPU"), stored(6, Some(5), "CPU")]),
+            batch(
+                3,
+                vec![stored(2, Some(1), "GPU"), stored(8, Some(6), "CPU")],
+            ),
+        ],
+    };
+    let whole = Model::from_trace("t", trace.clone(), LaneMode::Tier).unwrap();
+    let mut m = Model::flatten("t", trace).unwrap();
+    m.layout_lanes(LaneMode::Tier);
+    let mut calls = 0;
+    while !m.index_edges_some(1) {
+        assert!(!m.edges_indexed() && m.edges.is_empty());
+        calls += 1;
+    }
+    assert_eq!(calls, m.len() - 1, "one event per call");
+    assert!(m.edges_indexed());
+    assert_eq!(m.edges, whole.edges);
+    assert_eq!(m.edges.len(), 5, "{:?}", m.edges);
+    for i in 0..m.len() as u32 {
+        let kids = |m: &Model| m.children_of(i).copied().collect::<Vec<_>>();
+        assert_eq!(kids(&m), kids(&whole), "children of {i}");
+    }
+    m.layout_lanes(LaneMode::SourceTier);
+    assert!(!m.edges_indexed());
+    m.index_edges();
+    assert_eq!(m.edges, whole.edges, "one source: the same lanes' edges");
+}
+
+/// The timeline's red marks ([`Model::is_violation`], [`Model::order_events`]) are the events
+/// with a finding of the default filter's rules, each once.
+#[test]
+fn order_events_are_the_default_filter() {
+    let m = model();
+    let expect: Vec<u32> = (0..m.len() as u32)
+        .filter(|&i| m.violations_at(i).any(|v| rule_matches(v, None)))
+        .collect();
+    assert!(!expect.is_empty());
+    assert_eq!(m.order_events(), expect);
+    assert_eq!(
+        m.order_events_in(0, 0).len(),
+        usize::from(expect.contains(&0))
+    );
+    for i in 0..m.len() as u32 {
+        assert_eq!(m.is_violation(i), expect.contains(&i));
+    }
+    for v in m.violations() {
+        let rule: Rule = v.rule.parse().unwrap();
+        assert_eq!(v.marks_order, ViolationFilter::for_rule(None).keeps(rule));
+    }
+}
+
 /// Zoomed far out the timeline bins whole blocks of events: the same marks as binning
 /// event by event, each at most one column off.
 #[test]

@@ -393,16 +393,9 @@ fn draw_density(
             *e += 1;
         }
     }
-    let a = m.violations().partition_point(|v| v.event < lo);
-    let b = m.violations().partition_point(|v| v.event <= hi);
-    let mut last = u32::MAX;
-    for v in m.violations().get(a..b).unwrap_or_default() {
-        // One count per event (an event may have several findings).
-        if v.event == last || !m.is_violation(v.event) {
-            continue;
-        }
-        last = v.event;
-        if let Some(x) = slot(v.event).and_then(|k| viols.get_mut(k)) {
+    // One count per event (an event may have several findings).
+    for &e in m.order_events_in(lo, hi) {
+        if let Some(x) = slot(e).and_then(|k| viols.get_mut(k)) {
             *x += 1;
         }
     }

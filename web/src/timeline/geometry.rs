@@ -175,13 +175,8 @@ pub fn overview_columns(m: &Model, ow: f64) -> Vec<(u32, u32)> {
     if n == 0 {
         return cols;
     }
-    let mut last = u32::MAX;
-    for v in m.violations() {
-        if v.event == last || !m.is_violation(v.event) {
-            continue;
-        }
-        last = v.event;
-        let c = (f64::from(v.event) / n as f64 * ow).floor().max(0.0) as u32;
+    for &e in m.order_events() {
+        let c = (f64::from(e) / n as f64 * ow).floor().max(0.0) as u32;
         match cols.last_mut() {
             Some((lc, k)) if *lc == c => *k += 1,
             _ => cols.push((c, 1)),

@@ -93,19 +93,22 @@ impl Run {
                 if !lost.is_empty() {
                     let parent_root = v
                         .missing_parent
-                        .and_then(|p| t.root_of.get(&(group, p)).map(|r| *r as usize));
+                        .and_then(|p| t.root_of(&self.interner, group, p).map(|r| r as usize));
                     let root = parent_root.unwrap_or(i);
                     let at = match t.roots.binary_search_by_key(&root, |r| r.event) {
                         Ok(at) => at,
                         Err(at) => {
-                            t.root_at.insert(
-                                at.min(t.root_at.len()),
-                                RootAt {
-                                    line: origin,
-                                    pos: loc.pos,
-                                    source: loc.source,
-                                },
-                            );
+                            // A new root is this event (the models share its place).
+                            if self.places.last().is_none_or(|p| p.0 as usize != i) {
+                                self.places.push((
+                                    i as u32,
+                                    RootAt {
+                                        line: origin,
+                                        pos: loc.pos,
+                                        source: loc.source,
+                                    },
+                                ));
+                            }
                             t.roots.insert(
                                 at,
                                 UnreachablePrefix {
@@ -124,9 +127,14 @@ impl Run {
                         entry.blocks += lost.len();
                     }
                     t.lost_events.push((i as u32, root as u32));
+                    t.lost_counts
+                        .push(u32::try_from(lost.len()).unwrap_or(u32::MAX));
                     for h in &lost {
-                        t.root_of.insert((group, *h), root as u32);
-                        if let Some(l) = self.lost_blocks.get_mut(c) {
+                        t.set_root_of(&self.interner, group, *h, root as u32);
+                    }
+                    // The lost hashes themselves only for `analyze` (`compare` reads them).
+                    if let Some(l) = self.lost_blocks.get_mut(c) {
+                        for h in &lost {
                             l.push((i, *h));
                         }
                     }
@@ -150,25 +158,24 @@ impl Run {
                 {
                     if let Some(scope) = presence.scope_missing(Some(pid), engine, loc.tier) {
                         // A parent stored earlier in this same event cannot be missing.
-                        // Most parents have one waiter: room for exactly one more (a first
-                        // push would make room for four).
-                        let list = waiting.entry(pid as u64);
-                        list.reserve_exact(1);
-                        list.push(Waiter {
-                            child: i,
-                            source: loc.source,
-                            engine,
-                            group,
-                            parent: p,
-                            tier: loc.tier,
-                            job: loc.job,
-                            record: loc.record,
-                            pos: loc.pos,
-                            line: origin,
-                            scope,
-                            promotion,
-                            hashes: hashes.clone(),
-                        });
+                        waiting.push(
+                            pid,
+                            Waiter {
+                                child: i,
+                                source: loc.source,
+                                engine,
+                                group,
+                                parent: p,
+                                tier: loc.tier,
+                                job: loc.job,
+                                record: loc.record,
+                                pos: loc.pos,
+                                line: origin,
+                                scope,
+                                promotion,
+                                hashes: hashes.clone(),
+                            },
+                        );
                     }
                 }
                 let mut doubles = Hashes::new();
@@ -197,11 +204,12 @@ impl Run {
                     if waiting.is_empty() {
                         break;
                     }
-                    let Some(ws) = waiting.remove(*id as u64) else {
+                    let ws = &mut self.resolving;
+                    ws.clear();
+                    if !waiting.take(*id, ws) {
                         continue;
-                    };
-                    let mut keep = Vec::new();
-                    for w in ws {
+                    }
+                    for w in ws.drain(..) {
                         let same_lane = w.engine == engine && w.tier == loc.tier;
                         let class = if same_lane {
                             Some(classify(index, self.workers, &w, &loc))
@@ -213,7 +221,9 @@ impl Run {
                             None
                         };
                         let Some((mut class, mut evidence, why)) = class else {
-                            keep.push(w);
+                            // Still waiting (back at the end of the list: the kept ones stay
+                            // in order).
+                            waiting.push(*id, w);
                             continue;
                         };
                         if class != ReorderClass::InJob && (w.promotion || promotion) {
@@ -245,9 +255,6 @@ impl Run {
                         r.inferred = inferred;
                         r.class = Some((class, evidence));
                         raw.push(r);
-                    }
-                    if !keep.is_empty() {
-                        *waiting.entry(*id as u64) = keep;
                     }
                 }
             }

@@ -13,24 +13,14 @@ impl Run {
     /// Enter the finishing stage: list the children whose parent never arrived.
     pub(super) fn start_finish(&mut self) {
         // Plain loops (no iterator-adapter `collect` instances).
-        let mut leftovers: Vec<(u64, Waiter)> = Vec::new();
-        for (p, ws) in self.waiting.take_all() {
-            for w in ws {
-                leftovers.push((p, w));
-            }
-        }
-        // Stable by child.
-        let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(leftovers.len());
-        for (i, (_, w)) in leftovers.iter().enumerate() {
-            keyed.push((w.child as u64, i as u32));
-        }
-        crate::sort::sort_keyed(&mut keyed);
-        let leftovers = crate::sort::permute(leftovers, keyed.into_iter().map(|(_, i)| i));
+        let leftovers: Vec<(u64, Waiter)> = self.waiting.take_all();
+        // In no particular order: a child waits for one parent, so each gives the only
+        // `unknown-parent` finding of its event, and the store sorts the findings by event.
         let roots: usize = self.tracks.iter().map(|t| t.roots.len()).sum();
         let most = self.raw.len() + leftovers.len() + roots;
         self.fin = Finishing {
             total: leftovers.len() + self.tracks.len() + 1 + most,
-            leftovers: leftovers.into_iter(),
+            leftovers,
             ..Finishing::default()
         };
     }
@@ -44,9 +34,14 @@ impl Run {
         match self.fin.step {
             FinishStep::Leftovers => {
                 let fin = &mut self.fin;
-                // Children whose parent never arrived anywhere.
-                for (p, w) in fin.leftovers.by_ref() {
+                // Children whose parent never arrived anywhere, from the end, giving the
+                // memory back as the findings take it (an orphan-heavy trace has a waiter per
+                // event).
+                while let Some((p, w)) = fin.leftovers.pop() {
                     work += 1;
+                    if fin.leftovers.len().is_multiple_of(65_536) {
+                        fin.leftovers.shrink_to_fit();
+                    }
                     if !self.presence.ever(Some(p as u32)) {
                         let mut r = Rec::new(
                             Rule::UnknownParent,
@@ -64,7 +59,7 @@ impl Run {
                         break;
                     }
                 }
-                if fin.leftovers.len() == 0 {
+                if fin.leftovers.is_empty() {
                     fin.step = FinishStep::Losses;
                     // The lanes and waiters are done with.
                     self.presence = Default::default();
@@ -84,12 +79,13 @@ impl Run {
                     return (1, false);
                 };
                 // Only the roots are needed from here on.
-                track.root_of = Default::default();
+                track.clear_root_of();
                 let lost = self
                     .lost_blocks
                     .get_mut(c)
                     .map(std::mem::take)
                     .unwrap_or_default();
+                let replayed = |x: usize| kinds.get(x) == Some(&VerdictKind::Replayed);
                 // Plain loops (no iterator-adapter `collect` instances). `ALL` is in key order.
                 let mut counts = Vec::new();
                 for k in VerdictKind::ALL {
@@ -99,38 +95,41 @@ impl Run {
                     }
                 }
                 let verdicts = SortedPairs::from_sorted(counts);
-                // Lost blocks of events still lost (not replayed later); the events are
-                // counted once per run of equal events (`lost` is in event order).
-                let mut hashes: Vec<u64> = Vec::new();
+                // Events still lost (not replayed later) and their blocks.
                 let mut events_lost = 0usize;
-                let mut last_event = None;
-                for &(e, h) in &lost {
-                    if kinds.get(e) == Some(&VerdictKind::Replayed) {
-                        continue;
-                    }
-                    if last_event != Some(e) {
+                let mut blocks_lost = 0usize;
+                for (&(e, _), &n) in track.lost_events.iter().zip(&track.lost_counts) {
+                    if !replayed(e as usize) {
                         events_lost += 1;
-                        last_event = Some(e);
+                        blocks_lost += n as usize;
                     }
-                    hashes.push(h);
+                }
+                track.lost_counts = Vec::new();
+                let mut hashes: Vec<u64> = Vec::new();
+                for &(e, h) in &lost {
+                    if !replayed(e) {
+                        hashes.push(h);
+                    }
                 }
                 drop(lost);
-                let blocks_lost = hashes.len();
                 crate::sort::sort_u64(&mut hashes);
                 hashes.dedup();
-                let mut prefixes = Vec::new();
-                for r in &track.roots {
-                    if kinds.get(r.event) != Some(&VerdictKind::Replayed) {
-                        prefixes.push(r.clone());
+                // The roots move into the summary (the store reads them there); the few
+                // replayed later stay aside for their cascades.
+                let mut prefixes = std::mem::take(&mut track.roots);
+                let mut aside = Vec::new();
+                if prefixes.iter().any(|r| replayed(r.event)) {
+                    for r in &prefixes {
+                        if replayed(r.event) {
+                            aside.push(r.clone());
+                        }
                     }
+                    prefixes.retain(|r| !replayed(r.event));
                 }
-                let mut lost_events = Vec::new();
-                for &(e, r) in &track.lost_events {
-                    let replayed = |x: u32| kinds.get(x as usize) == Some(&VerdictKind::Replayed);
-                    if !replayed(e) && !replayed(r) {
-                        lost_events.push((e, r));
-                    }
-                }
+                fin.replayed.push(aside);
+                // Moved, not copied (the store reads only the roots).
+                let mut lost_events = std::mem::take(&mut track.lost_events);
+                lost_events.retain(|&(e, r)| !replayed(e as usize) && !replayed(r as usize));
                 fin.losses.push(LossSummary {
                     consumer: kind.as_str().into(),
                     blocks_lost,
@@ -148,7 +147,9 @@ impl Run {
                 // Sort the compact findings; the consumer-loss ones come from the roots.
                 let store = FindingStore::new(StoreParts {
                     recs: std::mem::take(&mut self.raw),
-                    roots: std::mem::take(&mut self.tracks),
+                    losses: std::mem::take(&mut self.fin.losses),
+                    replayed: std::mem::take(&mut self.fin.replayed),
+                    places: std::mem::take(&mut self.places),
                     consumers: self.config.consumers.clone(),
                     kinds: std::mem::take(&mut self.kinds),
                     levels: self.config.rules.clone(),
@@ -219,13 +220,15 @@ pub(super) enum FinishStep {
 #[derive(Default)]
 pub(super) struct Finishing {
     pub(super) step: FinishStep,
-    pub(super) leftovers: std::vec::IntoIter<(u64, Waiter)>,
+    pub(super) leftovers: Vec<(u64, Waiter)>,
     /// Position in the findings (`Render`).
     pub(super) cursor: Cursor,
     pub(super) store: Option<FindingStore>,
     pub(super) violations: Vec<Finding>,
     pub(super) findings: Vec<Finding>,
     pub(super) losses: Vec<LossSummary>,
+    /// Per model: its loss roots replayed later (see [`FindingStore`]).
+    pub(super) replayed: Vec<Vec<crate::analysis::UnreachablePrefix>>,
     pub(super) done: usize,
     pub(super) total: usize,
 }

@@ -1,36 +1,66 @@
 //! Per-consumer loss bookkeeping: unreachable prefixes and their cascades.
 
-use super::super::findings::RootAt;
 use super::super::UnreachablePrefix;
-use crate::consumers::VerdictKind;
+use crate::consumers::{Interner, VerdictKind};
 
 type HashMap<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// Per-consumer loss bookkeeping during a run.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LossTrack {
-    /// Lost block → root lost event (only while events are delivered).
-    /// Keyed by `(group, hash)`: a lost block of one KV group does not cascade into another.
-    pub(crate) root_of: HashMap<(u32, u64), u32>,
+    /// Lost block → root lost event (only while events are delivered), keyed by `(group,
+    /// hash)`: a lost block of one KV group does not cascade into another. Group 0 blocks the
+    /// run has interned (every block and parent an event names) are kept densely by their
+    /// interner id (`u32::MAX`: none), 4 bytes per id instead of a map entry (a trace can lose
+    /// every block: one-event batches whose parents are never stored); others in `other`.
+    root_of: Vec<u32>,
+    root_of_other: HashMap<(u32, u64), u32>,
     /// Unreachable prefixes, by root event (ascending: a root is created at the event being
     /// processed). Its cascade (later events lost because of it) is `events - 1`.
     pub(crate) roots: Vec<UnreachablePrefix>,
-    /// Where each root is (parallel to `roots`).
-    pub(crate) root_at: Vec<RootAt>,
     /// Final verdict counts (kept up to date as pending events resolve).
     pub(crate) counts: [usize; VerdictKind::COUNT],
     /// Every event with a lost block and the root event it was lost under, ascending by event.
     pub(crate) lost_events: Vec<(u32, u32)>,
+    /// How many blocks each of `lost_events` lost (parallel to it): the loss summary's block
+    /// count without a list of every lost block (kept only where `compare` needs the hashes).
+    pub(crate) lost_counts: Vec<u32>,
 }
 
 impl LossTrack {
-    pub(crate) fn root(&self, event: usize) -> Option<&UnreachablePrefix> {
-        let i = self.roots.binary_search_by_key(&event, |r| r.event).ok()?;
-        self.roots.get(i)
+    /// The root lost event of lost block `hash` of group `group`, if it is lost.
+    pub(crate) fn root_of(&self, interner: &Interner, group: u32, hash: u64) -> Option<u32> {
+        match (group, interner.get(hash)) {
+            (0, Some(id)) => self
+                .root_of
+                .get(id as usize)
+                .copied()
+                .filter(|r| *r != u32::MAX),
+            _ => self.root_of_other.get(&(group, hash)).copied(),
+        }
     }
 
-    /// Events lost later because `event` was lost.
-    pub(crate) fn cascade(&self, event: usize) -> usize {
-        self.root(event).map_or(0, |r| r.events.saturating_sub(1))
+    /// Record that lost block `hash` of group `group` was lost under root event `root`.
+    pub(crate) fn set_root_of(&mut self, interner: &Interner, group: u32, hash: u64, root: u32) {
+        match (group, interner.get(hash)) {
+            (0, Some(id)) => {
+                let i = id as usize;
+                if i >= self.root_of.len() {
+                    self.root_of.resize(i + 1, u32::MAX);
+                }
+                if let Some(r) = self.root_of.get_mut(i) {
+                    *r = root;
+                }
+            }
+            _ => {
+                self.root_of_other.insert((group, hash), root);
+            }
+        }
+    }
+
+    /// Forget the lost blocks (the roots are all that is needed once the events are done).
+    pub(crate) fn clear_root_of(&mut self) {
+        self.root_of = Vec::new();
+        self.root_of_other = HashMap::default();
     }
 }

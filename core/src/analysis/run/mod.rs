@@ -16,7 +16,7 @@ mod preconditions;
 mod seq;
 mod violations;
 
-use super::findings::Rec;
+use super::findings::{Rec, RootAt};
 use super::identity::GroupIds;
 use super::{
     Analysis, AnalysisConfig, BlockKeys, EventIndex, EventLoc, Finding, IndexBuilder, Report,
@@ -31,7 +31,7 @@ use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
 use finish::{FinishStep, Finishing};
 pub(crate) use losses::LossTrack;
-use violations::{Presence, Waiter};
+use violations::{Presence, Waiter, Waiting};
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
 pub(crate) trait Recorder {
@@ -83,8 +83,13 @@ pub(crate) struct Run {
     pending_gaps: Vec<Finding>,
     consumers: Vec<AnyConsumer>,
     kinds: Vec<Vec<VerdictKind>>,
+    /// Per model: every lost block (event, hash), for the loss summaries' `lost_hashes`;
+    /// only for [`super::analyze`] (`compare` reads them), not a streaming run.
     lost_blocks: Vec<Vec<(usize, u64)>>,
     tracks: Vec<LossTrack>,
+    /// Where each loss root is, by root event (ascending): a root is always the event being
+    /// delivered, so the models share one row per root event.
+    places: Vec<(u32, RootAt)>,
     presence: Presence,
     /// The models' block ids (by hash).
     interner: Interner,
@@ -107,7 +112,9 @@ pub(crate) struct Run {
     started: bool,
     known_sizes: usize,
     /// Children waiting for a parent, by the parent's block id.
-    waiting: SlabMap<Vec<Waiter>>,
+    waiting: Waiting,
+    /// Scratch: the waiters of one parent being resolved.
+    resolving: Vec<Waiter>,
     /// The findings so far, compact.
     raw: Vec<Rec>,
     resolved: Vec<Resolution>,
@@ -155,6 +162,7 @@ impl Run {
             kinds: Vec::new(),
             lost_blocks: Vec::new(),
             tracks: Vec::new(),
+            places: Vec::new(),
             presence: Presence::default(),
             interner: Interner::default(),
             keys: BlockKeys::default(),
@@ -166,7 +174,8 @@ impl Run {
             header_workers: false,
             started: false,
             known_sizes: 0,
-            waiting: SlabMap::default(),
+            waiting: Waiting::default(),
+            resolving: Vec::new(),
             raw: Vec::new(),
             resolved: Vec::new(),
             lane_changes: Vec::new(),
@@ -316,7 +325,12 @@ impl Run {
             self.start_events();
         }
         self.precondition_findings();
+        // What only the events needed: the models, the block ids, the engines.
         self.consumers = Vec::new();
+        self.interner = Interner::default();
+        self.keys = BlockKeys::default();
+        self.engines = SlabMap::default();
+        self.pre = Default::default();
         self.start_finish();
         self.stage = Stage::Finish;
         while self.stage != Stage::Done {
@@ -330,7 +344,6 @@ impl Run {
             events: self.index.event_count(),
             jobs: self.index.job_count(),
             sources: self.index.idx.sources,
-            losses: self.fin.losses,
             findings: {
                 let mut store = self.fin.store.unwrap_or_default();
                 store.count_all();
@@ -388,7 +401,9 @@ impl Run {
                 &index.engine_block_sizes,
             ));
             self.kinds.push(Vec::with_capacity(n));
-            self.lost_blocks.push(Vec::new());
+            if !self.index.streaming {
+                self.lost_blocks.push(Vec::new());
+            }
             self.tracks.push(LossTrack::default());
         }
     }
@@ -423,13 +438,17 @@ impl Run {
             Some(s) => s.take_kinds(),
             None => kinds,
         };
+        let losses = match fin.store.as_mut() {
+            Some(s) => s.take_losses(),
+            None => fin.losses,
+        };
         let analysis = Analysis {
             index: index.idx,
             config,
             findings: fin.findings,
             violations: fin.violations,
             verdict_kinds,
-            losses: fin.losses,
+            losses,
         };
         (analysis, keys)
     }

@@ -1,7 +1,7 @@
 //! The violation index's state: which lanes hold each block, and the children waiting for a
 //! parent.
 
-use crate::consumers::{Hashes, LaneKey};
+use crate::consumers::{Hashes, LaneKey, Map};
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Scope {
@@ -28,6 +28,100 @@ pub(super) struct Waiter {
     pub(super) scope: Scope,
     pub(super) promotion: bool,
     pub(super) hashes: Hashes,
+}
+
+/// No waiter (the end of a list).
+const NONE: u32 = u32::MAX;
+
+/// The children waiting for a parent, by the parent's block id: one list per parent, linked
+/// through one vector of waiters whose freed slots are reused. A waiter costs its row and a
+/// link, with no allocation of its own (a `Vec` per parent cost a heap block per waiter: on
+/// the anchor stream of `docs/performance.md` every event waits, for a parent that only ever
+/// comes on the other tier, about 170 bytes and a `malloc` each).
+pub(super) struct Waiting {
+    /// Parent block id → its list's first and last slot.
+    lists: Map<u32, (u32, u32)>,
+    /// The waiters (`None`: a free slot) and, per slot, the next slot of its list (or of the
+    /// free list).
+    slots: Vec<Option<Waiter>>,
+    next: Vec<u32>,
+    /// The first free slot.
+    free: u32,
+}
+
+impl Default for Waiting {
+    fn default() -> Self {
+        Waiting {
+            lists: Map::default(),
+            slots: Vec::new(),
+            next: Vec::new(),
+            free: NONE,
+        }
+    }
+}
+
+impl Waiting {
+    /// Whether no child waits.
+    pub(super) fn is_empty(&self) -> bool {
+        self.lists.is_empty()
+    }
+
+    /// Add `w` at the end of `parent`'s list.
+    pub(super) fn push(&mut self, parent: u32, w: Waiter) {
+        let at = if self.free == NONE {
+            self.slots.push(Some(w));
+            self.next.push(NONE);
+            (self.slots.len() - 1) as u32
+        } else {
+            let at = self.free;
+            self.free = self.next[at as usize];
+            self.slots[at as usize] = Some(w);
+            self.next[at as usize] = NONE;
+            at
+        };
+        match self.lists.get_mut(&parent) {
+            Some((_, last)) => {
+                let prev = std::mem::replace(last, at);
+                self.next[prev as usize] = at;
+            }
+            None => {
+                self.lists.insert(parent, (at, at));
+            }
+        }
+    }
+
+    /// Move `parent`'s waiters, in order, to `out`; false if none waits for it.
+    pub(super) fn take(&mut self, parent: u32, out: &mut Vec<Waiter>) -> bool {
+        let Some((mut at, _)) = self.lists.remove(&parent) else {
+            return false;
+        };
+        while at != NONE {
+            let i = at as usize;
+            if let Some(w) = self.slots[i].take() {
+                out.push(w);
+            }
+            at = std::mem::replace(&mut self.next[i], self.free);
+            self.free = i as u32;
+        }
+        true
+    }
+
+    /// Every waiter with its parent's id (lists in unspecified order, each list in order);
+    /// leaves `self` empty.
+    pub(super) fn take_all(&mut self) -> Vec<(u64, Waiter)> {
+        let mut out = Vec::with_capacity(self.slots.len());
+        for (&parent, &(first, _)) in &self.lists {
+            let mut at = first;
+            while at != NONE {
+                if let Some(w) = self.slots.get_mut(at as usize).and_then(Option::take) {
+                    out.push((parent as u64, w));
+                }
+                at = self.next.get(at as usize).copied().unwrap_or(NONE);
+            }
+        }
+        *self = Waiting::default();
+        out
+    }
 }
 
 /// Which lanes hold one block (usually one or two: inline) and whether it was ever stored.

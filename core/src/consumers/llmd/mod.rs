@@ -193,13 +193,13 @@ impl Llmd {
     /// model lower-cases ASCII only (vLLM's media are ASCII names), which keeps Unicode's case
     /// tables out of the npm package (`docs/consumers.md`, R3).
     fn tier(&mut self, lane_tier: u32, medium: Option<&str>) -> u32 {
-        let name = medium
-            .filter(|m| !m.is_empty())
-            .map_or_else(|| "gpu".to_owned(), str::to_ascii_lowercase);
-        let id = match self.tiers.iter().position(|t| *t == name) {
+        let name = medium.filter(|m| !m.is_empty()).unwrap_or("gpu");
+        // Compared without lower-casing into a new string (once per event): the names kept
+        // are lower-case ASCII, so an ASCII case-insensitive match is the same test.
+        let id = match self.tiers.iter().position(|t| t.eq_ignore_ascii_case(name)) {
             Some(i) => i as u32,
             None => {
-                self.tiers.push(name);
+                self.tiers.push(name.to_ascii_lowercase());
                 self.tiers.len() as u32 - 1
             }
         };

@@ -1,0 +1,187 @@
+//! The parent→child edges of the timeline, indexed in slices: at a million events the index
+//! takes seconds in the browser, so the loader paints the first timeline without it (edges are
+//! drawn only zoomed in) and then builds it a slice at a time ([`Model::index_edges_some`]),
+//! yielding to the page between slices like the analysis does.
+
+use super::*;
+
+/// The state of an edge index under way: one pass over the events in delivery order.
+pub(super) struct EdgeBuilder {
+    /// The next event to look at.
+    next: usize,
+    /// Forward edges, in child order (one per child event).
+    forward: Vec<Edge>,
+    /// Child-first and cross-lane edges, sorted and merged in at the end.
+    late: Vec<Edge>,
+    /// (lane, group, hash) -> latest event storing that block. Sized for every event up
+    /// front: growing a table of a million entries rehashes it (hundreds of ms in wasm).
+    stored: HashMap<(u16, u32, u64), u32>,
+    /// (lane, group, parent hash) -> children waiting for that parent.
+    waiting: HashMap<(u16, u32, u64), Vec<u32>>,
+}
+
+/// The stored event at `r`, if it is a `BlockStored`.
+fn stored_event(t: &Trace, r: EventRef) -> Option<&kvscope_core::event::BlockStored> {
+    match batch_of(t, r).and_then(|b| b.events.get(r.ev as usize)) {
+        Some(KvEvent::BlockStored(s)) => Some(s),
+        _ => None,
+    }
+}
+
+impl EdgeBuilder {
+    fn new(n: usize) -> EdgeBuilder {
+        EdgeBuilder {
+            next: 0,
+            forward: Vec::with_capacity(n),
+            late: Vec::new(),
+            stored: HashMap::with_capacity_and_hasher(n, Default::default()),
+            waiting: HashMap::default(),
+        }
+    }
+
+    /// Link up to `budget` more events: each stored child to the latest earlier store of its
+    /// parent (same lane, same KV group: a block is named by its group and hash); a parent
+    /// stored only later gives a child-first edge. Returns whether every event is done.
+    fn advance(&mut self, m: &Model, t: &Trace, budget: usize) -> bool {
+        let end = self.next.saturating_add(budget.max(1)).min(m.events.len());
+        for i in self.next..end {
+            let Some(s) = m.events.get(i).and_then(|r| stored_event(t, *r)) else {
+                continue;
+            };
+            let i = i as u32;
+            let lane = m.lane_of.get(i as usize).copied().unwrap_or(0);
+            let group = s.group_idx.unwrap_or(0);
+            if let Some(p) = &s.parent_block_hash {
+                let key = (lane, group, p.as_u64());
+                match self.stored.get(&key) {
+                    Some(&pe) => self.forward.push(Edge {
+                        parent: pe,
+                        child: i,
+                        kind: EdgeKind::Forward,
+                    }),
+                    None => self.waiting.entry(key).or_default().push(i),
+                }
+            }
+            for h in &s.block_hashes {
+                let key = (lane, group, h.as_u64());
+                self.stored.insert(key, i);
+                if self.waiting.is_empty() {
+                    continue;
+                }
+                if let Some(children) = self.waiting.remove(&key) {
+                    self.late.extend(children.into_iter().map(|c| Edge {
+                        parent: i,
+                        child: c,
+                        kind: EdgeKind::ChildFirst,
+                    }));
+                }
+            }
+        }
+        self.next = end;
+        end >= m.events.len()
+    }
+
+    /// The edges, sorted by child, once every event is done. Children whose parent never
+    /// arrived in their lane get a cross-lane edge from the first store of that parent in any
+    /// lane, found by a second pass (only when there are some).
+    fn finish(self, m: &Model, t: &Trace) -> Vec<Edge> {
+        let EdgeBuilder {
+            forward,
+            mut late,
+            stored,
+            waiting,
+            ..
+        } = self;
+        drop(stored);
+        if !waiting.is_empty() {
+            let mut first: HashMap<(u32, u64), u32> = waiting
+                .keys()
+                .map(|(_, g, p)| ((*g, *p), u32::MAX))
+                .collect();
+            let mut missing = first.len();
+            for (i, r) in m.events.iter().enumerate() {
+                if missing == 0 {
+                    break;
+                }
+                let Some(s) = stored_event(t, *r) else {
+                    continue;
+                };
+                let group = s.group_idx.unwrap_or(0);
+                for h in &s.block_hashes {
+                    if let Some(slot) = first.get_mut(&(group, h.as_u64())) {
+                        if *slot == u32::MAX {
+                            *slot = i as u32;
+                            missing -= 1;
+                        }
+                    }
+                }
+            }
+            for ((_, g, p), children) in waiting {
+                if let Some(&pe) = first.get(&(g, p)).filter(|e| **e != u32::MAX) {
+                    late.extend(children.into_iter().map(|c| Edge {
+                        parent: pe,
+                        child: c,
+                        kind: EdgeKind::CrossLane,
+                    }));
+                }
+            }
+        }
+        let key = |e: &Edge| u64::from(e.child) << 32 | u64::from(e.parent);
+        sort_by_u64(&mut late, key);
+        // Merge the two sorted lists.
+        let mut edges = Vec::with_capacity(forward.len() + late.len());
+        let mut late = late.into_iter().peekable();
+        for e in forward {
+            while let Some(l) = late.next_if(|l| key(l) < key(&e)) {
+                edges.push(l);
+            }
+            edges.push(e);
+        }
+        edges.extend(late);
+        edges
+    }
+}
+
+impl Model {
+    /// The edges part of [`Model::layout`] (after [`Model::layout_lanes`]), all at once. Which
+    /// edges are violations, of which class and level, is the core analysis' finding, not
+    /// decided here.
+    pub fn index_edges(&mut self) {
+        while !self.index_edges_some(usize::MAX) {}
+    }
+
+    /// Index about `budget` events' edges (see [`Model::index_edges`]); returns whether the
+    /// index is complete (then [`Model::edges`] and [`Model::children_of`] hold every edge).
+    /// Until then the timeline draws no edges.
+    pub fn index_edges_some(&mut self, budget: usize) -> bool {
+        if self.edges_indexed {
+            return true;
+        }
+        let mut b = self
+            .edge_build
+            .take()
+            .unwrap_or_else(|| Box::new(EdgeBuilder::new(self.events.len())));
+        let done = self.with_trace(|t| b.advance(self, t, budget));
+        if !done {
+            self.edge_build = Some(b);
+            return false;
+        }
+        let edges = self.with_trace(|t| b.finish(self, t));
+        let mut by_parent: Vec<(u64, u32)> = edges
+            .iter()
+            .enumerate()
+            .map(|(k, e)| (u64::from(e.parent) << 32 | u64::from(e.child), k as u32))
+            .collect();
+        by_parent.sort_unstable();
+        self.by_parent = by_parent.into_iter().map(|(_, k)| k).collect();
+        self.edges = edges;
+        self.edges_indexed = true;
+        true
+    }
+
+    /// Whether the edge index is complete for the current lanes (a loaded trace's edges are
+    /// indexed after its first paint).
+    pub fn edges_indexed(&self) -> bool {
+        self.edges_indexed
+    }
+}
