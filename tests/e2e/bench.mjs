@@ -161,8 +161,8 @@ try {
       const ft = marks['first-timeline'];
       const loadBlock = longest(([s, d]) => s + d > marks.bytes - 50 && s + d <= ft + 1);
       const analysisBlock = longest(([s, d]) => s + d > ft + 1 && s < marks.analysed);
-      const statusDone = await page.locator('[data-testid=status]').innerText();
-      const breakdown = (statusDone.match(/\(([^)]*ms)\)/) || [])[1] || '';
+      // The per-phase milliseconds are the status line's hover text (timings left the line).
+      const breakdown = ((await page.locator('[data-testid=loaded]').getAttribute('title')) || '').replace(/^milliseconds per phase: /, '');
       const steps = await page.evaluate(async () => {
         const frame = () => new Promise((r) => requestAnimationFrame(r));
         const out = [];

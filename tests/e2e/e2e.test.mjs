@@ -137,14 +137,28 @@ test('lanes per tier × job with many jobs: the lanes scroll, the overview strip
   const head = page.locator('[data-testid=timeline-head]');
   const lanes = page.locator('[data-testid=timeline]');
   const before = [await head.boundingBox(), await lanes.boundingBox()];
+  // Only the lanes in view are drawn (timeline::geometry's test counts them): the canvas is
+  // as tall as the view, not the 60 lanes.
+  assert.ok((await lanes.boundingBox()).height <= 312, 'the canvas is the view, not the stack');
+  // The cursor on the first event (the first job's lane), then the lanes scrolled away from it:
+  // its lane is pinned to the bottom row, so the cursor's job stays visible.
+  await page.keyboard.press('Home');
+  await page.keyboard.press('ArrowRight');
+  const lanesBox = page.locator('[data-testid=timeline-lanes]');
+  assert.equal(await lanesBox.getAttribute('data-pinned'), '');
   await page.locator('[data-testid=timeline-scroll]').evaluate((el) => { el.scrollTop = 600; });
   await page.waitForFunction(() => document.querySelector('[data-testid=timeline-scroll]').scrollTop > 500);
   const after = [await head.boundingBox(), await lanes.boundingBox()];
   assert.deepEqual(after[0], before[0], 'the head (overview + axis) did not move');
-  assert.ok(after[1].y < before[1].y - 500, `the lanes scrolled: ${before[1].y} -> ${after[1].y}`);
-  // A step keeps the current event's lane in view, under the head.
+  assert.deepEqual(after[1], before[1], 'the canvas stays in view (sticky) while the lanes scroll under it');
+  await page.waitForFunction(() => document.querySelector('[data-testid=timeline-lanes]').dataset.pinned !== '');
+  const laneTitles = await page.locator('[data-testid=lane-list] li').allTextContents();
+  assert.equal(await lanesBox.getAttribute('data-pinned'), laneTitles[0], 'the cursor\'s lane is pinned');
+  await page.screenshot({ path: join(shots, 'jobs-lanes-pinned.png') });
+  // A step to another lane scrolls it into view: nothing pinned.
   await page.keyboard.press('End');
   await page.waitForSelector('[data-testid=counter]:has-text("180 / 180")');
+  await page.waitForFunction(() => document.querySelector('[data-testid=timeline-lanes]').dataset.pinned === '');
   assert.deepEqual(await head.boundingBox(), before[0]);
   await page.screenshot({ path: join(shots, 'jobs-lanes-scrolled.png') });
   await page.close();
@@ -399,7 +413,9 @@ test('keyboard: shortcuts work after the slider, a select and a button; text fie
 test('keys pressed in a dialog never act on the page behind it', async () => {
   const page = await open();
   await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  await page.waitForSelector('[data-testid=story]'); // the demo opened at its first violation
   const counter = () => text(page, 'counter');
+  await page.keyboard.press('Home');
   assert.equal(await counter(), '0 / 12');
   const theme = () => page.evaluate(() => document.documentElement.dataset.theme);
   const themeBefore = await theme();
@@ -597,10 +613,15 @@ test('timeline at 200k events: violations are a share of each pixel column, not 
 
 // Issue 16, point 9: one plain sentence of what happened at a violation, from the core, whose
 // counts agree with the lens.
-test('the first violation of the demo is told in one sentence that agrees with the router lens', async () => {
+test('the demo opens at its first violation, told in one sentence that agrees with the router lens', async () => {
   const page = await open();
   await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  // No key pressed: the demo opens at its first violation (what n from the start gives).
+  await page.waitForSelector('[data-testid=story]');
+  const at = await text(page, 'counter');
+  await page.keyboard.press('Home');
   await page.keyboard.press('n');
+  assert.equal(await text(page, 'counter'), at, 'the first violation');
   const story = await text(page, 'story');
   assert.match(story, /^child delivered before its parent; /, story);
   assert.match(story, /kept it|dropped it|held it/, story);
@@ -656,6 +677,61 @@ test('topology: a 150-block chain reads as one chain of runs, with the whole cas
   assert.deepEqual(pageErrors, []);
 });
 
+// Issue 16, point 8: search that answers questions.
+test('search: by router verdict, rule, tier and shortened hash, with a match count, previous/next match and the grammar in ?', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  await page.setInputFiles('[data-testid=file-input]', LEGACY);
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded legacy.jsonl")');
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  const counter = () => text(page, 'counter');
+  const box = page.getByRole('searchbox', { name: 'Search' });
+  await box.fill('llmd=dropped_orphan');
+  const note = page.locator('[data-testid=search-note]');
+  await page.waitForFunction(() => /\d+ match/.test(document.querySelector('[data-testid=search-note]').textContent));
+  const total = Number((await note.innerText()).match(/(\d+) match/)[1]);
+  // The lens legend counts the same events (final verdicts).
+  await page.getByRole('combobox', { name: 'Router' }).selectOption('llmd');
+  await page.waitForSelector('[data-testid=lens-dropped]');
+  assert.ok(total > 0 && total <= Number((await text(page, 'lens-dropped')).match(/(\d+)$/)[1]), `${total} dropped_orphan events`);
+  await box.focus();
+  await page.keyboard.press('Enter');
+  assert.match(await note.innerText(), new RegExp(`^1 of ${total} match`));
+  const first = Number((await counter()).split(' / ')[0]) - 1;
+  assert.match(await text(page, 'details-verdicts'), /llmd\s+dropped_orphan/);
+  await page.getByRole('button', { name: 'Next match' }).click();
+  if (total > 1) assert.match(await note.innerText(), new RegExp(`^2 of ${total} match`));
+  await page.getByRole('button', { name: 'Previous match' }).click();
+  assert.equal(await counter(), `${first + 1} / 48`, 'back to the first match');
+  await page.keyboard.press('Shift+Enter');
+  assert.match(await note.innerText(), new RegExp(`^${total} of ${total} match`), 'Shift+Enter wraps back to the last');
+  await page.screenshot({ path: join(shots, 'search-llmd-dropped.png') });
+  // By the hash as the page shows it (shortened in the middle): the event is among the matches.
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('Home');
+  await page.keyboard.press('n');
+  const shown = await page.locator('[data-testid=details] .hash-text .hash').first().innerText();
+  assert.match(shown, /…/);
+  const at = await counter();
+  await box.fill(`hash=${shown}`);
+  await box.press('Enter');
+  assert.match(await text(page, 'details'), new RegExp(shown.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  assert.match(await note.innerText(), /of \d+ match/);
+  // By rule and tier together; an unknown field matches nothing.
+  await box.fill('rule=in-job tier=CPU');
+  await box.press('Enter');
+  assert.match(await text(page, 'violation-detail'), /child-before-parent-in-job/);
+  await box.fill('colour=red');
+  await page.waitForFunction(() => document.querySelector('[data-testid=search-note]').textContent === 'no match');
+  assert.ok(at);
+  // The grammar and the verdict glossary are in ?.
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('?');
+  assert.match(await text(page, 'search-grammar'), /llmd=dropped_orphan/);
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
 // Issue 16, point 5: a trace too large to inline is kept in this browser: the link says it
 // carries the view only, a reload restores the trace, the cursor and the tab; a browser that
 // no longer keeps it says so instead of showing the demo.
@@ -694,6 +770,44 @@ test('permalinks and reloads: a large dropped trace is kept for reloads, the lin
   assert.deepEqual(pageErrors, []);
 });
 
+// Issue 16, point 9: a first screen that explains itself.
+test('first screen: a legend of every mark, a glossary, counts that agree, no timings in the status line', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  await page.waitForSelector('[data-testid=story]');
+  const legend = await text(page, 'legend');
+  for (const mark of ['BlockStored', 'BlockRemoved', 'AllBlocksCleared', 'violation', 'parent → child', 'child before its parent', 'parent in another lane', 'cursor', 'search match']) {
+    assert.ok(legend.includes(mark), `legend has "${mark}": ${legend}`);
+  }
+  // Every router lens mark has its glyph in the legend.
+  await page.getByRole('combobox', { name: 'Router' }).selectOption('llmd');
+  for (const mark of ['applied', 'dropped', 'misrooted', 'pending', 'replayed', 'ignored']) {
+    assert.equal(await page.locator(`[data-testid=lens-${mark}] i.g-${mark}`).count(), 1, mark);
+  }
+  // Counts agree: the header's violations and loss roots are the lists'.
+  await page.waitForSelector('[data-testid=violations-title]:has-text("llmd:")');
+  const stats = await text(page, 'stats');
+  const roots = Number((await text(page, 'violations-title')).match(/^llmd: (\d+) loss roots?/i)[1]);
+  assert.match(stats, new RegExp(`llmd: ${roots} loss roots?`), stats);
+  await page.getByRole('combobox', { name: 'Router' }).selectOption('');
+  await page.waitForSelector('[data-testid=violations-title]:has-text("Violations")');
+  const listed = Number((await text(page, 'violations-title')).match(/Violations \((\d+)/i)[1]);
+  assert.match(await text(page, 'stats'), new RegExp(`· ${listed} violations?\\b`));
+  // The status line says what was loaded, not how fast each phase went.
+  const status = await text(page, 'status');
+  assert.doesNotMatch(status, /events\/s|parse \d/, status);
+  // The glossary names every verdict.
+  await page.keyboard.press('?');
+  const glossary = await text(page, 'glossary');
+  for (const v of ['applied', 'dropped_orphan', 'misrooted', 'pending', 'replayed', 'truncated', 'removed', 'remove_unknown', 'ignored', 'cleared', 'loss root', 'cascade']) {
+    assert.ok(glossary.includes(v), `glossary has ${v}`);
+  }
+  assert.match(await page.locator('[data-testid=loaded]').getAttribute('title'), /milliseconds per phase: parse \d+/);
+  await page.screenshot({ path: join(shots, 'help.png') });
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
 // Issue 16, point 10: a capture cut mid-batch offers its complete leading batches, saying how
 // many and where it broke; the button opens them.
 test('a truncated capture offers to open its complete leading batches (JSON Lines and msgpack)', async () => {
@@ -726,6 +840,45 @@ test('a truncated capture offers to open its complete leading batches (JSON Line
   assert.ok(Number(offset) <= at && Number(n) > 0, offer);
   await page.getByRole('button', { name: new RegExp(`^Open ${n} complete batch`) }).click();
   await page.waitForSelector(`[data-testid=status]:has-text("Loaded cut.msgpack (first ${n} batch")`);
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
+// Issue 16, done when: which events did llm-d drop, why, and what did it cost, on a two-tier
+// legacy trace, in under five actions.
+test('done when: a new user learns which events llm-d dropped, why and what it cost in under five actions', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  let actions = 0;
+  // 1. Open the trace.
+  await page.setInputFiles('[data-testid=file-input]', LEGACY); actions++;
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded legacy.jsonl")');
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  // 2. Pick llm-d as the router: the header, the legend and the loss list answer.
+  await page.getByRole('combobox', { name: 'Router' }).selectOption('llmd'); actions++;
+  await page.waitForSelector('[data-testid=lens-dropped]');
+  const stats = await text(page, 'stats');
+  const [, roots, lost] = stats.match(/llmd: (\d+) loss roots?, (\d+) events? lost/).map(Number);
+  assert.ok(roots > 0 && lost >= roots, stats);
+  // Which: the timeline marks them (legend count), the list names each root.
+  const marked = ['dropped', 'misrooted'].map(async (m) => Number((await text(page, `lens-${m}`)).match(/(\d+)$/)[1]));
+  const [dropped, misrooted] = await Promise.all(marked);
+  assert.equal(dropped + misrooted, lost, `the legend's marks are the events lost: ${stats}`);
+  const rows = await page.locator('[data-testid=violations] .vlist li').allInnerTexts();
+  assert.equal(rows.length, roots);
+  // Why and what it cost: each row names the missing parent and the blocks lost with it.
+  let blocks = 0;
+  for (const r of rows) {
+    assert.match(r, /parent \S+ missing/, r);
+    blocks += Number(r.match(/(\d+) blocks? lost/)[1]);
+  }
+  assert.ok(blocks >= lost, `${blocks} blocks lost in ${lost} events`);
+  // 3. n: the first root, told in one sentence.
+  await page.keyboard.press('n'); actions++;
+  const story = await text(page, 'story');
+  assert.match(story, /^child delivered before its parent; .*llmd dropped it( and \d+ descendants?)?/, story);
+  assert.ok(actions < 5, `${actions} actions`);
+  await page.screenshot({ path: join(shots, 'done-when-llmd.png') });
   await page.close();
   assert.deepEqual(pageErrors, []);
 });

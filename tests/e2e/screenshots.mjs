@@ -1,7 +1,8 @@
 // Screenshots of the demo for review (not part of the test run):
 //   node tests/e2e/screenshots.mjs            (serves dist/ with python's http.server)
 // Writes tests/e2e/screenshots/demo-{1440x900,1280x720}-{light,dark}[-llmd].png: the demo at
-// its first violation, then with the llm-d router lens at its first loss root. Look at them.
+// its first violation, then with the llm-d router lens at its first loss root, then the ? help.
+// Look at them.
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -27,7 +28,8 @@ try {
       page.on('pageerror', (e) => errors.push(e.message));
       await page.goto(`http://127.0.0.1:${port}/`);
       await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
-      await page.keyboard.press('n');
+      // The demo opens at its first violation, its story in the details.
+      await page.waitForSelector('[data-testid=story]');
       await page.waitForSelector('[data-testid=details-verdicts]');
       const name = `demo-${w}x${h}-${theme}`;
       await page.screenshot({ path: join(shots, `${name}.png`) });
@@ -36,6 +38,9 @@ try {
       await page.keyboard.press('n');
       await page.waitForSelector('[data-testid=lens-dropped]');
       await page.screenshot({ path: join(shots, `${name}-llmd.png`) });
+      await page.keyboard.press('?');
+      await page.waitForSelector('[data-testid=glossary]');
+      await page.screenshot({ path: join(shots, `${name}-help.png`) });
       if (errors.length) throw new Error(`${name}: ${errors.join('; ')}`);
       console.log(`${name}: ok`);
       await page.close();

@@ -20,13 +20,13 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
     ("Home / End", "Start (nothing applied) / last event"),
     ("n / p", "Next / previous violation"),
     ("Space", "Play / pause"),
-    ("/", "Search (Enter: next match)"),
+    ("/", "Search (Enter / Shift+Enter: next / previous match)"),
     ("w / s", "Zoom in / out"),
     ("a / d", "Pan left / right"),
     ("f", "Fit the whole trace"),
     ("o", "Open a trace file"),
     ("t", "Toggle light / dark theme"),
-    ("?", "This help"),
+    ("?", "This help: keys, search grammar, glossary"),
     ("Esc", "Close dialogs, leave the search box"),
 ];
 
@@ -337,35 +337,42 @@ pub fn Header() -> impl IntoView {
             None => "no trace loaded".into(),
         })
     };
+    // The same counts as the lists below: the violations the rule filter keeps (as the
+    // violation list), and with a router chosen its loss roots and the events lost with them
+    // (as the loss list and the lens legend).
     let stats = move || {
+        let rule = st.rule.get();
+        let router = st.router();
         st.model.with(|m| {
-            m.as_ref()
-                .map(|m| {
-                    let losses = m
-                        .violations()
-                        .iter()
-                        .filter(|v| v.rule == crate::model::CONSUMER_LOSS)
-                        .count();
-                    if m.is_analysed() {
-                        [
-                            count(m.len(), "event", "events"),
-                            count(m.batch_count, "batch", "batches"),
-                            count(m.lanes.len(), "lane", "lanes"),
-                            count(m.violations().len() - losses, "violation", "violations"),
-                            count(losses, "loss finding", "loss findings"),
-                        ]
-                        .join(" · ")
-                    } else {
-                        format!(
-                            "{} · {} · {} · {} child-first · analysing…",
-                            count(m.len(), "event", "events"),
-                            count(m.batch_count, "batch", "batches"),
-                            count(m.lanes.len(), "lane", "lanes"),
-                            m.violations().len(),
-                        )
-                    }
+            let Some(m) = m else { return String::new() };
+            let mut parts = vec![
+                count(m.len(), "event", "events"),
+                count(m.batch_count, "batch", "batches"),
+                count(m.lanes.len(), "lane", "lanes"),
+            ];
+            if !m.is_analysed() {
+                parts.push("analysing…".into());
+                return parts.join(" · ");
+            }
+            parts.push(count(
+                m.violation_count(rule.as_deref()),
+                "violation",
+                "violations",
+            ));
+            let lost = router.and_then(|k| {
+                crate::lens::with_lens(m, k, |l| {
+                    let roots = l.roots();
+                    let events: usize = roots.iter().map(|r| r.events).sum();
+                    format!(
+                        "{}: {}, {} lost",
+                        k.as_str(),
+                        count(roots.len(), "loss root", "loss roots"),
+                        count(events, "event", "events")
+                    )
                 })
-                .unwrap_or_default()
+            });
+            parts.extend(lost);
+            parts.join(" · ")
         })
     };
     view! {
@@ -387,7 +394,7 @@ pub fn Header() -> impl IntoView {
                 on:click=move |_| st.theme.update(|t| *t = if *t == Theme::Dark { Theme::Light } else { Theme::Dark })>
                 {move || if st.theme.get() == Theme::Dark { "☀" } else { "☾" }}
             </button>
-            <button class="btn icon" aria-label="Keyboard shortcuts" title="Keyboard shortcuts (?)" on:click=move |_| st.help.update(|h| *h = !*h)>"?"</button>
+            <button class="btn icon" aria-label="Help" title="Help: keys, search, glossary (?)" on:click=move |_| st.help.update(|h| *h = !*h)>"?"</button>
         </header>
     }
 }
@@ -454,11 +461,7 @@ pub fn StepBar() -> impl IntoView {
             </select>
             <WorkersPicker/>
             <span class="sep"></span>
-            <input type="search" class="search" aria-label="Search" data-testid="search" placeholder="/ search: tier=CPU && job=3, hash=…"
-                prop:value=move || st.query.get()
-                on:input:target=move |e| st.query.set(e.target().value())
-                on:keydown=move |e: ev::KeyboardEvent| if e.key() == "Enter" { e.prevent_default(); st.search_next(); }/>
-            <span class="note" data-testid="search-note">{move || st.search_note.get()}</span>
+            <crate::search::SearchBox/>
         </nav>
     }
 }

@@ -8,6 +8,8 @@
 //! * [`permalink`]: URL-hash state.
 //! * [`load`]: reading bytes from files, URLs, pastes and the demo into a [`model::Model`].
 //! * [`timeline`], [`panels`], [`inspect`], [`controls`]: the components.
+//! * [`help`]: the `?` dialog: shortcuts, search grammar, glossary, this trace's timings.
+//! * [`search`]: the search box, its matches and next/previous match.
 //! * [`text`]: text that fits (plurals, hashes shortened in the middle with a copy button).
 //!
 //! Trace strings are always rendered as text nodes (never `inner_html`).
@@ -16,6 +18,7 @@
 #[cfg(feature = "compare")]
 pub mod compare;
 pub mod controls;
+pub mod help;
 pub mod inspect;
 pub mod keep;
 pub mod lens;
@@ -24,6 +27,7 @@ pub mod model;
 pub mod panels;
 pub mod permalink;
 pub mod recover;
+pub mod search;
 #[cfg(feature = "compare")]
 pub mod sim_params;
 pub mod text;
@@ -207,8 +211,8 @@ pub struct AppState {
     pub paste: RwSignal<bool>,
     /// Search text.
     pub query: RwSignal<String>,
-    /// Search feedback ("no match", ...).
-    pub search_note: RwSignal<String>,
+    /// The events matching [`AppState::query`], ascending (see [`search`]).
+    pub matches: RwSignal<Vec<u32>>,
     /// Violation rule filter (`None`: all rules).
     pub rule: RwSignal<Option<String>>,
     /// Lane layout.
@@ -260,7 +264,7 @@ impl AppState {
             help: RwSignal::new(false),
             paste: RwSignal::new(false),
             query: RwSignal::new(String::new()),
-            search_note: RwSignal::new(String::new()),
+            matches: RwSignal::new(Vec::new()),
             rule: RwSignal::new(None),
             lane_mode: RwSignal::new(LaneMode::Tier),
             workers: RwSignal::new(None),
@@ -408,28 +412,9 @@ impl AppState {
             .update(|vp| vp.start = (vp.start + px * vp.per_px).max(-8.0 * vp.per_px));
     }
 
-    /// Run the search from the cursor; returns whether a match was found.
+    /// Go to the next match of the search after the cursor (wrapping); whether there is one.
     pub fn search_next(&self) -> bool {
-        let q = model::Query::parse(&self.query.get_untracked());
-        let cur = self.cursor.get_untracked().checked_sub(1);
-        let hit = self
-            .model
-            .with_untracked(|m| m.as_ref().and_then(|m| m.search(&q, cur)));
-        match hit {
-            Some(i) => {
-                self.search_note.set(String::new());
-                self.seek(i);
-                true
-            }
-            None => {
-                self.search_note.set(if q.is_empty() {
-                    String::new()
-                } else {
-                    "no match".into()
-                });
-                false
-            }
-        }
+        search::go(*self, true)
     }
 }
 
@@ -505,7 +490,7 @@ pub fn App() -> impl IntoView {
                     <panels::Violations/>
                 </div>
             </main>
-            <panels::HelpOverlay/>
+            <help::HelpOverlay/>
             <panels::PasteDialog/>
             {compare_dialog(st)}
             <Show when=move || st.dragging.get()>

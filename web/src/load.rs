@@ -217,6 +217,13 @@ pub fn spawn_analysis(st: AppState) {
         mark("kvscope:analysed");
         st.analysis.set(AnalysisStatus::Done { ms });
         st.model.update(|_| {}); // violations and consumer models changed
+                                 // The demo opens at its first violation, where the details tell what happened.
+        let demo = st
+            .origin
+            .with_untracked(|o| matches!(o, Some(TraceOrigin::Demo)));
+        if demo && st.cursor.get_untracked() == 0 {
+            st.next_violation();
+        }
         st.status.update(|s| {
             if let LoadStatus::Loaded { breakdown, .. } = s {
                 breakdown.push_str(&format!(" · analysis {}", crate::fixed(ms, 0)));

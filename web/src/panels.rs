@@ -6,7 +6,6 @@ use kvscope_core::hash::BlockHash;
 use kvscope_core::trace::{Provenance, TraceBatch};
 use leptos::prelude::*;
 
-use crate::controls::SHORTCUTS;
 use crate::model::{EdgeKind, Model};
 use crate::{fixed, load, AnalysisStatus, AppState, LoadStatus};
 
@@ -64,15 +63,10 @@ pub fn StatusBanner() -> impl IntoView {
                 }.into_any()
             }
             LoadStatus::Loaded { name, events, ms, breakdown } => {
-                let rate = if ms > 0.0 { events as f64 / (ms / 1000.0) } else { 0.0 };
+                // Timing internals (rate, per-phase milliseconds) are on hover and in `?`.
                 view! {
                     <div class="status ok" data-testid="status" role="status">
-                        <span title=format!("milliseconds per phase: {breakdown}")>{format!("Loaded {name}: {} in {} ms ({} events/s)", crate::text::count(events, "event", "events"), fixed(ms, 0), fixed(rate, 0))}</span>
-                        // The per-phase breakdown once the analysis is done (while it runs, the
-                        // line holds its progress).
-                        {move || (!matches!(st.analysis.get(), AnalysisStatus::Running { .. })).then(|| {
-                            view! { <span class="muted small" title="milliseconds per phase">{format!("({breakdown} ms)")}</span> }
-                        })}
+                        <span data-testid="loaded" title=format!("milliseconds per phase: {breakdown}")>{format!("Loaded {name}: {} in {} ms", crate::text::count(events, "event", "events"), fixed(ms, 0))}</span>
                         {move || match st.analysis.get() {
                             AnalysisStatus::Running { events, fraction, events_per_s, indexing, .. } => Some(view! {
                                 <span class="analysing" data-testid="analysis-state" title="consumer models (llm-d, Dynamo, SGLang, ideal), violation index, lint rules">
@@ -511,26 +505,6 @@ pub fn Violations() -> impl IntoView {
                 }}
             </ol>
         </section>
-    }
-}
-
-/// `?`: every shortcut.
-#[component]
-pub fn HelpOverlay() -> impl IntoView {
-    let st = expect_context::<AppState>();
-    view! {
-        <Show when=move || st.help.get()>
-            <div class="overlay" role="dialog" aria-label="Keyboard shortcuts" data-testid="help" on:click=move |_| st.help.set(false)>
-                <div class="dialog" on:click=|e| e.stop_propagation()>
-                    <h2>"Keyboard shortcuts"</h2>
-                    <table class="kv">
-                        {SHORTCUTS.iter().map(|(k, v)| view! { <tr><th><kbd>{*k}</kbd></th><td>{*v}</td></tr> }).collect_view()}
-                    </table>
-                    <p class="muted">"Timeline: drag to pan, wheel to zoom, click an event to move the cursor there."</p>
-                    <button class="btn" on:click=move |_| st.help.set(false)>"Close"</button>
-                </div>
-            </div>
-        </Show>
     }
 }
 

@@ -128,6 +128,11 @@ impl<'a> RouterLens<'a> {
         })
     }
 
+    /// The router's final verdict on event `i`.
+    pub fn verdict(&self, i: u32) -> Option<VerdictKind> {
+        self.kinds.get(i as usize).copied()
+    }
+
     /// The mark of event `i` (final verdict).
     pub fn mark(&self, i: u32) -> Option<LensMark> {
         self.kinds.get(i as usize).map(|v| LensMark::of(*v))
@@ -240,6 +245,8 @@ mod tests {
             vec![(1, LensMark::Dropped), (2, LensMark::Dropped)]
         );
         assert_eq!(l.counts(), [2, 2, 0, 0, 0, 0]);
+        assert_eq!(l.verdict(1), Some(VerdictKind::DroppedOrphan));
+        assert_eq!(l.verdict(99), None);
         let roots = l.roots();
         assert_eq!(roots.len(), 1);
         assert_eq!(roots[0].event, 1);

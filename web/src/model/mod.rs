@@ -14,6 +14,7 @@ use kvscope_core::event::{KvEvent, Tier};
 use kvscope_core::replay::{BuildPhase, BuildProgress, Replay, ReplayBuilder, ViolationFilter};
 use kvscope_core::trace::{EventMap, Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
 
+mod describe;
 mod edges;
 mod layout;
 mod query;
@@ -21,7 +22,7 @@ mod query;
 mod tests;
 pub mod topology;
 
-pub use query::Query;
+pub use query::{match_note, next_match, Query, GRAMMAR};
 
 /// One event of the trace, located by its batch and position in the batch (the core's
 /// [`EventMap`] gives it for a cursor position).
@@ -241,6 +242,9 @@ pub struct Model {
     order_events: OnceLock<Vec<u32>>,
     /// Number of batches.
     pub batch_count: usize,
+    /// Index of the first event of each batch (in batch order; an empty batch has the index
+    /// of the next event): the timeline's axis labels events with their batch.
+    batch_starts: Vec<u32>,
     /// Number of gap records.
     pub gaps: usize,
     /// Where every event sits, in delivery order (the core's one event-location map).
@@ -379,8 +383,10 @@ impl Model {
         let events = EventMap::new(&trace);
         let batch_count = events.batch_count();
         let mut kinds = Vec::with_capacity(total);
+        let mut batch_starts = Vec::with_capacity(batch_count);
         for rec in &trace.records {
             if let TraceRecord::Batch(b) = rec {
+                batch_starts.push(kinds.len() as u32);
                 for ev in &b.events {
                     kinds.push(match ev {
                         KvEvent::BlockStored(_) => EventKind::Stored,
@@ -399,6 +405,7 @@ impl Model {
             analysed: OnceLock::new(),
             order_events: OnceLock::new(),
             batch_count,
+            batch_starts,
             gaps,
             events,
             lanes: Vec::new(),
@@ -553,6 +560,25 @@ impl Model {
         })
     }
 
+    /// The ordinal (0-based, among the trace's batches) of event `i`'s batch.
+    pub fn batch_ordinal(&self, i: u32) -> usize {
+        self.batch_starts
+            .partition_point(|s| *s <= i)
+            .saturating_sub(1)
+    }
+
+    /// Seconds from the first batch's `ts` to event `i`'s batch's (`None` when unknown).
+    pub fn seconds_at(&self, i: u32) -> Option<f64> {
+        let r = self.events.get(i as usize)?;
+        self.with_trace(|t| {
+            let first = t.records.iter().find_map(|r| match r {
+                TraceRecord::Batch(b) => Some(b.ts),
+                _ => None,
+            })?;
+            Some(batch_of(t, r)?.ts - first)
+        })
+    }
+
     /// Kind of the event at a cursor position.
     pub fn kind_at(&self, i: u32) -> Option<EventKind> {
         self.kinds.get(i as usize).copied()
@@ -584,6 +610,15 @@ impl Model {
         self.violations()[start..]
             .iter()
             .take_while(move |v| v.event == i)
+    }
+
+    /// How many findings the violation list shows for a rule filter (see [`rule_matches`]):
+    /// the one count the header and the list both show.
+    pub fn violation_count(&self, rule: Option<&str>) -> usize {
+        self.violations()
+            .iter()
+            .filter(|v| rule_matches(v, rule))
+            .count()
     }
 
     /// Rule names present, sorted.

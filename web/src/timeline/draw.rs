@@ -232,23 +232,37 @@ pub fn draw_lanes(ctx: &Ctx, m: &Model, f: Frame, theme: Theme) {
     let n = m.len() as u32;
     ctx.set_fill_style_str(p.bg);
     ctx.fill_rect(0.0, 0.0, f.w, f.h);
-    let plot_h = f.lane_h * m.lanes.len() as f64;
-    // Lane bands and labels.
+    let plot_h = (f.lane_h * f.lanes as f64).min(f.h - TOP);
+    // Lane bands and labels: the lanes in view only (and the pinned one, over the bottom row).
     ctx.set_font("12px system-ui, sans-serif");
     ctx.set_text_baseline("middle");
-    for (li, lane) in m.lanes.iter().enumerate() {
-        let y0 = TOP + li as f64 * f.lane_h;
-        if li % 2 == 0 {
+    let shown = f.shown();
+    for (k, &li) in shown.iter().enumerate() {
+        let Some(lane) = m.lanes.get(usize::from(li)) else {
+            continue;
+        };
+        let pinned = f.pinned == Some(li);
+        let y0 = f.y(li) - f.lane_h / 2.0;
+        if pinned {
+            ctx.set_fill_style_str(p.bg);
+            ctx.fill_rect(0.0, y0 - 2.0, f.w, f.lane_h + 2.0);
+            ctx.set_fill_style_str(p.cursor);
+            ctx.fill_rect(0.0, y0 - 2.0, f.w, 1.0);
+        }
+        if li % 2 == 0 || pinned {
             ctx.set_fill_style_str(p.band);
             ctx.fill_rect(0.0, y0, f.w, f.lane_h);
         }
-        // Per-job sub-lanes after the first of their tier: indented, without the tier prefix.
-        let prev = li.checked_sub(1).and_then(|i| m.lanes.get(i));
+        // Per-job sub-lanes after the first of their tier: indented, without the tier prefix
+        // (the top row and the pinned lane keep it).
+        let prev = usize::from(li).checked_sub(1).and_then(|i| m.lanes.get(i));
         let sub = lane.job.is_some()
+            && k > 0
+            && !pinned
             && prev.is_some_and(|q| {
                 (&q.tier, &q.label, &q.source) == (&lane.tier, &lane.label, &lane.source)
             });
-        if !sub && li > 0 && lane.job.is_some() {
+        if !sub && li > 0 && lane.job.is_some() && !pinned {
             // A new tier group: a separator line.
             ctx.set_fill_style_str(p.grid);
             ctx.fill_rect(0.0, y0, f.w, 1.0);
@@ -311,8 +325,8 @@ pub fn draw_lanes(ctx: &Ctx, m: &Model, f: Frame, theme: Theme) {
             let (Some(&l), Some(&k)) = (m.lane_of.get(i as usize), m.kinds.get(i as usize)) else {
                 continue;
             };
+            let Some(y) = f.lane_y(l) else { continue };
             let x = f.x(i);
-            let y = f.y(l);
             let viol = m.is_violation(i);
             match k {
                 EventKind::Stored => {
@@ -337,7 +351,7 @@ pub fn draw_lanes(ctx: &Ctx, m: &Model, f: Frame, theme: Theme) {
             }
         }
     } else {
-        draw_density(ctx, m, &f, &p, lo, hi, mark_h);
+        draw_density(ctx, m, &f, &p, (lo, hi), &shown, mark_h);
     }
 
     // Edges: every edge when few events are visible; zoomed out, only the selected event's
@@ -356,45 +370,47 @@ pub fn draw_lanes(ctx: &Ctx, m: &Model, f: Frame, theme: Theme) {
 /// clears as half-height marks, and violations as a red bar at the foot of the column whose
 /// height is their share of its events (at least 2 px): one violation among a hundred events
 /// is a tick, not a red column.
-fn draw_density(ctx: &Ctx, m: &Model, f: &Frame, p: &Palette, lo: u32, hi: u32, mark_h: f64) {
+fn draw_density(
+    ctx: &Ctx,
+    m: &Model,
+    f: &Frame,
+    p: &Palette,
+    (lo, hi): (u32, u32),
+    shown: &[u16],
+    mark_h: f64,
+) {
     let cols = f.plot_w().ceil() as usize + 1;
-    let lanes = m.lanes.len();
-    let col = |i: u32| -> Option<usize> {
+    // Per shown lane (not per lane of the trace: many per-job lanes are scrolled away).
+    let slots = f.slot_map(shown);
+    let slot = |i: u32| -> Option<usize> {
+        let l = *m.lane_of.get(i as usize)?;
+        let s = *slots.get(usize::from(l))?;
         let c = ((f64::from(i) - f.vp.start) / f.vp.per_px).floor();
-        (c >= 0.0 && (c as usize) < cols).then_some(c as usize)
+        (s != u32::MAX && c >= 0.0 && (c as usize) < cols).then(|| s as usize * cols + c as usize)
     };
-    let mut events = vec![0u32; lanes * cols];
-    let mut viols = vec![0u32; lanes * cols];
+    let mut events = vec![0u32; shown.len() * cols];
+    let mut viols = vec![0u32; shown.len() * cols];
     for i in lo..=hi {
-        let (Some(&l), Some(c)) = (m.lane_of.get(i as usize), col(i)) else {
-            continue;
-        };
-        if let Some(e) = events.get_mut(l as usize * cols + c) {
+        if let Some(e) = slot(i).and_then(|k| events.get_mut(k)) {
             *e += 1;
         }
     }
     // One count per event (an event may have several findings).
     for &e in m.order_events_in(lo, hi) {
-        let (Some(&l), Some(c)) = (m.lane_of.get(e as usize), col(e)) else {
-            continue;
-        };
-        if let Some(x) = viols.get_mut(l as usize * cols + c) {
+        if let Some(x) = slot(e).and_then(|k| viols.get_mut(k)) {
             *x += 1;
         }
     }
     let max = events.iter().copied().max().unwrap_or(1).max(1);
     let scale = f64::from(max + 1).ln();
+    let row = |k: usize| k * cols..(k + 1) * cols;
     // Events.
     ctx.set_fill_style_str(p.stored);
     ctx.begin_path();
-    for l in 0..lanes {
-        let foot = f.y(l as u16) + mark_h / 2.0;
-        for (c, &e) in events
-            .get(l * cols..(l + 1) * cols)
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
+    for (k, &l) in shown.iter().enumerate() {
+        let Some(y) = f.lane_y(l) else { continue };
+        let foot = y + mark_h / 2.0;
+        for (c, &e) in events.get(row(k)).unwrap_or_default().iter().enumerate() {
             if e > 0 {
                 let hgt = mark_h * (0.3 + 0.7 * f64::from(e + 1).ln() / scale);
                 ctx.rect(GUTTER + c as f64, foot - hgt, 1.0, hgt);
@@ -407,14 +423,10 @@ fn draw_density(ctx: &Ctx, m: &Model, f: &Frame, p: &Palette, lo: u32, hi: u32, 
     for (bit, colour) in [(2u8, p.removed), (4, p.cleared)] {
         ctx.set_fill_style_str(colour);
         ctx.begin_path();
-        for l in 0..lanes {
-            let y = f.y(l as u16);
-            for (c, b) in bins
-                .get(l * cols..(l + 1) * cols)
-                .unwrap_or_default()
-                .iter()
-                .enumerate()
-            {
+        for &l in shown {
+            let Some(y) = f.lane_y(l) else { continue };
+            let l = usize::from(l);
+            for (c, b) in bins.get(row(l)).unwrap_or_default().iter().enumerate() {
                 if b & bit != 0 {
                     ctx.rect(GUTTER + c as f64, y - mark_h / 4.0, 1.0, mark_h / 2.0);
                 }
@@ -425,12 +437,12 @@ fn draw_density(ctx: &Ctx, m: &Model, f: &Frame, p: &Palette, lo: u32, hi: u32, 
     // Violations: their share of the column, from its foot (whole pixels: crisp ticks).
     ctx.set_fill_style_str(p.violation);
     ctx.begin_path();
-    for l in 0..lanes {
-        let foot = (f.y(l as u16) + mark_h / 2.0).round();
-        let row = l * cols..(l + 1) * cols;
+    for (k, &l) in shown.iter().enumerate() {
+        let Some(y) = f.lane_y(l) else { continue };
+        let foot = (y + mark_h / 2.0).round();
         let (ev, vi) = (
-            events.get(row.clone()).unwrap_or_default(),
-            viols.get(row).unwrap_or_default(),
+            events.get(row(k)).unwrap_or_default(),
+            viols.get(row(k)).unwrap_or_default(),
         );
         for (c, (&e, &v)) in ev.iter().zip(vi).enumerate() {
             if v > 0 {
@@ -452,7 +464,7 @@ pub fn draw_cursor(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: 
     let n = m.len() as u32;
     let Some((lo, hi)) = f.range(n) else { return };
     let p = palette(theme);
-    let plot_h = f.lane_h * m.lanes.len() as f64;
+    let plot_h = (f.lane_h * f.lanes as f64).min(f.h - TOP);
     ctx.save();
     ctx.begin_path();
     ctx.rect(GUTTER, 0.0, f.plot_w(), f.h);
@@ -473,10 +485,10 @@ pub fn draw_cursor(ctx: &Ctx, m: &Model, current: Option<u32>, f: Frame, theme: 
     ctx.move_to(cursor_x, 0.0);
     ctx.line_to(cursor_x, TOP + plot_h);
     ctx.stroke();
-    if let Some(&l) = m.lane_of.get(c as usize) {
+    if let Some(y) = m.lane_of.get(c as usize).and_then(|l| f.lane_y(*l)) {
         ctx.stroke_rect(
             cursor_x - mark_w / 2.0 - 3.0,
-            f.y(l) - mark_h / 2.0 - 3.0,
+            y - mark_h / 2.0 - 3.0,
             mark_w + 6.0,
             mark_h + 6.0,
         );

@@ -43,10 +43,10 @@ pub fn draw_lens(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, router: ConsumerK
     if f.vp.per_px <= 0.5 {
         with_lens(m, router, |lens| {
             lens.marks(lo, hi, |i, k| {
-                let Some(&l) = m.lane_of.get(i as usize) else {
+                let Some(y) = m.lane_of.get(i as usize).and_then(|l| f.lane_y(*l)) else {
                     return;
                 };
-                let (x, y) = (f.x(i), f.y(l));
+                let x = f.x(i);
                 let (x0, y0) = (x - mark_w / 2.0, y - mark_h / 2.0);
                 let colour = lens_colour(theme, k);
                 ctx.set_stroke_style_str(colour);
@@ -88,17 +88,23 @@ pub fn draw_lens(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, router: ConsumerK
         });
     } else {
         // One bit per mark per (lane, column); drawn in legend order, dropped last on top.
+        // Per shown lane only (many per-job lanes are scrolled away).
         let cols = f.plot_w().ceil() as usize + 1;
-        let lanes = m.lanes.len();
-        let mut bins = vec![0u8; lanes * cols];
+        let shown = f.shown();
+        let slots = f.slot_map(&shown);
+        let mut bins = vec![0u8; shown.len() * cols];
         with_lens(m, router, |lens| {
             lens.marks(lo, hi, |i, k| {
-                let Some(&l) = m.lane_of.get(i as usize) else {
+                let Some(&s) = m
+                    .lane_of
+                    .get(i as usize)
+                    .and_then(|l| slots.get(usize::from(*l)))
+                else {
                     return;
                 };
                 let c = ((f64::from(i) - f.vp.start) / f.vp.per_px).floor();
-                if c >= 0.0 && (c as usize) < cols {
-                    if let Some(b) = bins.get_mut(l as usize * cols + c as usize) {
+                if s != u32::MAX && c >= 0.0 && (c as usize) < cols {
+                    if let Some(b) = bins.get_mut(s as usize * cols + c as usize) {
                         *b |= 1 << (k as u8);
                     }
                 }
@@ -113,9 +119,10 @@ pub fn draw_lens(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, router: ConsumerK
         ] {
             ctx.set_fill_style_str(lens_colour(theme, k));
             ctx.begin_path();
-            for l in 0..lanes {
-                let y = f.y(l as u16) + mark_h / 2.0 + 1.0;
-                let row = bins.get(l * cols..(l + 1) * cols).unwrap_or_default();
+            for (slot, &l) in shown.iter().enumerate() {
+                let Some(y) = f.lane_y(l) else { continue };
+                let y = y + mark_h / 2.0 + 1.0;
+                let row = bins.get(slot * cols..(slot + 1) * cols).unwrap_or_default();
                 let mut c = 0;
                 while c < row.len() {
                     if row[c] & (1 << (k as u8)) != 0 {
@@ -156,7 +163,7 @@ pub fn draw_cascade(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, root: u32, cas
     ctx.begin_path();
     let mut last_col = f64::NEG_INFINITY;
     for &e in std::iter::once(&root).chain(visible) {
-        let Some(&l) = m.lane_of.get(e as usize) else {
+        let Some(y) = m.lane_of.get(e as usize).and_then(|l| f.lane_y(*l)) else {
             continue;
         };
         let x = f.x(e);
@@ -164,7 +171,7 @@ pub fn draw_cascade(ctx: &Ctx, m: &Model, f: Frame, theme: Theme, root: u32, cas
             continue;
         }
         last_col = x;
-        ctx.rect(x - rw / 2.0, f.y(l) - rh / 2.0, rw, rh);
+        ctx.rect(x - rw / 2.0, y - rh / 2.0, rw, rh);
     }
     ctx.stroke();
     ctx.set_line_width(1.0);

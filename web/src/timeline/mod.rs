@@ -15,11 +15,14 @@
 
 mod draw;
 mod geometry;
+mod highlight;
+mod legend;
 mod lens;
 
 use draw::palette;
 pub use draw::{draw_cursor, draw_head, draw_lanes};
 pub use geometry::*;
+pub use highlight::{draw_matches, match_colour};
 pub use lens::{draw_cascade, draw_lens, lens_colour};
 
 use leptos::ev;
@@ -82,18 +85,39 @@ pub fn Timeline() -> impl IntoView {
         st.model
             .with(|m| m.as_ref().map(|m| m.lanes.len()).unwrap_or(1))
     });
-    let frame = move || {
+    // How far the lanes are scrolled (many per-job lanes): only the lanes in view are drawn.
+    let scroll = RwSignal::new(0.0f64);
+    let base_frame = move || {
         let (w, _) = size.get();
         let lanes = lane_count.get();
         // The CSS height follows the lane count: use it, not a measurement that may lag a
         // re-layout by a frame (a stretched, mis-scaled first frame).
-        let h = canvas_height(lanes);
+        let total = canvas_height(lanes);
         Frame {
             w,
-            h,
-            lane_h: lane_height(h, lanes),
+            h: view_height(lanes),
+            lane_h: lane_height(total, lanes),
             vp: st.viewport.get(),
+            lanes,
+            scroll: scroll.get(),
+            pinned: None,
         }
+    };
+    // The current event's lane when it is scrolled out of view: pinned to the bottom row, so
+    // the cursor's job is always on screen. Changes only when that lane leaves or enters the
+    // view, not on every step.
+    let cursor_lane = Memo::new(move |_| {
+        let c = st.current()?;
+        st.model
+            .with(|m| m.as_ref().and_then(|m| m.lane_of.get(c as usize).copied()))
+    });
+    let pinned = Memo::new(move |_| {
+        let l = cursor_lane.get()?;
+        (!base_frame().in_view(l)).then_some(l)
+    });
+    let frame = move || Frame {
+        pinned: pinned.get(),
+        ..base_frame()
     };
     // Lanes: not on a step.
     Effect::new(move |_| {
@@ -110,6 +134,7 @@ pub fn Timeline() -> impl IntoView {
                 if let Some(k) = router {
                     draw_lens(&ctx, m, f, theme, k);
                 }
+                st.matches.with(|s| draw_matches(&ctx, m, f, theme, s));
             }
             None => {
                 ctx.set_fill_style_str(palette(theme).bg);
@@ -166,21 +191,17 @@ pub fn Timeline() -> impl IntoView {
     // Many lanes scroll under the head: keep the current event's lane in view.
     let scroller = NodeRef::<leptos::html::Div>::new();
     Effect::new(move |_| {
-        let Some(c) = st.current() else { return };
-        let f = frame();
-        if f.h <= SCROLL_MAX {
-            return; // no scrolling
-        }
-        let Some(lane) = st
-            .model
-            .with(|m| m.as_ref().and_then(|m| m.lane_of.get(c as usize).copied()))
-        else {
+        let Some(lane) = cursor_lane.get() else {
             return;
         };
+        let f = untrack(base_frame);
+        if canvas_height(f.lanes) <= SCROLL_MAX {
+            return; // no scrolling
+        }
         let Some(div) = scroller.get() else { return };
         let (top, view_h) = (f64::from(div.scroll_top()), f64::from(div.client_height()));
-        let y = f.y(lane);
-        if view_h > 0.0 && f.h > view_h && (y - f.lane_h < top || y + f.lane_h > top + view_h) {
+        let y = f.content_y(lane);
+        if view_h > 0.0 && (y - f.lane_h < top || y + f.lane_h > top + view_h) {
             div.set_scroll_top((y - view_h / 2.0).max(0.0) as i32);
         }
     });
@@ -269,15 +290,18 @@ pub fn Timeline() -> impl IntoView {
             None => "Timeline: no trace".into(),
         })
     };
-    let height = move || format!("{}px", crate::fixed(canvas_height(lane_count.get()), 0));
+    let px = |v: f64| format!("{}px", crate::fixed(v, 0));
+    let height = move || px(view_height(lane_count.get()));
+    // Below the sticky canvases: the rest of the stack's height, so the container scrolls.
+    let spacer = move || {
+        let n = lane_count.get();
+        px(canvas_height(n) - view_height(n))
+    };
     view! {
         <section class="timeline" aria-label="Timeline">
-            <div class="legend">
-                <span class="sw stored" aria-hidden="true"></span>"BlockStored"
-                <span class="sw removed"></span>"BlockRemoved"
-                <span class="sw cleared"></span>"AllBlocksCleared"
-                <span class="sw viol"></span>"violation (red arrow: child delivered before parent)"
-                <span class="hint">"drag to pan · wheel to zoom · click to inspect · double-click to go · ? for keys"</span>
+            <div class="legend" data-testid="legend">
+                {legend::marks_legend()}
+                <span class="hint">"? for help"</span>
                 <crate::controls::RouterPicker/>
                 <crate::controls::LanePicker/>
             </div>
@@ -292,15 +316,22 @@ pub fn Timeline() -> impl IntoView {
                 on:mousedown=move |e: ev::MouseEvent| overview_seek(&e)
                 on:mousemove=move |e: ev::MouseEvent| if e.buttons() & 1 != 0 { overview_seek(&e) }></canvas>
             <div class="timeline-scroll" node_ref=scroller data-testid="timeline-scroll"
-                style:max-height=format!("{}px", crate::fixed(SCROLL_MAX, 0)) style:overflow-y="auto">
-                <div class="timeline-lanes" style:position="relative" style:height=height>
+                style:max-height=px(SCROLL_MAX) style:overflow-y="auto"
+                on:scroll=move |_| if let Some(d) = scroller.get_untracked() { scroll.set(f64::from(d.scroll_top())) }>
+                // The canvases are as tall as the view and stay put (sticky) while the lanes
+                // scroll under them: only the lanes in view are drawn.
+                <div class="timeline-lanes" style:position="sticky" style:top="0" style:height=height
+                    data-testid="timeline-lanes"
+                    data-pinned=move || pinned.get().and_then(|l| st.model.with(|m| m.as_ref().and_then(|m| m.lanes.get(usize::from(l)).map(|l| l.title())))).unwrap_or_default()>
                     <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
                         style:display="block" style:width="100%" style:height=height
-                        on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up on:dblclick=on_dbl on:wheel=on_wheel></canvas>
+                        on:mousedown=on_down on:mousemove=on_move
+                        on:mouseup=on_up on:dblclick=on_dbl on:wheel=on_wheel></canvas>
                     <canvas node_ref=overlay class="timeline-overlay" data-testid="timeline-cursor" aria-hidden="true"
                         style:position="absolute" style:left="0" style:top="0" style:width="100%" style:height="100%"
                         style:pointer-events="none"></canvas>
                 </div>
+                <div style:height=spacer></div>
             </div>
             <ol class="visually-hidden" data-testid="lane-list" aria-label="Lanes">
                 {move || st.model.with(|m| m.as_ref().map(|m| {
@@ -329,7 +360,6 @@ fn cascade_note(st: AppState) -> Option<AnyView> {
 /// The router lens' legend: each mark with its colour and how many events of the trace get it
 /// from the chosen router; a hint when no router is chosen.
 fn lens_legend(st: AppState) -> AnyView {
-    let theme = st.theme.get();
     let Some(k) = st.router() else {
         return view! { <span class="muted">"Router lens: choose a router to mark what it did with each event"</span> }.into_any();
     };
@@ -344,10 +374,9 @@ fn lens_legend(st: AppState) -> AnyView {
         .iter()
         .zip(counts)
         .map(|(m, c)| {
-            let colour = lens_colour(theme, *m);
             view! {
                 <span class=format!("lens-item lens-{}", m.as_str()) data-testid=format!("lens-{}", m.as_str())>
-                    <span class="sw" style:background=colour aria-hidden="true"></span>
+                    {legend::lens_glyph(*m)}
                     {format!("{} {}", m.as_str(), c)}
                 </span>
             }
@@ -356,7 +385,6 @@ fn lens_legend(st: AppState) -> AnyView {
     view! {
         <span>{format!("{} (final verdicts):", k.as_str())}</span>
         {items}
-        <span class="muted">"dropped: struck + hatched · misrooted: box · pending: dot · replayed: bar · ignored: cross"</span>
     }
     .into_any()
 }
