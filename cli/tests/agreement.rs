@@ -108,6 +108,10 @@ const TRACES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Traces written by hand, not by `kvscope generate`: a shape no scenario makes (two pods
+/// hashing the same tokens differently, a block hash below 2^32).
+const HAND_WRITTEN: &[&str] = &["routing-preconditions.jsonl"];
+
 /// (trace file, `--workers`; `None`: the trace's own worker count).
 const CASES: &[(&str, Option<u32>)] = &[
     ("two-groups-fixed.msgpack", None),
@@ -153,7 +157,7 @@ fn row(f: &serde_json::Value) -> String {
 }
 
 /// Every trace in the directory (a `.msgpack` or `.jsonl` file; the `.json` files are the
-/// scenarios) is made by `TRACES` and has a case in `CASES`, and each listed file is there: a
+/// scenarios) is made by `TRACES` or listed in `HAND_WRITTEN`, and has a case in `CASES`, and each listed file is there: a
 /// new fixture is never silently skipped (the package's test, `wasm/tests/agreement/`, reads
 /// the directory too).
 #[test]
@@ -164,14 +168,19 @@ fn every_trace_in_the_directory_has_a_case() {
         .filter(|f| f.ends_with(".msgpack") || f.ends_with(".jsonl"))
         .collect();
     on_disk.sort();
-    let mut made: Vec<String> = TRACES.iter().map(|(f, _)| (*f).to_owned()).collect();
+    let mut made: Vec<String> = TRACES
+        .iter()
+        .map(|(f, _)| *f)
+        .chain(HAND_WRITTEN.iter().copied())
+        .map(str::to_owned)
+        .collect();
     made.sort();
     let mut cased: Vec<String> = CASES.iter().map(|(f, _)| (*f).to_owned()).collect();
     cased.sort();
     cased.dedup();
     assert_eq!(
         on_disk, made,
-        "TRACES must list every trace file in the directory"
+        "TRACES and HAND_WRITTEN must list every trace file in the directory"
     );
     assert_eq!(
         on_disk, cased,
