@@ -30,6 +30,10 @@ pub mod rules;
 mod run;
 mod watch;
 
+/// Whether this build checks the routing-precondition rules (kvscope-core's `preconditions`
+/// cargo feature; without it those rules exist but never fire: docs/rules.md).
+pub const PRECONDITIONS: bool = cfg!(feature = "preconditions");
+
 use serde::{Deserialize, Serialize};
 
 pub use compare::{compare, TraceDiff};
