@@ -15,7 +15,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::load;
+use crate::load::{self, js_text};
 use crate::permalink::TraceOrigin;
 use crate::sim_params::{Builtin, Comparison, Params};
 use crate::AppState;
@@ -41,13 +41,6 @@ extern "C" {
 thread_local! {
     /// The simulator module once imported (kept for later dialogs).
     static SIM: RefCell<Option<JsValue>> = const { RefCell::new(None) };
-}
-
-fn js_text(v: &JsValue) -> String {
-    v.dyn_ref::<js_sys::Error>()
-        .map(|e| String::from(e.message()))
-        .or_else(|| v.as_string())
-        .unwrap_or_else(|| format!("{v:?}"))
 }
 
 /// Import the simulator module (once) and return it.

@@ -316,7 +316,7 @@ pub fn Header() -> impl IntoView {
     };
     let copied = RwSignal::new(false);
     let copy_link = move |_| {
-        load::write_permalink(st);
+        crate::permalink::write_permalink(st);
         if let Ok(href) = window().location().href() {
             let _ = window().navigator().clipboard().write_text(&href);
             copied.set(true);

@@ -475,7 +475,7 @@ pub fn App() -> impl IntoView {
             let _ = s.set_item("kvscope-theme", t.as_str());
         }
     });
-    load::sync_permalink(st);
+    permalink::sync_permalink(st);
 
     view! {
         <div class="app" data-testid="app">

@@ -473,7 +473,9 @@ pub fn load_file(st: AppState, file: web_sys::File) {
     });
 }
 
-fn js_text(v: &wasm_bindgen::JsValue) -> String {
+/// A JS exception's text: an `Error`'s message, a thrown string, or its debug form (shared by
+/// loading and the comparison's simulator import).
+pub fn js_text(v: &wasm_bindgen::JsValue) -> String {
     v.dyn_ref::<js_sys::Error>()
         .map(|e| String::from(e.message()))
         .or_else(|| v.as_string())
@@ -576,68 +578,6 @@ pub fn boot(st: AppState) {
         (Some(TraceOrigin::Demo), None) => load_demo(st, Some(link)),
         _ => load_demo(st, None),
     }
-}
-
-/// The permalink of the current view (`#c=…&…`), `None` before a trace is loaded.
-pub fn permalink_hash(st: AppState) -> Option<String> {
-    st.origin.with_untracked(|origin| {
-        let origin = origin.as_ref()?;
-        let vp = st.viewport.get_untracked();
-        let link = LinkState {
-            cursor: Some(st.cursor.get_untracked()),
-            rule: st.rule.get_untracked(),
-            query: Some(st.query.get_untracked()),
-            consumer: st.consumer.get_untracked(),
-            lanes: st.lane_mode.get_untracked(),
-            workers: st.workers.get_untracked(),
-            viewport: Some((vp.start, vp.per_px)),
-            origin: Some(origin.clone()),
-            tab: Some(st.tab.get_untracked()),
-        };
-        Some(format!("#{}", link.to_hash()))
-    })
-}
-
-/// Write the current view into the URL hash now (`history.replaceState`).
-pub fn write_permalink(st: AppState) {
-    if let Some(hash) = permalink_hash(st) {
-        if let Ok(h) = window().history() {
-            let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&hash));
-        }
-    }
-}
-
-/// Milliseconds the URL hash lags the view: `replaceState` costs about 2 ms, too much for
-/// every step of a 60 fps playback.
-const PERMALINK_DELAY_MS: u64 = 120;
-
-/// Keep the URL hash in sync with the view: `replaceState` once the view has been still for
-/// [`PERMALINK_DELAY_MS`] (the "Copy permalink" button writes it at once).
-pub fn sync_permalink(st: AppState) {
-    let pending: StoredValue<Option<TimeoutHandle>, leptos::prelude::LocalStorage> =
-        StoredValue::new_local(None);
-    Effect::new(move |_| {
-        st.origin.track();
-        st.viewport.track();
-        st.cursor.track();
-        st.rule.track();
-        st.query.track();
-        st.consumer.track();
-        st.lane_mode.track();
-        st.workers.track();
-        st.tab.track();
-        if let Some(h) = pending.get_value() {
-            h.clear();
-        }
-        let h = set_timeout_with_handle(
-            move || {
-                pending.set_value(None);
-                write_permalink(st);
-            },
-            Duration::from_millis(PERMALINK_DELAY_MS),
-        );
-        pending.set_value(h.ok());
-    });
 }
 
 /// Re-layout the lanes (tier, source × tier or tier × job) of the loaded model.

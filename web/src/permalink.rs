@@ -4,15 +4,19 @@
 //!
 //! Encoding and decoding the hash are pure functions. Inlining uses the browser's
 //! `CompressionStream` / `DecompressionStream` (`deflate-raw`): asynchronous, and no deflate
-//! code in the app's wasm.
+//! code in the app's wasm. [`sync_permalink`] keeps the URL hash in step with the view.
+
+use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::inspect::Tab;
 use crate::model::LaneMode;
+use crate::AppState;
 
 /// Traces whose compressed form is at most this many bytes are inlined in permalinks.
 pub const INLINE_LIMIT: usize = 24 * 1024;
@@ -329,6 +333,68 @@ impl LinkState {
         }
         Ok(st)
     }
+}
+
+/// The permalink of the current view (`#c=…&…`), `None` before a trace is loaded.
+pub fn permalink_hash(st: AppState) -> Option<String> {
+    st.origin.with_untracked(|origin| {
+        let origin = origin.as_ref()?;
+        let vp = st.viewport.get_untracked();
+        let link = LinkState {
+            cursor: Some(st.cursor.get_untracked()),
+            rule: st.rule.get_untracked(),
+            query: Some(st.query.get_untracked()),
+            consumer: st.consumer.get_untracked(),
+            lanes: st.lane_mode.get_untracked(),
+            workers: st.workers.get_untracked(),
+            viewport: Some((vp.start, vp.per_px)),
+            origin: Some(origin.clone()),
+            tab: Some(st.tab.get_untracked()),
+        };
+        Some(format!("#{}", link.to_hash()))
+    })
+}
+
+/// Write the current view into the URL hash now (`history.replaceState`).
+pub fn write_permalink(st: AppState) {
+    if let Some(hash) = permalink_hash(st) {
+        if let Ok(h) = window().history() {
+            let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&hash));
+        }
+    }
+}
+
+/// Milliseconds the URL hash lags the view: `replaceState` costs about 2 ms, too much for
+/// every step of a 60 fps playback.
+const PERMALINK_DELAY_MS: u64 = 120;
+
+/// Keep the URL hash in sync with the view: `replaceState` once the view has been still for
+/// [`PERMALINK_DELAY_MS`] (the "Copy permalink" button writes it at once).
+pub fn sync_permalink(st: AppState) {
+    let pending: StoredValue<Option<TimeoutHandle>, leptos::prelude::LocalStorage> =
+        StoredValue::new_local(None);
+    Effect::new(move |_| {
+        st.origin.track();
+        st.viewport.track();
+        st.cursor.track();
+        st.rule.track();
+        st.query.track();
+        st.consumer.track();
+        st.lane_mode.track();
+        st.workers.track();
+        st.tab.track();
+        if let Some(h) = pending.get_value() {
+            h.clear();
+        }
+        let h = set_timeout_with_handle(
+            move || {
+                pending.set_value(None);
+                write_permalink(st);
+            },
+            Duration::from_millis(PERMALINK_DELAY_MS),
+        );
+        pending.set_value(h.ok());
+    });
 }
 
 #[cfg(test)]
