@@ -23,51 +23,24 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use kvscope_core::analysis::{AnalysisConfig, Analyzer};
-use kvscope_core::event::{BlockStored, KvEvent, KvEventBatch};
-use kvscope_core::hash::BlockHash;
+use kvscope_core::event::KvEventBatch;
 use kvscope_core::trace::TraceRecord;
 use kvscope_core::wire::msgpack::encode_batch_into;
 use kvscope_core::wire::stream::Decoder;
 use kvscope_core::wire::EventEncoding;
-use smallvec::smallvec;
 
 #[path = "../benches/common/mod.rs"]
 mod common;
+/// `--bench wire`'s trace, shared with the benchmark and `decode_anchor`.
+#[path = "../benches/common/wire_trace.rs"]
+mod wire_trace;
 
-use common::{build_trace, splitmix};
+use common::build_trace;
 
 /// This thread's CPU time so far (nanoseconds), or `None` where there is no such file.
 fn thread_cpu_ns() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     s.split_whitespace().next()?.parse().ok()
-}
-
-/// `--bench wire`'s batches: a parent chain per request of 64 blocks, every 4th event on CPU.
-fn wire_batches(n: usize) -> Vec<KvEventBatch> {
-    let mut out = Vec::new();
-    let mut events = Vec::with_capacity(16);
-    for i in 0..n as u64 {
-        let parent = (i % 64 != 0).then(|| BlockHash::Int(splitmix(i - 1)));
-        let base = (i % 64) as u32 * 16;
-        events.push(KvEvent::BlockStored(BlockStored {
-            block_hashes: smallvec![BlockHash::Int(splitmix(i))],
-            parent_block_hash: parent,
-            token_ids: (base..base + 16).collect(),
-            block_size: 16,
-            medium: Some(if i % 4 == 3 { "CPU" } else { "GPU" }.into()),
-            group_idx: Some(0),
-            kv_cache_spec_kind: Some("full_attention".into()),
-            ..Default::default()
-        }));
-        if events.len() == 16 || i + 1 == n as u64 {
-            out.push(KvEventBatch {
-                ts: 1_700_000_000.0 + out.len() as f64,
-                events: std::mem::take(&mut events),
-                data_parallel_rank: Some(0),
-            });
-        }
-    }
-    out
 }
 
 fn encode(batches: impl Iterator<Item = KvEventBatch>) -> Vec<u8> {
@@ -89,7 +62,7 @@ fn write(dir: &str, n: usize) -> std::io::Result<()> {
     std::fs::write(dir.join("bench-analysis.msgpack"), &bytes)?;
     std::fs::write(
         dir.join("bench-wire.msgpack"),
-        encode(wire_batches(n).into_iter()),
+        encode(wire_trace::batches(n).into_iter()),
     )?;
     println!("wrote {n} events each to {}", dir.display());
     Ok(())
