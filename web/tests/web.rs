@@ -68,7 +68,12 @@ async fn mounts_with_the_demo_and_steps() {
     until(&root, "stats", "12 events").await;
     // The analysis runs after the timeline's first paint.
     until(&root, "stats", "violations").await;
-    assert_eq!(text(&root, "counter"), "0 / 12");
+    // The demo opens at its first violation (issue 16, point 9); stepping back from there
+    // reaches the start of the trace.
+    let opened = until(&root, "counter", "1 / 12").await;
+    assert_eq!(opened, "1 / 12");
+    click(&root, "step-back").await;
+    assert_eq!(until(&root, "counter", "0 / 12").await, "0 / 12");
     assert!(text(&root, "details-title").contains("Start of the trace"));
 
     click(&root, "step-forward").await;
@@ -292,9 +297,12 @@ async fn timeline_first_then_analysis() {
     ));
     sleep(10).await;
     assert!(el(&root, "violations-analysing").is_none());
-    assert!(until(&root, "status", "analysed in")
-        .await
-        .contains("analysis"));
+    until(&root, "status", "analysed in").await;
+    // The per-phase timings, the analysis' included, are on the status line's hover.
+    let phases = el(&root, "loaded")
+        .and_then(|e| e.get_attribute("title"))
+        .unwrap_or_default();
+    assert!(phases.contains(" · analysis "), "{phases}");
     assert!(!text(&root, "inspector").contains("Analysing"));
     st.seek(0);
     sleep(10).await;
@@ -515,8 +523,8 @@ async fn a_new_load_cancels_the_running_analysis() {
     assert!(!old.is_analysed(), "the old analysis stopped");
 }
 
-/// With many lanes (tier × job) the lanes scroll; the head (overview strip, axis) stays put
-/// above them.
+/// With many lanes (tier × job) the lanes scroll; the head (overview strip, axis) and the
+/// lanes canvas stay put above and in the scrolled view.
 #[wasm_bindgen_test]
 async fn overview_stays_put_when_lanes_scroll() {
     let root = container();
@@ -581,9 +589,11 @@ async fn overview_stays_put_when_lanes_scroll() {
         head_top,
         "the head did not move"
     );
+    // The lanes are virtualised (issue 16, point 2): the canvas stays in view and draws the
+    // lanes scrolled to, instead of scrolling away with them.
     assert!(
-        lanes.get_bounding_client_rect().top() < lanes_top - 300.0,
-        "the lanes moved up"
+        (lanes.get_bounding_client_rect().top() - lanes_top).abs() <= 1.0,
+        "the lanes canvas stayed in view"
     );
     // The head sits right above the visible lanes (not scrolled out of the container).
     let visible = scroller.get_bounding_client_rect();
