@@ -80,6 +80,16 @@ async function open(url = base) {
   return page;
 }
 
+// The page with the two-tier legacy trace opened through the file input and analysed.
+async function openLegacyAnalysed() {
+  const page = await open();
+  await page.waitForSelector('[data-testid=stats]:has-text("events")');
+  await page.setInputFiles('[data-testid=file-input]', LEGACY);
+  await page.waitForSelector('[data-testid=status]:has-text("Loaded legacy.jsonl")');
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  return page;
+}
+
 const text = (page, id) => page.locator(`[data-testid=${id}]`).innerText();
 
 test('the demo opens on first visit, with lanes, violations and no page error', async () => {
@@ -443,11 +453,7 @@ test('keys pressed in a dialog never act on the page behind it', async () => {
 
 // Issue 16, point 1: the router lens.
 test('router lens: pick llm-d, the legend counts its verdicts, n/p and the violation buttons walk its loss roots, a click inspects without moving the cursor', async () => {
-  const page = await open();
-  await page.waitForSelector('[data-testid=stats]:has-text("events")');
-  await page.setInputFiles('[data-testid=file-input]', LEGACY);
-  await page.waitForSelector('[data-testid=status]:has-text("Loaded legacy.jsonl")');
-  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  const page = await openLegacyAnalysed();
   const counter = () => text(page, 'counter');
   const router = page.getByRole('combobox', { name: 'Router' });
   assert.match(await text(page, 'lens-legend'), /choose a router/);
@@ -513,11 +519,7 @@ test('router lens: pick llm-d, the legend counts its verdicts, n/p and the viola
 
 // Issue 16, point 1: the loss list, the cascade highlight, verdicts at the cursor or at the end.
 test('router lens: the loss list names each root, its cascade is ringed, verdicts at the cursor or at the end of the trace', async () => {
-  const page = await open();
-  await page.waitForSelector('[data-testid=stats]:has-text("events")');
-  await page.setInputFiles('[data-testid=file-input]', LEGACY);
-  await page.waitForSelector('[data-testid=status]:has-text("Loaded legacy.jsonl")');
-  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  const page = await openLegacyAnalysed();
   const counter = () => text(page, 'counter');
   const router = page.getByRole('combobox', { name: 'Router' });
   await router.selectOption('llmd');
@@ -679,11 +681,7 @@ test('topology: a 150-block chain reads as one chain of runs, with the whole cas
 
 // Issue 16, point 8: search that answers questions.
 test('search: by router verdict, rule, tier and shortened hash, with a match count, previous/next match and the grammar in ?', async () => {
-  const page = await open();
-  await page.waitForSelector('[data-testid=stats]:has-text("events")');
-  await page.setInputFiles('[data-testid=file-input]', LEGACY);
-  await page.waitForSelector('[data-testid=status]:has-text("Loaded legacy.jsonl")');
-  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  const page = await openLegacyAnalysed();
   const counter = () => text(page, 'counter');
   const box = page.getByRole('searchbox', { name: 'Search' });
   await box.fill('llmd=dropped_orphan');
