@@ -12,21 +12,55 @@ pub(crate) type Hashes = smallvec::SmallVec<[u64; 2]>;
 /// vectors indexed by id, which keeps the blocks of one chain next to each other in memory.
 /// The analysis shares one interner between the violation index, the models and the replay
 /// tables; a model used on its own ([`Consumer::apply`]) keeps a private one.
+///
+/// A streaming analysis gives back the ids of blocks nothing refers to any more
+/// ([`Interner::release`]; see `analysis/run/recycle.rs`) and new hashes take them again, so
+/// that with a bounded live set (LRU churn) the id space, hence every per-id vector, stays
+/// bounded too.
 #[derive(Clone, Debug, Default)]
 pub struct Interner {
     ids: Map<u64, u32>,
     hashes: Vec<u64>,
+    /// Released ids, taken again before new ones.
+    free: Vec<u32>,
 }
 
 impl Interner {
     /// The id of `h`, assigned if new.
     pub fn intern(&mut self, h: u64) -> u32 {
-        let next = u32::try_from(self.hashes.len()).unwrap_or(u32::MAX);
+        let next = match self.free.last() {
+            Some(&f) => f,
+            None => u32::try_from(self.hashes.len()).unwrap_or(u32::MAX),
+        };
         let id = *self.ids.entry(h).or_insert(next);
-        if id == next && self.hashes.len() < u32::MAX as usize {
-            self.hashes.push(h);
+        if id == next {
+            if self.free.last() == Some(&next) {
+                self.free.pop();
+                if let Some(slot) = self.hashes.get_mut(id as usize) {
+                    *slot = h;
+                }
+            } else if self.hashes.len() < u32::MAX as usize {
+                self.hashes.push(h);
+            }
         }
         id
+    }
+
+    /// Forget block `id` (its hash gets a new id if seen again; `id` goes to another hash).
+    /// The caller has checked that nothing refers to it. Returns its hash.
+    pub(crate) fn release(&mut self, id: u32) -> Option<u64> {
+        let h = self.hash(id)?;
+        if self.ids.get(&h) != Some(&id) {
+            return None;
+        }
+        self.ids.remove(&h);
+        self.free.push(id);
+        Some(h)
+    }
+
+    /// Whether `id` is assigned (not released).
+    pub(crate) fn live(&self, id: u32) -> bool {
+        self.hash(id).is_some_and(|h| self.ids.get(&h) == Some(&id))
     }
 
     /// The id of `h`, if it was ever seen.

@@ -93,6 +93,12 @@ fn known_medium(m: Option<&str>) -> bool {
 }
 
 impl Sglang {
+    /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
+    /// blocks no model refers to).
+    pub(crate) fn uses(&self, id: u32) -> bool {
+        self.by_hash.get(id as usize).is_some_and(|l| !l.is_empty())
+    }
+
     /// Number of tree nodes (all workers).
     pub fn node_count(&self) -> usize {
         self.live
