@@ -159,6 +159,35 @@ impl HashChain {
     }
 }
 
+impl HashChain {
+    /// Unlink `id` (present under `hash`); its id may be pushed again.
+    pub(crate) fn remove(&mut self, hash: u64, id: u32) {
+        let Some(&head) = self.first.get(&hash) else {
+            return;
+        };
+        let after = self.next.get(id as usize).copied().unwrap_or(u32::MAX);
+        if head == id {
+            if after == u32::MAX {
+                self.first.remove(&hash);
+            } else {
+                self.first.insert(hash, after);
+            }
+        } else {
+            let mut at = head;
+            while let Some(&n) = self.next.get(at as usize) {
+                if n == id {
+                    *slot(&mut self.next, at) = after;
+                    break;
+                }
+                at = n;
+            }
+        }
+        if let Some(n) = self.next.get_mut(id as usize) {
+            *n = u32::MAX;
+        }
+    }
+}
+
 /// A 64-bit hash of a string (for [`HashChain`], which compares the strings themselves, so
 /// only the spread matters): Fx-style, one multiply per 8-byte little-endian word and one for
 /// the length. A small loop instead of rustc-hash's string hashing, which is about 750 bytes of
@@ -250,5 +279,49 @@ impl<V: Default> SlabMap<V> {
     /// The keys present (unspecified order).
     pub(crate) fn keys(&self) -> impl Iterator<Item = u64> + '_ {
         self.index.keys().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_chain_remove_unlinks_head_middle_and_tail() {
+        // Four ids under one hash (a collision chain) and one under another.
+        let mut c = HashChain::default();
+        for id in 0..4 {
+            c.push(7, id);
+        }
+        c.push(8, 4);
+        let all = |c: &HashChain| {
+            (0..5)
+                .map(|id| c.find(7, |x| x == id).is_some())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(all(&c), [true, true, true, true, false]);
+        c.remove(7, 0); // the head
+        assert_eq!(all(&c), [false, true, true, true, false]);
+        c.remove(7, 2);
+        assert_eq!(all(&c), [false, true, false, true, false]);
+        c.push(7, 2); // taken again
+        assert_eq!(all(&c), [false, true, true, true, false]);
+        c.remove(7, 1);
+        c.remove(7, 3);
+        c.remove(7, 2);
+        assert_eq!(all(&c), [false; 5]);
+        assert_eq!(c.find(8, |x| x == 4), Some(4));
+    }
+
+    #[test]
+    fn interner_takes_released_ids_again() {
+        let mut i = Interner::default();
+        assert_eq!((i.intern(10), i.intern(20), i.intern(30)), (0, 1, 2));
+        assert_eq!(i.release(1), Some(20));
+        assert_eq!(i.release(1), None);
+        assert!(!i.live(1) && i.get(20).is_none());
+        assert_eq!(i.intern(40), 1);
+        assert_eq!((i.get(40), i.hash(1), i.intern(20)), (Some(1), Some(40), 3));
+        assert!(i.live(1) && i.live(3));
     }
 }
