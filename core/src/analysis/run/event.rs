@@ -167,10 +167,7 @@ impl Run {
                             }
                         }
                         // A parent whose id was released had been stored if it is in `gone`.
-                        if !gone.is_empty()
-                            && !presence.ever(Some(pid))
-                            && gone.remove(&p).is_some()
-                        {
+                        if !gone.is_empty() && !presence.ever(Some(pid)) && gone.contains(p) {
                             if let Some(h) = presence.slot(pid) {
                                 h.ever = true;
                             }

@@ -98,7 +98,7 @@ pub(crate) struct Run {
     keys: BlockKeys,
     /// Hashes of blocks whose ids were released after they had been stored (see
     /// `recycle.rs`): what [`Presence`]'s `ever` said of them.
-    gone: crate::consumers::Map<u64, u32>,
+    gone: recycle::Gone,
     /// Ids of removed blocks still referred to, looked at again when there are `sweep_at`.
     deferred: Vec<u32>,
     sweep_at: usize,
