@@ -315,8 +315,8 @@ impl Run {
             }
             KvEvent::AllBlocksCleared => presence.clear_source(engine),
         }
-        if matches!(ev, KvEvent::BlockRemoved(_)) {
-            self.recycle();
+        if matches!(ev, KvEvent::BlockRemoved(_)) && self.index.streaming {
+            self.removed.extend_from_slice(&self.ids.blocks);
         }
     }
 }

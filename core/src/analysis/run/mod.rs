@@ -99,6 +99,8 @@ pub(crate) struct Run {
     /// Hashes of blocks whose ids were released after they had been stored (see
     /// `recycle.rs`): what [`Presence`]'s `ever` said of them.
     gone: recycle::Gone,
+    /// Ids of the blocks removed by the current record (streaming), for [`Run::recycle`].
+    removed: Vec<u32>,
     /// Ids of removed blocks still referred to, looked at again when there are `sweep_at`.
     deferred: Vec<u32>,
     sweep_at: usize,
@@ -178,6 +180,7 @@ impl Run {
             interner: Interner::default(),
             keys: BlockKeys::default(),
             gone: Default::default(),
+            removed: Vec::new(),
             deferred: Vec::new(),
             sweep_at: 1024,
             ids: EventIds::default(),

@@ -69,23 +69,27 @@ impl Gone {
 }
 
 impl Run {
-    /// Release the ids of the current (removal) event's blocks that nothing refers to; those
+    /// Release the ids of the blocks the last record removed that nothing refers to; those
     /// still referred to (e.g. SGLang keeps a node while it has children, and prunes it with
     /// its last child) are looked at again later, in sweeps of amortised constant cost.
-    pub(super) fn recycle(&mut self) {
+    ///
+    /// Called by [`crate::analysis::Analyzer`] after each record, not from [`Run::push`], so
+    /// that the whole-trace analysis (the page's, the npm package's) does not link it.
+    pub(crate) fn recycle(&mut self) {
+        let mut removed = std::mem::take(&mut self.removed);
         if !self.index.streaming || self.index.multi_group {
+            removed.clear();
+            self.removed = removed;
             return;
         }
-        for k in 0..self.ids.blocks.len() {
-            let Some(&id) = self.ids.blocks.get(k) else {
-                break;
-            };
+        for id in removed.drain(..) {
             if self.referenced(id) {
                 self.deferred.push(id);
             } else {
                 self.release(id);
             }
         }
+        self.removed = removed;
         if self.deferred.len() >= self.sweep_at {
             let mut ids = std::mem::take(&mut self.deferred);
             ids.sort_unstable();
