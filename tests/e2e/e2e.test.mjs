@@ -715,11 +715,16 @@ test('search: by router verdict, rule, tier and shortened hash, with a match cou
   await box.press('Enter');
   assert.match(await text(page, 'details'), new RegExp(shown.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
   assert.match(await note.innerText(), /of \d+ match/);
-  // By rule and tier together; an unknown field matches nothing.
+  // By rule and tier together; an unknown field or a value that is no verdict matches
+  // nothing, and the note says why.
   await box.fill('rule=in-job tier=CPU');
   await box.press('Enter');
   assert.match(await text(page, 'violation-detail'), /child-before-parent-in-job/);
   await box.fill('colour=red');
+  await page.waitForFunction(() => document.querySelector('[data-testid=search-note]').textContent === 'no match: colour=red: unknown field');
+  await box.fill('tier=CPU llmd=gone');
+  await page.waitForFunction(() => document.querySelector('[data-testid=search-note]').textContent === 'no match: llmd=gone: not a verdict');
+  await box.fill('tier=nowhere');
   await page.waitForFunction(() => document.querySelector('[data-testid=search-note]').textContent === 'no match');
   assert.ok(at);
   // The grammar and the verdict glossary are in ?.
@@ -769,7 +774,7 @@ test('permalinks and reloads: a large dropped trace is kept for reloads, the lin
 });
 
 // Issue 16, point 9: a first screen that explains itself.
-test('first screen: a legend of every mark, a glossary, counts that agree, no timings in the status line', async () => {
+test('first screen: a legend of every mark, an axis with batches and time, hover text on events, a glossary, counts that agree, no timings in the status line', async () => {
   const page = await open();
   await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
   await page.waitForSelector('[data-testid=story]');
@@ -794,6 +799,26 @@ test('first screen: a legend of every mark, a glossary, counts that agree, no ti
   // The status line says what was loaded, not how fast each phase went.
   const status = await text(page, 'status');
   assert.doesNotMatch(status, /events\/s|parse \d/, status);
+  // The axis head is two lines tall: event index, then batch and time (drawn on the canvas).
+  assert.equal((await page.locator('[data-testid=timeline-head]').boundingBox()).height, 40);
+  // Hovering an event tells what it is and what the routers did with it, as plain text.
+  await page.keyboard.press('f');
+  const canvas = page.locator('[data-testid=timeline]');
+  const b = await canvas.boundingBox();
+  const perPx = Math.max(12 / (b.width - 128), 1 / 48);
+  const hoverAt = async (i) => {
+    await canvas.hover({ position: { x: 128 + (i + 0.5) / perPx, y: 5 } });
+    await page.waitForFunction((i) => document.querySelector('[data-testid=timeline]').title.startsWith(`#${i} `), i);
+    return canvas.getAttribute('title');
+  };
+  const first = Number((await text(page, 'counter')).split(' / ')[0]) - 1;
+  const tip = await hoverAt(first);
+  assert.match(tip, new RegExp(`^#${first} Block(Stored|Removed) · \\S+ · block \\S+ · .*child-before-parent`), tip);
+  assert.match(tip, /(llmd|dynamo|smg|sglang|ideal) [a-z_]+|every router applied it/, tip);
+  await page.getByRole('combobox', { name: 'Router' }).selectOption('llmd');
+  assert.match(await hoverAt(first), /· llmd [a-z_]+$/, 'with a router chosen: its verdict');
+  await page.getByRole('combobox', { name: 'Router' }).selectOption('');
+  await page.screenshot({ path: join(shots, 'demo-tooltip.png') });
   // The glossary names every verdict.
   await page.keyboard.press('?');
   const glossary = await text(page, 'glossary');

@@ -45,7 +45,7 @@ enum Term {
     Verdict(Option<ConsumerKind>, VerdictPattern),
     /// Free text: type, tier, source, rule or hash.
     Text(String, Option<HashPattern>),
-    /// Never matches (an unknown field or an unusable value).
+    /// Never matches (an unknown field or an unusable value); [`Query::problem`] says why.
     Nothing,
 }
 
@@ -126,11 +126,14 @@ impl VerdictPattern {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Query {
     terms: Vec<Term>,
+    /// The first term that can never match and why (`colour=red: unknown field`).
+    problem: Option<String>,
 }
 
 impl Query {
     /// Parse a query string (never fails: a term it cannot use (an unknown field, a value
-    /// that is not a number, hash or verdict) matches nothing).
+    /// that is not a number, hash or verdict) matches nothing, and [`Query::problem`] names
+    /// the first such term).
     pub fn parse(s: &str) -> Query {
         let mut q = Query::default();
         for t in s
@@ -142,7 +145,11 @@ impl Query {
                 Some((k, v)) => Query::field(
                     &k.trim().to_ascii_lowercase(),
                     &v.trim().to_ascii_lowercase(),
-                ),
+                )
+                .unwrap_or_else(|why| {
+                    q.problem.get_or_insert_with(|| format!("{t}: {why}"));
+                    Term::Nothing
+                }),
                 None => {
                     let v = t.to_ascii_lowercase();
                     let h = HashPattern::parse(&v);
@@ -154,42 +161,36 @@ impl Query {
         q
     }
 
-    fn field(k: &str, v: &str) -> Term {
-        match k {
+    /// The term `k=v`, or why it cannot match.
+    fn field(k: &str, v: &str) -> Result<Term, &'static str> {
+        Ok(match k {
             "type" => Term::Type(v.to_owned()),
             "tier" => Term::Tier(v.to_owned()),
             "source" => Term::Source(v.to_owned()),
             "job" => Term::Job(v.to_owned()),
             "req" => Term::Req(v.to_owned()),
             "rule" => Term::Rule(v.to_owned()),
-            "seq" => match v.parse() {
-                Ok(n) => Term::Seq(n),
-                Err(_) => Term::Nothing,
-            },
-            "hash" => match HashPattern::parse(v) {
-                Some(h) => Term::Hash(h),
-                None => Term::Nothing,
-            },
+            "seq" => Term::Seq(v.parse().map_err(|_| "not a number")?),
+            "hash" => Term::Hash(HashPattern::parse(v).ok_or("not a hash")?),
             _ => {
                 let router = if k == "verdict" {
                     None
                 } else {
-                    match ConsumerKind::parse(k) {
-                        Some(r) => Some(r),
-                        None => return Term::Nothing,
-                    }
+                    Some(ConsumerKind::parse(k).ok_or("unknown field")?)
                 };
-                match VerdictPattern::parse(v) {
-                    Some(p) => Term::Verdict(router, p),
-                    None => Term::Nothing,
-                }
+                Term::Verdict(router, VerdictPattern::parse(v).ok_or("not a verdict")?)
             }
-        }
+        })
     }
 
     /// Whether there are no terms.
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
+    }
+
+    /// The first term that can never match and why (`llmd=gone: not a verdict`), if any.
+    pub fn problem(&self) -> Option<&str> {
+        self.problem.as_deref()
     }
 
     /// Whether event `i` of `m` matches every term; `a` is the analysis, once done (verdict
@@ -321,13 +322,17 @@ pub fn next_match(matches: &[u32], from: Option<u32>, forward: bool) -> Option<u
 }
 
 /// The search note: `3 of 17 matches` when the current event is the third match, `17
-/// matches` otherwise, or `no match`.
+/// matches` otherwise, `no match`, or why the query cannot match
+/// (`no match: colour=red: unknown field`).
 pub fn match_note(query: &Query, matches: &[u32], current: Option<u32>) -> String {
     if query.is_empty() {
         return String::new();
     }
     if matches.is_empty() {
-        return "no match".into();
+        return match query.problem() {
+            Some(p) => format!("no match: {p}"),
+            None => "no match".into(),
+        };
     }
     let total = crate::text::count(matches.len(), "match", "matches");
     match current.and_then(|c| matches.binary_search(&c).ok()) {
