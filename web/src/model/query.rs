@@ -45,8 +45,8 @@ enum Term {
     Verdict(Option<ConsumerKind>, VerdictPattern),
     /// Free text: type, tier, source, rule or hash.
     Text(String, Option<HashPattern>),
-    /// Never matches (an unknown field or an unusable value); [`Query::problem`] says why.
-    Nothing,
+    /// Never matches (an unknown field or an unusable value): why.
+    Nothing(&'static str),
 }
 
 /// How a hash is written in a query.
@@ -126,8 +126,8 @@ impl VerdictPattern {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Query {
     terms: Vec<Term>,
-    /// The first term that can never match and why (`colour=red: unknown field`).
-    problem: Option<String>,
+    /// The first term that can never match and why (`colour=red`, `unknown field`).
+    problem: Option<(String, &'static str)>,
 }
 
 impl Query {
@@ -145,42 +145,45 @@ impl Query {
                 Some((k, v)) => Query::field(
                     &k.trim().to_ascii_lowercase(),
                     &v.trim().to_ascii_lowercase(),
-                )
-                .unwrap_or_else(|why| {
-                    q.problem.get_or_insert_with(|| format!("{t}: {why}"));
-                    Term::Nothing
-                }),
+                ),
                 None => {
                     let v = t.to_ascii_lowercase();
                     let h = HashPattern::parse(&v);
                     Term::Text(v, h)
                 }
             };
+            if let (Term::Nothing(why), None) = (&term, &q.problem) {
+                q.problem = Some((t.to_owned(), why));
+            }
             q.terms.push(term);
         }
         q
     }
 
-    /// The term `k=v`, or why it cannot match.
-    fn field(k: &str, v: &str) -> Result<Term, &'static str> {
-        Ok(match k {
+    /// The term `k=v` ([`Term::Nothing`] says why it cannot match).
+    fn field(k: &str, v: &str) -> Term {
+        match k {
             "type" => Term::Type(v.to_owned()),
             "tier" => Term::Tier(v.to_owned()),
             "source" => Term::Source(v.to_owned()),
             "job" => Term::Job(v.to_owned()),
             "req" => Term::Req(v.to_owned()),
             "rule" => Term::Rule(v.to_owned()),
-            "seq" => Term::Seq(v.parse().map_err(|_| "not a number")?),
-            "hash" => Term::Hash(HashPattern::parse(v).ok_or("not a hash")?),
+            "seq" => v.parse().map_or(Term::Nothing("not a number"), Term::Seq),
+            "hash" => HashPattern::parse(v).map_or(Term::Nothing("not a hash"), Term::Hash),
             _ => {
                 let router = if k == "verdict" {
                     None
                 } else {
-                    Some(ConsumerKind::parse(k).ok_or("unknown field")?)
+                    match ConsumerKind::parse(k) {
+                        Some(r) => Some(r),
+                        None => return Term::Nothing("unknown field"),
+                    }
                 };
-                Term::Verdict(router, VerdictPattern::parse(v).ok_or("not a verdict")?)
+                VerdictPattern::parse(v)
+                    .map_or(Term::Nothing("not a verdict"), |p| Term::Verdict(router, p))
             }
-        })
+        }
     }
 
     /// Whether there are no terms.
@@ -188,9 +191,9 @@ impl Query {
         self.terms.is_empty()
     }
 
-    /// The first term that can never match and why (`llmd=gone: not a verdict`), if any.
-    pub fn problem(&self) -> Option<&str> {
-        self.problem.as_deref()
+    /// The first term that can never match and why (`llmd=gone`, `not a verdict`), if any.
+    pub fn problem(&self) -> Option<(&str, &'static str)> {
+        self.problem.as_ref().map(|(t, why)| (t.as_str(), *why))
     }
 
     /// Whether event `i` of `m` matches every term; `a` is the analysis, once done (verdict
@@ -236,7 +239,7 @@ impl Query {
                     || rule_hit(v)
                     || h.as_ref().is_some_and(|p| v.len() >= 4 && any_hash(p))
             }
-            Term::Nothing => false,
+            Term::Nothing(_) => false,
         })
     }
 }
@@ -330,7 +333,7 @@ pub fn match_note(query: &Query, matches: &[u32], current: Option<u32>) -> Strin
     }
     if matches.is_empty() {
         return match query.problem() {
-            Some(p) => format!("no match: {p}"),
+            Some((t, why)) => format!("no match: {t}: {why}"),
             None => "no match".into(),
         };
     }

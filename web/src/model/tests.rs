@@ -509,11 +509,11 @@ fn search_by_router_verdict() {
     assert!(hits("colour=red").is_empty(), "an unknown field: nothing");
     // Each unusable term says why; the first one is kept.
     for (q, why) in [
-        ("llmd=gone", "llmd=gone: not a verdict"),
-        ("Colour=red llmd=gone", "Colour=red: unknown field"),
-        ("seq=x", "seq=x: not a number"),
-        ("hash=#1", "hash=#1: not a hash"),
-        ("verdict=nope", "verdict=nope: not a verdict"),
+        ("llmd=gone", ("llmd=gone", "not a verdict")),
+        ("Colour=red llmd=gone", ("Colour=red", "unknown field")),
+        ("seq=x", ("seq=x", "not a number")),
+        ("hash=#1", ("hash=#1", "not a hash")),
+        ("verdict=nope", ("verdict=nope", "not a verdict")),
     ] {
         assert_eq!(Query::parse(q).problem(), Some(why), "{q}");
     }

@@ -294,26 +294,24 @@ pub fn Timeline() -> impl IntoView {
         })
     };
     // Hovering an event tells what it is: the canvas' title (the browser's own tooltip, plain
-    // text), from the view-model's one-line description.
-    let hover = RwSignal::new(None::<u32>);
+    // text), the view-model's one-line description of the event under the mouse, refreshed on
+    // every move (so it follows the chosen router and the finished analysis).
     let on_hover = move |e: &ev::MouseEvent| {
-        if e.buttons() & 1 != 0 {
+        let Some(c) = canvas.get_untracked() else {
             return;
-        }
+        };
         let f = frame();
         let (x, y) = (f64::from(e.offset_x()), f64::from(e.offset_y()));
-        let hit = st
+        let text = st
             .model
-            .with_untracked(|m| m.as_ref().and_then(|m| pick(m, f, x, y)));
-        if hit != hover.get_untracked() {
-            hover.set(hit);
+            .with_untracked(|m| {
+                let m = m.as_ref()?;
+                Some(m.describe(pick(m, f, x, y)?, st.router()))
+            })
+            .unwrap_or_default();
+        if c.title() != text {
+            c.set_title(&text);
         }
-    };
-    let hover_text = move || {
-        let i = hover.get()?;
-        let router = st.router();
-        st.analysis.track();
-        st.model.with(|m| m.as_ref().map(|m| m.describe(i, router)))
     };
     let px = |v: f64| format!("{}px", crate::fixed(v, 0));
     let height = move || px(view_height(lane_count.get()));
@@ -349,8 +347,8 @@ pub fn Timeline() -> impl IntoView {
                     data-testid="timeline-lanes"
                     data-pinned=move || pinned.get().and_then(|l| st.model.with(|m| m.as_ref().and_then(|m| m.lanes.get(usize::from(l)).map(|l| l.title())))).unwrap_or_default()>
                     <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
-                        title=hover_text style:display="block" style:width="100%" style:height=height
-                        on:mousedown=on_down on:mousemove=move |e: ev::MouseEvent| { on_hover(&e); on_move(e) }
+                        style:display="block" style:width="100%" style:height=height
+                        on:mousedown=on_down on:mousemove=move |e: ev::MouseEvent| { if e.buttons() & 1 == 0 { on_hover(&e) } on_move(e) }
                         on:mouseup=on_up on:dblclick=on_dbl on:wheel=on_wheel></canvas>
                     <canvas node_ref=overlay class="timeline-overlay" data-testid="timeline-cursor" aria-hidden="true"
                         style:position="absolute" style:left="0" style:top="0" style:width="100%" style:height="100%"
