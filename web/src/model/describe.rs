@@ -7,14 +7,16 @@ use kvscope_core::replay::RouterLens;
 
 impl Model {
     /// The timeline axis' second line under event `i`: its batch and the time since the first
-    /// batch (`batch 12 · +350 ms`, `batch 40 · +2.25 s`).
+    /// batch (`batch 12 · +350 ms`, `batch 40 · +2.25 s`, `batch 9000 · +4500 s`).
     pub fn axis_label(&self, i: u32) -> String {
         let mut b = format!("batch {}", self.batch_ordinal(i));
         if let Some(s) = self.seconds_at(i) {
-            let (v, digits, unit) = if s.abs() < 1.0 {
-                (s * 1000.0, 0, " ms")
-            } else {
-                (s, 2, " s")
+            // Three significant digits or so: `+350 ms`, `+2.25 s`, `+62.5 s`, `+5000 s`.
+            let (v, digits, unit) = match s.abs() {
+                a if a < 1.0 => (s * 1000.0, 0, " ms"),
+                a if a < 10.0 => (s, 2, " s"),
+                a if a < 100.0 => (s, 1, " s"),
+                _ => (s, 0, " s"),
             };
             b.push_str(" · +");
             b.push_str(&crate::fixed(v, digits));

@@ -11,7 +11,7 @@ use kvscope_core::replay::{LensMark, RouterLens};
 /// The query grammar, one `(form, meaning)` per row, as the `?` help lists it.
 pub const GRAMMAR: &[(&str, &str)] = &[
     ("a b  or  a && b", "every term must match"),
-    ("hash=…", "a block or parent hash: decimal, 0x hex, a prefix, or as shown (123456…567890)"),
+    ("hash=123456…567890", "a block or parent hash: decimal, 0x hex, a prefix, or shortened as shown"),
     ("llmd=dropped_orphan", "a router's final verdict (llmd, dynamo, smg, sglang, ideal): a verdict or a mark (dropped, misrooted, …)"),
     ("verdict=…", "the same, by any router"),
     ("rule=in-job", "a finding whose rule contains the text"),

@@ -617,4 +617,31 @@ fn the_axis_names_batches_and_time() {
     assert_eq!(m.seconds_at(4), Some(1.0));
     assert_eq!(m.axis_label(1), "batch 0 · +0 ms");
     assert_eq!(m.axis_label(3), "batch 1 · +1.00 s");
+    // About three significant digits, so a label stays short at any trace length.
+    let at = |ts: &[f64]| {
+        let records = ts
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let mut b = batch(k as u64, vec![stored(k as u64 + 1, None, "GPU")]);
+                if let TraceRecord::Batch(b) = &mut b {
+                    b.ts = *t;
+                }
+                b
+            })
+            .collect();
+        let m = Model::from_trace("t", Trace { records }, LaneMode::Tier).unwrap();
+        (0..ts.len() as u32)
+            .map(|i| m.axis_label(i))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        at(&[100.0, 100.35, 162.5, 5100.0]),
+        [
+            "batch 0 · +0 ms",
+            "batch 1 · +350 ms",
+            "batch 2 · +62.5 s",
+            "batch 3 · +5000 s"
+        ]
+    );
 }

@@ -148,12 +148,21 @@ pub fn draw_head(
     ctx.set_fill_style_str(p.muted);
     // Wide enough steps for the second line (`batch 1234 · +12.25 s`).
     let step = nice_step(AXIS_PX * f.vp.per_px);
+    let step_px = step / f.vp.per_px;
     let mut t = (f64::from(lo) / step).floor() * step;
+    let mut prev = String::new();
     while t <= f64::from(hi) {
         let x = f.x(t as u32);
         ctx.fill_rect(x.floor(), OVERVIEW_H + 1.0, 1.0, HEAD - OVERVIEW_H - 2.0);
         let _ = ctx.fill_text(&format!("#{}", t as u64), x + 3.0, 20.0);
-        let _ = ctx.fill_text(&below(t as u32), x + 3.0, 32.0);
+        // The batch and time: when they change, and only where the whole label fits (before
+        // the next tick and the edge), never cut or overlapping.
+        let label = below(t as u32);
+        let w = ctx.measure_text(&label).map_or(f64::MAX, |m| m.width());
+        if label != prev && x + 3.0 + w < (x + step_px).min(f.w) {
+            let _ = ctx.fill_text(&label, x + 3.0, 32.0);
+        }
+        prev = label;
         t += step;
     }
     ctx.restore();

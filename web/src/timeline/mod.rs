@@ -376,7 +376,10 @@ fn cascade_note(st: AppState) -> Option<AnyView> {
         })?
     })?;
     Some(view! {
-        <span class="cascade-note" data-testid="cascade">{format!("Cascade of loss root #{root}: {} lost with it (ringed)", crate::text::count(n, "later event", "later events"))}</span>
+        <span class="cascade-note" data-testid="cascade">{match n {
+            0 => format!("Loss root #{root}: no later event lost with it"),
+            n => format!("Cascade of loss root #{root}: {} lost with it (ringed)", crate::text::count(n, "later event", "later events")),
+        }}</span>
     }.into_any())
 }
 
