@@ -166,21 +166,8 @@ pub(super) fn provenance_kind(v: Value) -> Result<ProvenanceKind, String> {
             ))
         }
     };
-    Ok(match name.as_str() {
-        "gpu_store" => ProvenanceKind::GpuStore,
-        "gpu_evict" => ProvenanceKind::GpuEvict,
-        "offload_store" => ProvenanceKind::OffloadStore,
-        "evict" => ProvenanceKind::Evict,
-        "secondary_store" => ProvenanceKind::SecondaryStore,
-        "promotion" => ProvenanceKind::Promotion,
-        "reset" => ProvenanceKind::Reset,
-        _ => {
-            return Err(format!(
-                "field kind: unknown provenance kind {}",
-                quoted(&name)
-            ))
-        }
-    })
+    ProvenanceKind::from_name(&name)
+        .ok_or_else(|| format!("field kind: unknown provenance kind {}", quoted(&name)))
 }
 
 impl LineParts<'_> {
