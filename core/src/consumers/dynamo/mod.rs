@@ -34,8 +34,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, push_block, BatchCheck, BlockSizes, Blocks, Consumer, EventCtx, EventIds, EventVerdict,
-    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    content_hash, push_block, BatchCheck, BlockSizes, Blocks, Consumer, EventCtx, EventIds,
+    EventVerdict, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 

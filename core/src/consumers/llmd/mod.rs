@@ -38,9 +38,9 @@ pub use seq::Restart;
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, push_block, slot, BatchCheck, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Map,
-    Resolution, SlabMap, VerdictKind,
+    content_hash, push_block, slot, BatchCheck, BlockSizes, BlockVerdict, Blocks, Consumer,
+    EventCtx, EventIds, EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList,
+    Lanes, Map, Resolution, SlabMap, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
