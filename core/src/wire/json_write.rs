@@ -82,36 +82,13 @@ impl JsonOut<'_> {
     }
 
     /// `bytes` as a JSON string of their standard (padded) base64, which needs no escaping.
-    ///
-    /// Written here rather than with base64's `encode_slice`: its unrolled encoding loop was
-    /// 1,077 B gzip of the lean npm package (133,604 -> 132,527 B, `scripts/wasm-size.sh`,
-    /// 2026-12-05), for the rare raw captures. Reading `raw` still uses base64's decoder
-    /// (`jsonl/records.rs`); the test below checks this encoder against base64's.
     pub fn base64(&mut self, bytes: &[u8]) {
-        const ALPHABET: &[u8; 64] =
-            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         let start = self.out.len() + 1;
-        let text_len = bytes.len().div_ceil(3) * 4;
+        let text_len = super::base64::encoded_len(bytes.len());
         // The opening quote, room for the text, the closing quote.
         self.out.resize(start + text_len + 1, b'"');
-        let Some(text) = self.out.get_mut(start..start + text_len) else {
-            return;
-        };
-        // Each 3 bytes (the last group zero-padded) as four 6-bit digits; `=` for the digits
-        // that only padding fills.
-        for (digits, chunk) in text.chunks_exact_mut(4).zip(bytes.chunks(3)) {
-            let mut group = [0u8; 4];
-            for (g, b) in group.iter_mut().skip(1).zip(chunk) {
-                *g = *b;
-            }
-            let n = u32::from_be_bytes(group);
-            for (k, d) in digits.iter_mut().enumerate() {
-                *d = if k <= chunk.len() {
-                    ALPHABET[(n >> (18 - 6 * k)) as usize & 63]
-                } else {
-                    b'='
-                };
-            }
+        if let Some(text) = self.out.get_mut(start..start + text_len) {
+            super::base64::encode_into(bytes, text);
         }
     }
 
@@ -173,25 +150,5 @@ impl JsonOut<'_> {
             self.value(v);
         }
         self.raw("}");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use base64::Engine as _;
-
-    use super::JsonOut;
-
-    /// Every padding case (0, 1 and 2 leftover bytes), the empty input and every byte value,
-    /// against base64's own `encode`.
-    #[test]
-    fn base64_strings_match_base64_encode() {
-        for n in (0..8).chain([255, 256, 257, 300]) {
-            let bytes: Vec<u8> = (0..n).map(|i| 0xf0 ^ (i * 37) as u8).collect();
-            let mut out = b"[".to_vec();
-            JsonOut { out: &mut out }.base64(&bytes);
-            let text = base64::engine::general_purpose::STANDARD.encode(&bytes);
-            assert_eq!(String::from_utf8(out).unwrap(), format!("[\"{text}\""));
-        }
     }
 }

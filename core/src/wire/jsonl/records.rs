@@ -2,7 +2,6 @@
 
 use std::borrow::Cow;
 
-use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use crate::event::{KvEvent, KvEventBatch};
@@ -242,8 +241,7 @@ impl LineParts<'_> {
         let raw = match raw {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(
-                base64::engine::general_purpose::STANDARD
-                    .decode(s.as_bytes())
+                crate::wire::base64::decode(s.as_bytes())
                     .map_err(|e| format!("batch line: field raw: invalid base64: {e}"))?,
             ),
             Some(v) => {
