@@ -52,28 +52,29 @@ pub(crate) fn encode_into(bytes: &[u8], out: &mut [u8]) {
     }
 }
 
-/// Why base64 text does not decode (the base64 crate's `DecodeError`, same messages).
+/// Why base64 text does not decode (the base64 crate's `DecodeError`: `InvalidByte`,
+/// `InvalidLength`, `InvalidLastSymbol`, `InvalidPadding`, with the same messages).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DecodeError {
     /// A byte that is not a digit (or padding where it cannot be), at an offset.
-    InvalidByte(usize, u8),
+    Symbol(usize, u8),
     /// A length no padding could make whole (one digit in the last group).
-    InvalidLength(usize),
+    Length(usize),
     /// The last digit, at an offset, has bits set that no byte holds.
-    InvalidLastSymbol(usize, u8),
+    LastSymbol(usize, u8),
     /// Missing or extra padding.
-    InvalidPadding,
+    Padding,
 }
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            DecodeError::InvalidByte(at, b) => write!(f, "Invalid symbol {b}, offset {at}."),
-            DecodeError::InvalidLength(len) => write!(f, "Invalid input length: {len}"),
-            DecodeError::InvalidLastSymbol(at, b) => {
+            DecodeError::Symbol(at, b) => write!(f, "Invalid symbol {b}, offset {at}."),
+            DecodeError::Length(len) => write!(f, "Invalid input length: {len}"),
+            DecodeError::LastSymbol(at, b) => {
                 write!(f, "Invalid last symbol {b}, offset {at}.")
             }
-            DecodeError::InvalidPadding => f.write_str("Invalid padding"),
+            DecodeError::Padding => f.write_str("Invalid padding"),
         }
     }
 }
@@ -81,7 +82,7 @@ impl fmt::Display for DecodeError {
 /// The bytes of base64 text `input`.
 pub(crate) fn decode(input: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let digit = |at: usize, b: u8| match DIGIT_VALUES[usize::from(b)] {
-        INVALID => Err(DecodeError::InvalidByte(at, b)),
+        INVALID => Err(DecodeError::Symbol(at, b)),
         v => Ok(u32::from(v)),
     };
     let rem = input.len() % 4;
@@ -111,7 +112,7 @@ pub(crate) fn decode(input: &[u8]) -> Result<Vec<u8>, DecodeError> {
     for (i, &b) in last.iter().enumerate() {
         if b == b'=' {
             if i < 2 {
-                return Err(DecodeError::InvalidByte(body + i, b));
+                return Err(DecodeError::Symbol(body + i, b));
             }
             if pads == 0 {
                 first_pad = i;
@@ -120,24 +121,21 @@ pub(crate) fn decode(input: &[u8]) -> Result<Vec<u8>, DecodeError> {
             continue;
         }
         if pads > 0 {
-            return Err(DecodeError::InvalidByte(body + first_pad, b'='));
+            return Err(DecodeError::Symbol(body + first_pad, b'='));
         }
         last_digit = b;
         n |= digit(body + i, b)? << (26 - 6 * digits);
         digits += 1;
     }
     if !input.is_empty() && digits < 2 {
-        return Err(DecodeError::InvalidLength(body + digits));
+        return Err(DecodeError::Length(body + digits));
     }
     if (pads + digits) % 4 != 0 {
-        return Err(DecodeError::InvalidPadding);
+        return Err(DecodeError::Padding);
     }
     let bytes = digits * 6 / 8;
     if n & (!0u32 >> (bytes * 8)) != 0 {
-        return Err(DecodeError::InvalidLastSymbol(
-            body + digits - 1,
-            last_digit,
-        ));
+        return Err(DecodeError::LastSymbol(body + digits - 1, last_digit));
     }
     out.extend_from_slice(n.to_be_bytes().get(..bytes).unwrap_or_default());
     Ok(out)
