@@ -41,12 +41,28 @@ impl BlockKeys {
     /// A trace first seen with one KV group turned out to have more (a streaming run learns it
     /// late): index the names given so far (group 0, the models' hash ids) so that
     /// [`GroupIds::fill`] goes on with the same ids.
-    pub(crate) fn index_keys(&mut self) {
+    /// Ids the run released (`interner`: the models' ids, the same as these so far) are
+    /// left out: their hash may have come back under another id.
+    pub(crate) fn index_keys(&mut self, interner: &Interner) {
         if self.ids.len() == self.keys.len() {
             return;
         }
         for (id, key) in self.keys.iter().enumerate() {
-            self.ids.insert(*key, id as u32);
+            if interner.live(id as u32) {
+                self.ids.insert(*key, id as u32);
+            }
+        }
+    }
+
+    /// Id `id` (a models' id of a single-group trace) names `hash` of group 0.
+    fn name(&mut self, id: u32, hash: u64) {
+        match self.keys.get_mut(id as usize) {
+            Some(k) => *k = (0, hash),
+            None => {
+                if id as usize == self.keys.len() {
+                    self.keys.push((0, hash));
+                }
+            }
         }
     }
 
@@ -110,20 +126,16 @@ impl GroupIds {
         self.blocks.extend_from_slice(&ids.blocks);
         self.parent = ids.parent;
         // The models' ids are dense in first-seen order (blocks, then the parent): extend the
-        // reverse table with the new ones.
+        // reverse table with the new ones, and name the ids a streaming run took again.
         for (&id, &h) in ids.blocks.iter().zip(&ids.hashes) {
-            if id as usize == keys.keys.len() {
-                keys.keys.push((0, h));
-            }
+            keys.name(id, h);
         }
         let parent_hash = match ev {
             KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
             _ => None,
         };
         if let (Some(id), Some(h)) = (ids.parent, parent_hash) {
-            if id as usize == keys.keys.len() {
-                keys.keys.push((0, h));
-            }
+            keys.name(id, h);
         }
     }
 

@@ -174,9 +174,14 @@ pub(crate) struct IndexBuilder {
     pub(crate) job_evidence: Vec<JobEvidence>,
     /// Source ids by name hash.
     sources: HashChain,
-    /// Job ids by key hash, and each job's key.
+    /// Job ids by key hash, and each job's key. Streaming: not the batch-run jobs
+    /// (`JobKey::Inferred`), whose key names its record, so it never comes back after its
+    /// batch (an LRU-churn trace has a job per batch: 33 bytes each kept for nothing).
     jobs: HashChain,
     job_keys: Vec<JobKey>,
+    /// Streaming: the last batch-run job (its events are consecutive: a run is a stretch of
+    /// one medium).
+    last_inferred: Option<(u32, u32, u32)>,
     /// Blocks the GPU stored, by the batch and request that stored them last.
     gpu: GpuStores,
     /// Scratch of [`IndexBuilder::batch_order`] (kept to reuse the allocations): candidate
@@ -382,6 +387,17 @@ impl IndexBuilder {
         prov: Option<&crate::trace::Provenance>,
     ) -> u32 {
         let streaming = self.streaming;
+        if let (true, JobKey::Inferred(r, run)) = (streaming, &k) {
+            return match self.last_inferred {
+                Some((lr, lrun, id)) if (lr, lrun) == (*r, *run) => id,
+                _ => {
+                    let id = self.job_evidence.len() as u32;
+                    self.job_evidence.push(evidence);
+                    self.last_inferred = Some((*r, *run, id));
+                    id
+                }
+            };
+        }
         let idx = &mut self.idx;
         let kh = {
             use std::hash::BuildHasher;

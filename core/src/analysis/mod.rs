@@ -496,12 +496,14 @@ impl Analyzer {
     /// Feed the next record.
     pub fn push(&mut self, rec: &TraceRecord) {
         self.run.push(rec, None);
+        self.run.recycle();
     }
 
     /// Feed the next record, streaming every consumer verdict to `sink` (as
     /// [`analyze_with`]).
     pub fn push_with(&mut self, rec: &TraceRecord, sink: &mut VerdictSink<'_>) {
         self.run.push(rec, Some(sink));
+        self.run.recycle();
     }
 
     /// Events delivered so far.

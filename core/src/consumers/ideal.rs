@@ -52,6 +52,13 @@ impl Ideal {
         self.pending_events
     }
 
+    /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
+    /// blocks no model refers to).
+    pub(crate) fn uses(&self, id: u32) -> bool {
+        // Pending orphans name their blocks' ids and their parent's.
+        self.pending_events > 0 || !self.pending.is_empty() || self.known(id)
+    }
+
     fn known(&self, id: u32) -> bool {
         self.present.get(id as usize).is_some_and(|l| !l.is_empty())
     }

@@ -12,21 +12,55 @@ pub(crate) type Hashes = smallvec::SmallVec<[u64; 2]>;
 /// vectors indexed by id, which keeps the blocks of one chain next to each other in memory.
 /// The analysis shares one interner between the violation index, the models and the replay
 /// tables; a model used on its own ([`Consumer::apply`]) keeps a private one.
+///
+/// A streaming analysis gives back the ids of blocks nothing refers to any more
+/// ([`Interner::release`]; see `analysis/run/recycle.rs`) and new hashes take them again, so
+/// that with a bounded live set (LRU churn) the id space, hence every per-id vector, stays
+/// bounded too.
 #[derive(Clone, Debug, Default)]
 pub struct Interner {
     ids: Map<u64, u32>,
     hashes: Vec<u64>,
+    /// Released ids, taken again before new ones.
+    free: Vec<u32>,
 }
 
 impl Interner {
     /// The id of `h`, assigned if new.
     pub fn intern(&mut self, h: u64) -> u32 {
-        let next = u32::try_from(self.hashes.len()).unwrap_or(u32::MAX);
+        let next = match self.free.last() {
+            Some(&f) => f,
+            None => u32::try_from(self.hashes.len()).unwrap_or(u32::MAX),
+        };
         let id = *self.ids.entry(h).or_insert(next);
-        if id == next && self.hashes.len() < u32::MAX as usize {
-            self.hashes.push(h);
+        if id == next {
+            if self.free.last() == Some(&next) {
+                self.free.pop();
+                if let Some(slot) = self.hashes.get_mut(id as usize) {
+                    *slot = h;
+                }
+            } else if self.hashes.len() < u32::MAX as usize {
+                self.hashes.push(h);
+            }
         }
         id
+    }
+
+    /// Forget block `id` (its hash gets a new id if seen again; `id` goes to another hash).
+    /// The caller has checked that nothing refers to it. Returns its hash.
+    pub(crate) fn release(&mut self, id: u32) -> Option<u64> {
+        let h = self.hash(id)?;
+        if self.ids.get(&h) != Some(&id) {
+            return None;
+        }
+        self.ids.remove(&h);
+        self.free.push(id);
+        Some(h)
+    }
+
+    /// Whether `id` is assigned (not released).
+    pub(crate) fn live(&self, id: u32) -> bool {
+        self.hash(id).is_some_and(|h| self.ids.get(&h) == Some(&id))
     }
 
     /// The id of `h`, if it was ever seen.
@@ -125,6 +159,35 @@ impl HashChain {
     }
 }
 
+impl HashChain {
+    /// Unlink `id` (present under `hash`); its id may be pushed again.
+    pub(crate) fn remove(&mut self, hash: u64, id: u32) {
+        let Some(&head) = self.first.get(&hash) else {
+            return;
+        };
+        let after = self.next.get(id as usize).copied().unwrap_or(u32::MAX);
+        if head == id {
+            if after == u32::MAX {
+                self.first.remove(&hash);
+            } else {
+                self.first.insert(hash, after);
+            }
+        } else {
+            let mut at = head;
+            while let Some(&n) = self.next.get(at as usize) {
+                if n == id {
+                    *slot(&mut self.next, at) = after;
+                    break;
+                }
+                at = n;
+            }
+        }
+        if let Some(n) = self.next.get_mut(id as usize) {
+            *n = u32::MAX;
+        }
+    }
+}
+
 /// A 64-bit hash of a string (for [`HashChain`], which compares the strings themselves, so
 /// only the spread matters): Fx-style, one multiply per 8-byte little-endian word and one for
 /// the length. A small loop instead of rustc-hash's string hashing, which is about 750 bytes of
@@ -216,5 +279,49 @@ impl<V: Default> SlabMap<V> {
     /// The keys present (unspecified order).
     pub(crate) fn keys(&self) -> impl Iterator<Item = u64> + '_ {
         self.index.keys().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_chain_remove_unlinks_head_middle_and_tail() {
+        // Four ids under one hash (a collision chain) and one under another.
+        let mut c = HashChain::default();
+        for id in 0..4 {
+            c.push(7, id);
+        }
+        c.push(8, 4);
+        let all = |c: &HashChain| {
+            (0..5)
+                .map(|id| c.find(7, |x| x == id).is_some())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(all(&c), [true, true, true, true, false]);
+        c.remove(7, 0); // the head
+        assert_eq!(all(&c), [false, true, true, true, false]);
+        c.remove(7, 2);
+        assert_eq!(all(&c), [false, true, false, true, false]);
+        c.push(7, 2); // taken again
+        assert_eq!(all(&c), [false, true, true, true, false]);
+        c.remove(7, 1);
+        c.remove(7, 3);
+        c.remove(7, 2);
+        assert_eq!(all(&c), [false; 5]);
+        assert_eq!(c.find(8, |x| x == 4), Some(4));
+    }
+
+    #[test]
+    fn interner_takes_released_ids_again() {
+        let mut i = Interner::default();
+        assert_eq!((i.intern(10), i.intern(20), i.intern(30)), (0, 1, 2));
+        assert_eq!(i.release(1), Some(20));
+        assert_eq!(i.release(1), None);
+        assert!(!i.live(1) && i.get(20).is_none());
+        assert_eq!(i.intern(40), 1);
+        assert_eq!((i.get(40), i.hash(1), i.intern(20)), (Some(1), Some(40), 3));
+        assert!(i.live(1) && i.live(3));
     }
 }

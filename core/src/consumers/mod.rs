@@ -224,6 +224,17 @@ impl AnyConsumer {
         }
     }
 
+    /// Whether the model refers to block `id` (see [`Interner::release`]).
+    pub(crate) fn uses(&self, id: u32) -> bool {
+        match self {
+            AnyConsumer::Llmd(c) => c.uses(id),
+            AnyConsumer::Dynamo(c) => c.uses(id),
+            AnyConsumer::Sglang(c) => c.uses(id),
+            AnyConsumer::Smg(c) => c.uses(id),
+            AnyConsumer::Ideal(c) => c.uses(id),
+        }
+    }
+
     fn inner(&self) -> &dyn Consumer {
         match self {
             AnyConsumer::Llmd(c) => c,

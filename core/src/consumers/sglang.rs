@@ -66,6 +66,9 @@ pub struct Sglang {
     /// By node id (`None`: pruned, or the root).
     nodes: Vec<Option<SNode>>,
     live: usize,
+    /// Pruned node ids, taken again by new nodes (with LRU churn the tree's live size is
+    /// bounded, so the node vector is too).
+    free: Vec<NodeId>,
     /// `(parent node << 32 | block id) → node`, kept for hashes with more than [`SCAN`]
     /// nodes.
     children: Map<u64, NodeId>,
@@ -93,6 +96,12 @@ fn known_medium(m: Option<&str>) -> bool {
 }
 
 impl Sglang {
+    /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
+    /// blocks no model refers to).
+    pub(crate) fn uses(&self, id: u32) -> bool {
+        self.by_hash.get(id as usize).is_some_and(|l| !l.is_empty())
+    }
+
     /// Number of tree nodes (all workers).
     pub fn node_count(&self) -> usize {
         self.live
@@ -185,17 +194,29 @@ impl Sglang {
             let id = match self.child(cur, hid) {
                 Some(id) => id,
                 None => {
-                    let id = NodeId::try_from(self.nodes.len().max(1)).unwrap_or(NodeId::MAX);
                     if self.nodes.is_empty() {
                         self.nodes.push(None); // the root
                     }
-                    self.nodes.push(Some(SNode {
+                    let node = Some(SNode {
                         hid,
                         parent: cur,
                         owners: Owners::new(),
                         children: 0,
                         unreachable: misrooted,
-                    }));
+                    });
+                    let id = match self.free.pop() {
+                        Some(id) => {
+                            if let Some(n) = self.nodes.get_mut(id as usize) {
+                                *n = node;
+                            }
+                            id
+                        }
+                        None => {
+                            let id = NodeId::try_from(self.nodes.len()).unwrap_or(NodeId::MAX);
+                            self.nodes.push(node);
+                            id
+                        }
+                    };
                     self.live += 1;
                     self.link(cur, hid, id);
                     if let Some(pn) = self.node_mut(cur) {
@@ -276,6 +297,7 @@ impl Sglang {
             if let Some(n) = self.nodes.get_mut(cur as usize) {
                 *n = None;
                 self.live -= 1;
+                self.free.push(cur);
             }
             if !self.children.is_empty() {
                 self.children.remove(&child_key(parent, hid));

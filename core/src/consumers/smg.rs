@@ -51,6 +51,12 @@ pub struct Smg {
 }
 
 impl Smg {
+    /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
+    /// blocks no model refers to).
+    pub(crate) fn uses(&self, id: u32) -> bool {
+        self.blocks.get(id as usize).is_some_and(|l| !l.is_empty())
+    }
+
     /// The worker's entry for block `id`.
     fn entry(&self, worker: u32, id: u32) -> Option<Entry> {
         self.blocks

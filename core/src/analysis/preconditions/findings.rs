@@ -190,7 +190,7 @@ impl Preconditions {
         }
         // Silences, in whole microseconds (no float formatting or float sorts: wasm size).
         let factor = u64::from(cx.silent_factor.max(1));
-        let mut all: Vec<u64> = self.batches.iter().map(|b| b.0).collect();
+        let mut all: Vec<u64> = self.batches.iter().map(|b| b.ts).collect();
         crate::sort::sort_u64(&mut all);
         let Some(&end) = all.last() else {
             return;
@@ -204,8 +204,8 @@ impl Preconditions {
         for src in 0..cx.index.sources.len() as u32 {
             let mut own: Vec<(u64, u32)> = Vec::new();
             for (i, b) in self.batches.iter().enumerate() {
-                if b.1 == src {
-                    own.push((b.0, i as u32));
+                if b.source == src {
+                    own.push((b.ts, i as u32));
                 }
             }
             if own.len() < 3 {
@@ -219,7 +219,7 @@ impl Preconditions {
                 continue;
             }
             let limit = factor.saturating_mul(median);
-            let at = |i: u32| self.batches.get(i as usize).map(|b| b.2);
+            let at = |i: u32| self.batches.get(i as usize).map(|b| b.at());
             // (duration, where, others, trailing)
             let mut silences: Vec<(u64, Option<At>, usize, bool)> = Vec::new();
             for w in own.windows(2) {

@@ -148,6 +148,7 @@ impl Run {
         let waiting = &mut self.waiting;
         let primary_pairs = &mut self.primary_pairs;
         let raw = &mut self.raw;
+        let gone = &mut self.gone;
         match ev {
             KvEvent::BlockStored(e) => {
                 let hashes = &self.ids.hashes;
@@ -159,11 +160,23 @@ impl Run {
                 {
                     if let Some(scope) = presence.scope_missing(Some(pid), engine, loc.tier) {
                         // A parent stored earlier in this same event cannot be missing.
+                        let child_id = ids.first().copied().unwrap_or(u32::MAX);
+                        if child_id != u32::MAX {
+                            if let Some(h) = presence.slot(child_id) {
+                                h.waiters += 1;
+                            }
+                        }
+                        // A parent whose id was released had been stored if it is in `gone`.
+                        if !gone.is_empty() && !presence.ever(Some(pid)) && gone.contains(p) {
+                            if let Some(h) = presence.slot(pid) {
+                                h.ever = true;
+                            }
+                        }
                         waiting.push(
                             pid,
                             Waiter {
                                 child: i,
-                                child_id: ids.first().copied().unwrap_or(u32::MAX),
+                                child_id,
                                 source: loc.source,
                                 engine,
                                 group,
@@ -212,6 +225,9 @@ impl Run {
                         continue;
                     }
                     for w in ws.drain(..) {
+                        if let Some(h) = presence.held.get_mut(w.child_id as usize) {
+                            h.waiters = h.waiters.saturating_sub(1);
+                        }
                         let same_lane = w.engine == engine && w.tier == loc.tier;
                         let class = if same_lane {
                             let tier = index.idx.tiers.get(loc.tier as usize);
@@ -236,6 +252,9 @@ impl Run {
                         let Some((mut class, mut evidence, why)) = class else {
                             // Still waiting (back at the end of the list: the kept ones stay
                             // in order).
+                            if let Some(h) = presence.held.get_mut(w.child_id as usize) {
+                                h.waiters += 1;
+                            }
                             waiting.push(*id, w);
                             continue;
                         };
@@ -295,6 +314,9 @@ impl Run {
                 }
             }
             KvEvent::AllBlocksCleared => presence.clear_source(engine),
+        }
+        if matches!(ev, KvEvent::BlockRemoved(_)) && self.index.streaming {
+            self.removed.extend_from_slice(&self.ids.blocks);
         }
     }
 }

@@ -58,6 +58,13 @@ impl LossTrack {
         }
     }
 
+    /// Whether lost block `id` (group 0, an interner id) is recorded.
+    pub(crate) fn holds(&self, id: u32) -> bool {
+        self.root_of
+            .get(id as usize)
+            .is_some_and(|r| *r != u32::MAX)
+    }
+
     /// Forget the lost blocks (the roots are all that is needed once the events are done).
     pub(crate) fn clear_root_of(&mut self) {
         self.root_of = Vec::new();

@@ -13,6 +13,7 @@ mod event;
 mod finish;
 mod losses;
 mod preconditions;
+mod recycle;
 mod seq;
 mod violations;
 
@@ -95,6 +96,14 @@ pub(crate) struct Run {
     interner: Interner,
     /// The analysis' block ids (by group and hash).
     keys: BlockKeys,
+    /// Hashes of blocks whose ids were released after they had been stored (see
+    /// `recycle.rs`): what [`Presence`]'s `ever` said of them.
+    gone: recycle::Gone,
+    /// Ids of the blocks removed by the current record (streaming), for [`Run::recycle`].
+    removed: Vec<u32>,
+    /// Ids of removed blocks still referred to, looked at again when there are `sweep_at`.
+    deferred: Vec<u32>,
+    sweep_at: usize,
     /// Scratch: the current event's block ids and parent id, by hash (the models') and by
     /// group and hash (the analysis').
     ids: EventIds,
@@ -170,6 +179,10 @@ impl Run {
             presence: Presence::default(),
             interner: Interner::default(),
             keys: BlockKeys::default(),
+            gone: Default::default(),
+            removed: Vec::new(),
+            deferred: Vec::new(),
+            sweep_at: 1024,
             ids: EventIds::default(),
             gids: GroupIds::default(),
             engines: SlabMap::default(),
@@ -309,7 +322,7 @@ impl Run {
             self.learn_block_sizes();
         }
         if self.index.multi_group {
-            self.keys.index_keys();
+            self.keys.index_keys(&self.interner);
         }
         for i in first..first + b.events.len() {
             self.event(b, i, sink.as_deref_mut(), None);

@@ -68,6 +68,11 @@ impl Waiting {
         self.lists.is_empty()
     }
 
+    /// Whether children wait for block `id`.
+    pub(super) fn waits_for(&self, id: u32) -> bool {
+        self.lists.contains_key(&id)
+    }
+
     /// Add `w` at the end of `parent`'s list.
     pub(super) fn push(&mut self, parent: u32, w: Waiter) {
         let at = if self.free == NONE {
@@ -133,6 +138,8 @@ pub(super) struct Held {
     /// lane-list type, one `SmallVec` type less).
     pub(super) lanes: crate::consumers::LaneList,
     pub(super) ever: bool,
+    /// How many waiters have this block as their child (`Waiter::child_id`; in the padding).
+    pub(super) waiters: u32,
 }
 
 /// Primary-tier inversions' classes by (engine, parent block id, child's first hash), sorted by
@@ -152,6 +159,15 @@ impl PrimaryPairs {
             Err(k) => self.0.insert(k, (key, class)),
         }
     }
+    /// Whether a pair has block `id` as its parent (in any of `engines` engines).
+    pub(super) fn names(&self, id: u32, engines: u32) -> bool {
+        !self.0.is_empty()
+            && (0..engines).any(|e| {
+                let at = self.0.partition_point(|p| (p.0 .0, p.0 .1) < (e, id));
+                self.0.get(at).is_some_and(|p| (p.0 .0, p.0 .1) == (e, id))
+            })
+    }
+
     pub(super) fn get(&self, key: &(u32, u32, u64)) -> Option<&crate::analysis::ReorderClass> {
         let k = self.0.binary_search_by_key(key, |e| e.0).ok()?;
         self.0.get(k).map(|e| &e.1)

@@ -11,13 +11,15 @@ pub(super) type EdgeKey = (StorageTier, Worker, Option<u64>, u64);
 
 /// The edges `key → child engine hash`: entries in a vector, found through a [`HashChain`] by
 /// the key's Fx hash (exact: the chain compares keys), instead of a hash table of their own
-/// key type (wasm size). A removed edge keeps its entry (child `None`), reused if the same key
-/// is stored again.
+/// key type (wasm size). A removed edge's entry is unlinked and taken by the next new edge
+/// (with LRU churn the live edges are bounded, so the entries are too).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Edges {
     chain: HashChain,
     entries: Vec<(EdgeKey, Option<u64>)>,
     live: usize,
+    /// Entries of removed edges.
+    free: Vec<u32>,
 }
 
 fn key_hash(key: &EdgeKey) -> u64 {
@@ -53,9 +55,19 @@ impl Edges {
                 }
             }
             None => {
-                let id = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
+                let id = match self.free.pop() {
+                    Some(id) => {
+                        if let Some(e) = self.entries.get_mut(id as usize) {
+                            *e = (key, Some(child));
+                        }
+                        id
+                    }
+                    None => {
+                        self.entries.push((key, Some(child)));
+                        u32::try_from(self.entries.len() - 1).unwrap_or(u32::MAX)
+                    }
+                };
                 self.chain.push(key_hash(&key), id);
-                self.entries.push((key, Some(child)));
                 self.live += 1;
             }
         }
@@ -63,11 +75,16 @@ impl Edges {
 
     /// Remove the edge of `key`, if any.
     pub(super) fn remove(&mut self, key: &EdgeKey) {
-        if let Some(e) = self.find(key).and_then(|i| self.entries.get_mut(i)) {
+        let Some(i) = self.find(key) else {
+            return;
+        };
+        if let Some(e) = self.entries.get_mut(i) {
             if e.1.take().is_some() {
                 self.live -= 1;
             }
         }
+        self.chain.remove(key_hash(key), i as u32);
+        self.free.push(i as u32);
     }
 
     /// Number of edges.
@@ -99,5 +116,14 @@ mod tests {
         assert_eq!((e.get(&k1), e.get(&k2), e.len()), (None, Some(20), 1));
         e.insert(k1, 12);
         assert_eq!((e.get(&k1), e.len()), (Some(12), 2));
+        // The removed entry was taken again, not a new one.
+        assert_eq!(e.entries.len(), 2);
+        e.remove(&k2);
+        e.insert(k3, 30);
+        assert_eq!(
+            (e.get(&k1), e.get(&k2), e.get(&k3), e.len()),
+            (Some(12), None, Some(30), 2)
+        );
+        assert_eq!(e.entries.len(), 2);
     }
 }

@@ -11,6 +11,11 @@ use crate::consumers::Hashes;
 pub(super) struct BlockLookup(Hashes);
 
 impl BlockLookup {
+    /// Whether no rank publisher holds the block.
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The index of worker `wid`'s pair.
     fn pos(&self, wid: u32) -> Option<usize> {
         self.0

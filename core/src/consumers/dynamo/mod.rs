@@ -34,7 +34,7 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, push_block, BatchCheck, BlockSizes, Blocks, Consumer, EventCtx, EventIds,
+    content_hash, push_block, slot, BatchCheck, BlockSizes, Blocks, Consumer, EventCtx, EventIds,
     EventVerdict, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
@@ -117,6 +117,9 @@ pub struct Dynamo {
     batch_check: BatchCheck<bool>,
     /// Scratch: the current store's blocks (reused from event to event).
     scratch: Vec<Blk>,
+    /// A bit per block id that ever entered a device-tree edge (nodes are never freed, and
+    /// keep blocks past their cutoff): such an id is never given back ([`Dynamo::uses`]).
+    in_tree: Vec<u64>,
 }
 
 impl Dynamo {
@@ -147,6 +150,7 @@ impl Dynamo {
             lanes: LaneBook::default(),
             batch_check: BatchCheck::default(),
             scratch: Vec::new(),
+            in_tree: Vec::new(),
         }
     }
 
@@ -162,6 +166,26 @@ impl Dynamo {
         self.lookup
             .get(id as usize)
             .is_some_and(|l| l.get(*wid).is_some())
+    }
+
+    /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
+    /// blocks no model refers to).
+    pub(crate) fn uses(&self, id: u32) -> bool {
+        let i = id as usize;
+        self.lookup.get(i).is_some_and(|l| !l.is_empty())
+            || self.worker_blocks.get(i).is_some_and(|l| !l.is_empty())
+            || self
+                .in_tree
+                .get(i / 64)
+                .is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    /// Mark the ids of `blocks` as in a device-tree edge.
+    pub(super) fn mark_in_tree(&mut self, blocks: &[Blk]) {
+        for b in blocks {
+            let i = b.2 as usize;
+            *slot(&mut self.in_tree, (i / 64) as u32) |= 1 << (i % 64);
+        }
     }
 
     /// The model's stand-in `LocalBlockHash` of one block's tokens (salted with `lora_name`).

@@ -111,6 +111,7 @@ impl Dynamo {
     }
 
     pub(super) fn new_node(&mut self, blocks: &[Blk], parent: Option<NodeId>) -> NodeId {
+        self.mark_in_tree(blocks);
         let id = self.nodes.len() as NodeId;
         let edge: Vec<Blk> = blocks.to_vec();
         let edge_index = edge_index(blocks);
@@ -250,6 +251,7 @@ impl Dynamo {
     }
 
     pub(super) fn append_to_leaf(&mut self, id: NodeId, blocks: &[Blk]) {
+        self.mark_in_tree(blocks);
         if let Some(n) = self.nodes.get_mut(id as usize) {
             let old = n.edge.len();
             for (i, b) in blocks.iter().enumerate() {

@@ -167,6 +167,17 @@ impl Llmd {
             .unwrap_or_default()
     }
 
+    /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
+    /// blocks no model refers to).
+    pub(crate) fn uses(&self, id: u32) -> bool {
+        // A restart replay did not handle keeps its engine's block ids (`stale`).
+        !self.restarts.is_empty()
+            || self
+                .blocks
+                .get(id as usize)
+                .is_some_and(|s| !s.req.is_empty() || !s.refs.is_empty() || !s.held.is_empty())
+    }
+
     /// `GetRequestKey` by block id.
     fn req_of(&self, id: u32) -> Option<u64> {
         self.blocks
