@@ -106,7 +106,7 @@ pub fn run(sim: &JsValue, p: &Params) -> Result<Comparison, String> {
 
 // The simulator answers in JSON (`sim_params`); the app reads it with the browser's
 // `JSON.parse`, not serde_json: serde_json's text deserializer (with its own float parser) was
-// ~10 KB gzip of the app's wasm for these two small answers (2026-12-05).
+// 19,224 B gzip of the app's wasm for these two small answers (2026-12-05).
 
 /// A simulator answer (JSON text) as a JS value.
 fn answer(json: JsValue) -> Result<JsValue, String> {
