@@ -339,6 +339,11 @@ test('text that fits: hashes shortened in the middle inside their cards, copy bu
     const b = await page.locator(sel).first().boundingBox();
     assert.ok(b && b.y >= 0 && b.y + b.height <= 720 && b.x >= 0 && b.x + b.width <= 1280, `${sel} on screen: ${JSON.stringify(b)}`);
   }
+  // The legend of marks is one line at 1280 px: the lanes select does not wrap onto its own.
+  const row = async (loc) => Math.round((await loc.boundingBox()).y + (await loc.boundingBox()).height / 2);
+  const firstMark = await row(page.locator('[data-testid=legend] .legend-item').first());
+  const lanes = await row(page.getByRole('combobox', { name: 'Lanes' }));
+  assert.ok(Math.abs(lanes - firstMark) <= 4, `the lanes select (y ${lanes}) is on the marks' line (y ${firstMark})`);
   await page.screenshot({ path: join(shots, 'text-fits-1280.png') });
   // Plurals: one event, one batch, one lane.
   const one = join(mkdtempSync(join(tmpdir(), 'kvscope-one-')), 'one.jsonl');

@@ -17,7 +17,7 @@ use wasm_bindgen_futures::JsFuture;
 
 use crate::load::{self, js_text};
 use crate::permalink::TraceOrigin;
-use crate::sim_params::{Builtin, Comparison, Params};
+use crate::sim_params::{Builtin, Comparison, Params, Row};
 use crate::AppState;
 
 /// Where the simulator module is, relative to the page (`dist/`).
@@ -68,19 +68,76 @@ fn call(sim: &JsValue, name: &str, args: &[JsValue]) -> Result<JsValue, String> 
 
 /// The simulator's built-in scenarios.
 pub fn builtins(sim: &JsValue) -> Result<Vec<Builtin>, String> {
-    let json = call(sim, "builtins", &[])?
-        .as_string()
-        .ok_or("builtins() returned no string")?;
-    serde_json::from_str(&json).map_err(|e| e.to_string())
+    let list = answer(call(sim, "builtins", &[])?)?;
+    elements(&list, "builtins")?
+        .iter()
+        .map(|b| {
+            Ok(Builtin {
+                name: text(&b, "name")?,
+                description: text(&b, "description")?,
+            })
+        })
+        .collect()
 }
 
 /// Simulate, analyse and compare both sides of `p` (in the simulator module).
 pub fn run(sim: &JsValue, p: &Params) -> Result<Comparison, String> {
     let json = serde_json::to_string(p).map_err(|e| e.to_string())?;
-    let out = call(sim, "compare", &[json.as_str().into()])?
+    let c = answer(call(sim, "compare", &[json.as_str().into()])?)?;
+    let rows = elements(&field(&c, "rows"), "rows")?
+        .iter()
+        .map(|r| {
+            Ok(Row {
+                label: text(&r, "label")?,
+                rule: flag(&r, "rule"),
+                a: text(&r, "a")?,
+                b: text(&r, "b")?,
+                a_worse: flag(&r, "a_worse"),
+                b_worse: flag(&r, "b_worse"),
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Comparison {
+        left: text(&c, "left")?,
+        right: text(&c, "right")?,
+        rows,
+    })
+}
+
+// The simulator answers in JSON (`sim_params`); the app reads it with the browser's
+// `JSON.parse`, not serde_json: serde_json's text deserializer (with its own float parser) was
+// 19,224 B gzip of the app's wasm for these two small answers (2026-12-05).
+
+/// A simulator answer (JSON text) as a JS value.
+fn answer(json: JsValue) -> Result<JsValue, String> {
+    let json = json
         .as_string()
-        .ok_or("compare() returned no string")?;
-    serde_json::from_str(&out).map_err(|e| e.to_string())
+        .ok_or("the simulator returned no JSON text")?;
+    js_sys::JSON::parse(&json).map_err(|e| js_text(&e))
+}
+
+/// Field `key` of a JS object (`undefined` when missing).
+fn field(v: &JsValue, key: &str) -> JsValue {
+    js_sys::Reflect::get(v, &key.into()).unwrap_or_default()
+}
+
+/// String field `key` of a JS object.
+fn text(v: &JsValue, key: &str) -> Result<String, String> {
+    field(v, key)
+        .as_string()
+        .ok_or_else(|| format!("the simulator's answer has no text `{key}`"))
+}
+
+/// Boolean field `key` of a JS object (missing: `false`).
+fn flag(v: &JsValue, key: &str) -> bool {
+    field(v, key).as_bool().unwrap_or(false)
+}
+
+/// `v` as a JS array (`what` names it in the error).
+fn elements(v: &JsValue, what: &str) -> Result<js_sys::Array, String> {
+    v.dyn_ref::<js_sys::Array>()
+        .cloned()
+        .ok_or_else(|| format!("the simulator's `{what}` is not a list"))
 }
 
 fn num<T: std::str::FromStr>(s: &str) -> Option<T> {

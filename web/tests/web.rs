@@ -719,6 +719,7 @@ fn agreement_trace(file: &str) -> Vec<u8> {
         "two-jobs-gpu-fixed.msgpack",
         "two-jobs-gpu-cpython.msgpack",
         "two-jobs-fixed-provenance.jsonl",
+        "routing-preconditions.jsonl",
         "cascade-one-job-cpython.msgpack",
         "cascade-two-jobs-fixed.msgpack",
         "cascade-two-jobs-cpython.msgpack"
@@ -751,11 +752,6 @@ async fn page_agrees_with_check() {
         let (head, rows) = block.split_once('\n').expect("a case header");
         let (file, workers) = head.split_once(" workers=").expect("workers=");
         let workers = workers.parse::<u32>().ok();
-        if file == "routing-preconditions.jsonl" {
-            // The web app builds without kvscope-core's `preconditions` feature (its size
-            // gate; docs/rules.md "Routing preconditions"), so its rules never fire here.
-            continue;
-        }
         let before = st.model.get_untracked();
         if file == last_file {
             let select: web_sys::HtmlSelectElement = el(&root, "workers")
@@ -830,7 +826,7 @@ async fn page_agrees_with_check() {
         st.rule.set(None);
         cases += 1;
     }
-    assert_eq!(cases, 13);
+    assert_eq!(cases, 14);
 }
 
 /// Issue 16 point 10: a JSON Lines trace cut mid-line shows the located error and offers its

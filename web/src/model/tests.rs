@@ -592,18 +592,10 @@ fn an_event_described_in_one_line() {
         m.describe(2, None),
         "#2 BlockStored · CPU · block 2 · parent 1 · child-before-parent-in-job, consumer-loss · llmd ignored"
     );
-    // The routing preconditions fire on this batch when the core is built with them (the
-    // workspace's test build unifies the CLI's features; the web app alone leaves them out).
-    let pre = if kvscope_core::analysis::PRECONDITIONS {
-        ", undecodable-batch, silent-source"
-    } else {
-        ""
-    };
+    // The routing preconditions fire on this batch (the page builds the core with them).
     assert_eq!(
         m.describe(0, Some(kvscope_core::consumers::ConsumerKind::Dynamo)),
-        format!(
-            "#0 BlockStored · GPU · block 1 · root block · consumer-loss{pre} · dynamo applied"
-        )
+        "#0 BlockStored · GPU · block 1 · root block · consumer-loss, undecodable-batch, silent-source · dynamo applied"
     );
 }
 

@@ -325,10 +325,11 @@ pub fn Timeline() -> impl IntoView {
             <div class="legend" data-testid="legend">
                 {legend::marks_legend()}
                 <span class="hint">"? for help"</span>
-                <crate::controls::RouterPicker/>
                 <crate::controls::LanePicker/>
             </div>
+            // The router picker heads the lens' own row: the marks' row stays one line at 1280 px.
             <div class="legend lens-legend" data-testid="lens-legend">
+                <crate::controls::RouterPicker/>
                 {move || lens_legend(st)}
                 {move || cascade_note(st)}
             </div>
