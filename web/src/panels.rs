@@ -216,13 +216,16 @@ fn event_view(
         .and_then(|l| m.lanes.get(*l as usize))
         .map(|l| l.title())
         .unwrap_or_default();
-    let violations: Vec<_> = m.violations_at(i).cloned().collect();
+    let violations: Vec<_> = m
+        .violations_at(i)
+        .map(|v| (v.clone(), m.message(v)))
+        .collect();
     let viol_view = (!violations.is_empty()).then(|| {
         view! {
             <div class="violation-box" data-testid="violation-detail" role="note">
-                {violations.into_iter().map(|v| {
+                {violations.into_iter().map(|(v, message)| {
                     let rel = v.related.map(|p| jump(st, p, format!("go to parent #{p}")));
-                    view! { <div><span class="rule">{v.rule}</span>" "<span class="level">{v.level}</span>" "{v.message}" "{rel}</div> }
+                    view! { <div><span class="rule">{v.rule}</span>" "<span class="level">{v.level}</span>" "{message}" "{rel}</div> }
                 }).collect_view()}
             </div>
         }
@@ -453,7 +456,7 @@ pub fn Violations() -> impl IntoView {
                     .unwrap_or_default()
                     .iter()
                     .filter_map(|k| m.violations().get(*k as usize))
-                    .map(|v| (v.event, v.rule.clone(), v.message.clone()))
+                    .map(|v| (v.event, v.rule.to_owned(), m.message(v)))
                     .collect::<Vec<_>>()
             })
         })

@@ -53,8 +53,8 @@ impl Model {
         parts.extend(ev.unwrap_or_default());
         let mut rules: Vec<&str> = Vec::new();
         for v in self.violations_at(i) {
-            if !rules.contains(&v.rule.as_str()) {
-                rules.push(&v.rule);
+            if !rules.contains(&v.rule) {
+                rules.push(v.rule);
             }
         }
         if !rules.is_empty() {
