@@ -608,7 +608,8 @@ impl Model {
         e.get(a..b.max(a)).unwrap_or_default()
     }
 
-    /// A violation's sentence (the core's finding message; empty before the analysis).
+    /// A violation's sentence (the core's finding message; empty before the analysis). Locks
+    /// the replay engine: not inside [`Model::with_event`] or [`Model::with_trace`].
     pub fn message(&self, v: &Violation) -> String {
         self.replay()
             .and_then(|r| r.finding(v.id as usize).map(|f| f.message.clone()))
