@@ -172,6 +172,7 @@ pub fn spawn_analysis(st: AppState) {
         let t0 = now_ms();
         let mut budget = FIRST_BUDGET;
         let mut phase = None;
+        let mut last_done = 0usize;
         let mut last_paint = t0;
         loop {
             if !is_current(st, gen) {
@@ -184,10 +185,16 @@ pub fn spawn_analysis(st: AppState) {
             let took = (now_ms() - ts).max(0.05);
             let Some(p) = progress else { break };
             // Adapt the budget so a slice takes about SLICE_MS; a new phase has other costs
-            // per unit (indexing counts batches, the analysis events): start small again.
+            // per unit (indexing counts batches, the analysis events): start small again. A
+            // call that did much less than its budget (a whole step that ends its call: freeing
+            // a model, a sort, a loss summary) says nothing about the cost per unit: keep the
+            // budget (growing it there let the findings' last step run a million units, seconds,
+            // in one slice).
+            let did = p.done.saturating_sub(last_done);
+            last_done = p.done;
             if phase.replace(p.phase).is_some_and(|q| q != p.phase) {
                 budget = FIRST_BUDGET;
-            } else {
+            } else if did >= budget / 2 || took > SLICE_MS {
                 let scale = (SLICE_MS / took).clamp(0.25, 4.0);
                 budget = ((budget as f64 * scale) as usize).clamp(64, 1 << 22);
             }

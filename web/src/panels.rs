@@ -190,8 +190,15 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
         }
     });
     let verdicts = Some((verdicts, analysing));
+    // The findings' sentences before `with_event`, which holds the replay lock they need.
+    let violations: Vec<_> = m
+        .violations_at(i)
+        .map(|v| (v.clone(), m.message(v)))
+        .collect();
     let body = m
-        .with_event(i, |b, ev, prov| event_view(st, m, i, b, ev, prov, verdicts))
+        .with_event(i, |b, ev, prov| {
+            event_view(st, m, i, b, ev, prov, (verdicts, violations))
+        })
         .unwrap_or_else(|| view! { <p class="muted">"No event."</p> }.into_any());
     view! { {story}{body} }.into_any()
 }
@@ -203,7 +210,10 @@ fn event_view(
     b: &TraceBatch,
     ev: &KvEvent,
     prov: Option<&Provenance>,
-    verdicts: Option<impl IntoView + 'static>,
+    (verdicts, violations): (
+        Option<impl IntoView + 'static>,
+        Vec<(crate::model::Violation, String)>,
+    ),
 ) -> AnyView {
     let r = m.events.get(i as usize).unwrap_or(crate::model::EventAt {
         batch: 0,
@@ -216,13 +226,12 @@ fn event_view(
         .and_then(|l| m.lanes.get(*l as usize))
         .map(|l| l.title())
         .unwrap_or_default();
-    let violations: Vec<_> = m.violations_at(i).cloned().collect();
     let viol_view = (!violations.is_empty()).then(|| {
         view! {
             <div class="violation-box" data-testid="violation-detail" role="note">
-                {violations.into_iter().map(|v| {
+                {violations.into_iter().map(|(v, message)| {
                     let rel = v.related.map(|p| jump(st, p, format!("go to parent #{p}")));
-                    view! { <div><span class="rule">{v.rule}</span>" "<span class="level">{v.level}</span>" "{v.message}" "{rel}</div> }
+                    view! { <div><span class="rule">{v.rule}</span>" "<span class="level">{v.level}</span>" "{message}" "{rel}</div> }
                 }).collect_view()}
             </div>
         }
@@ -453,7 +462,7 @@ pub fn Violations() -> impl IntoView {
                     .unwrap_or_default()
                     .iter()
                     .filter_map(|k| m.violations().get(*k as usize))
-                    .map(|v| (v.event, v.rule.clone(), v.message.clone()))
+                    .map(|v| (v.event, v.rule.to_owned(), m.message(v)))
                     .collect::<Vec<_>>()
             })
         })

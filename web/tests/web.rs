@@ -800,7 +800,7 @@ async fn page_agrees_with_check() {
                                 v.related.map_or("-".into(), |r| r.to_string()),
                                 v.class.unwrap_or("-"),
                                 v.level,
-                                v.message
+                                m.message(v)
                             )
                         })
                         .collect()

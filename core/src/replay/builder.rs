@@ -158,10 +158,13 @@ impl ReplayBuilder {
         // by event, so a merge (violations first on ties) does it.
         let reorders = analysis.violations.len();
         // Plain loops into vectors here (no iterator-adapter `collect` instances: wasm size).
-        let mut others: Vec<usize> = Vec::new();
-        for f in &analysis.findings {
+        // The other findings' (event, position in `analysis.findings`): a finding's id
+        // ([`Replay::finding`]) is its position in `violations`, else `reorders` plus its
+        // position in `findings`, so looking one up is O(1).
+        let mut others: Vec<(usize, usize)> = Vec::new();
+        for (k, f) in analysis.findings.iter().enumerate() {
             if !f.rule.is_reorder() {
-                others.push(f.event);
+                others.push((f.event, k));
             }
         }
         let mut finding_events: Vec<(usize, usize)> = Vec::with_capacity(reorders + others.len());
@@ -171,10 +174,10 @@ impl ReplayBuilder {
             .map(|f| f.event)
             .enumerate()
             .peekable();
-        let mut b = others.iter().enumerate().peekable();
+        let mut b = others.iter().peekable();
         loop {
             let take_a = match (a.peek(), b.peek()) {
-                (Some((_, ea)), Some((_, eb))) => *ea <= **eb,
+                (Some((_, ea)), Some((eb, _))) => ea <= eb,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => break,
@@ -182,7 +185,7 @@ impl ReplayBuilder {
             let next = if take_a {
                 a.next().map(|(k, e)| (e, k))
             } else {
-                b.next().map(|(k, e)| (*e, reorders + k))
+                b.next().map(|&(e, k)| (e, reorders + k))
             };
             finding_events.extend(next);
         }

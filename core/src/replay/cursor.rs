@@ -104,16 +104,12 @@ impl Replay {
             .map(Row::kind_name)
     }
 
-    pub(super) fn finding(&self, k: usize) -> Option<&Finding> {
+    /// The finding with id `id` (see [`Replay::findings_with_ids`]): O(1).
+    pub fn finding(&self, id: usize) -> Option<&Finding> {
         let reorders = self.analysis.violations.len();
-        if k < reorders {
-            self.analysis.violations.get(k)
-        } else {
-            self.analysis
-                .findings
-                .iter()
-                .filter(|f| !f.rule.is_reorder())
-                .nth(k - reorders)
+        match id.checked_sub(reorders) {
+            None => self.analysis.violations.get(id),
+            Some(k) => self.analysis.findings.get(k),
         }
     }
 
@@ -142,11 +138,10 @@ impl Replay {
             return (from..self.len()).find(|e| self.matches(*e, None, filter));
         }
         let start = self.finding_events.partition_point(|(e, _)| *e < from);
-        let others = self.other_findings();
         self.finding_events
             .get(start..)?
             .iter()
-            .find(|(e, k)| self.matches(*e, self.finding_in(&others, *k), filter))
+            .find(|(e, k)| self.matches(*e, self.finding(*k), filter))
             .map(|(e, _)| *e)
     }
 
@@ -159,39 +154,25 @@ impl Replay {
                 .find(|e| self.matches(*e, None, filter));
         }
         let stop = self.finding_events.partition_point(|(e, _)| *e < event);
-        let others = self.other_findings();
         self.finding_events
             .get(..stop)?
             .iter()
             .rev()
-            .find(|(e, k)| self.matches(*e, self.finding_in(&others, *k), filter))
+            .find(|(e, k)| self.matches(*e, self.finding(*k), filter))
             .map(|(e, _)| *e)
     }
 
     /// Every finding (child-before-parent violations of every class and level, then the other
     /// rules' findings), in event order: the list a viewer shows and navigates.
     pub fn findings_by_event(&self) -> impl Iterator<Item = &Finding> + '_ {
-        let others = self.other_findings();
+        self.findings_with_ids().map(|(_, f)| f)
+    }
+
+    /// [`Replay::findings_by_event`] with each finding's id, for a viewer that keeps ids and
+    /// looks the findings up ([`Replay::finding`]) only when it shows them.
+    pub fn findings_with_ids(&self) -> impl Iterator<Item = (usize, &Finding)> + '_ {
         self.finding_events
             .iter()
-            .filter_map(move |(_, k)| self.finding_in(&others, *k))
-    }
-
-    /// The findings that are not child-before-parent violations, in the analysis' order (the
-    /// second part of the numbering of `finding_events`).
-    fn other_findings(&self) -> Vec<&Finding> {
-        self.analysis
-            .findings
-            .iter()
-            .filter(|f| !f.rule.is_reorder())
-            .collect()
-    }
-
-    fn finding_in<'a>(&'a self, others: &[&'a Finding], k: usize) -> Option<&'a Finding> {
-        let reorders = self.analysis.violations.len();
-        match k.checked_sub(reorders) {
-            None => self.analysis.violations.get(k),
-            Some(o) => others.get(o).copied(),
-        }
+            .filter_map(move |(_, k)| Some((*k, self.finding(*k)?)))
     }
 }

@@ -70,8 +70,8 @@ impl Model {
         });
         let mut rules: Vec<&str> = Vec::new();
         for v in self.violations_at(i) {
-            if !rules.contains(&v.rule.as_str()) {
-                rules.push(&v.rule);
+            if !rules.contains(&v.rule) {
+                rules.push(v.rule);
             }
         }
         if !rules.is_empty() {

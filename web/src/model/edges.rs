@@ -44,41 +44,58 @@ impl EdgeBuilder {
     /// stored only later gives a child-first edge. Returns whether every event is done.
     fn advance(&mut self, m: &Model, t: &Trace, budget: usize) -> bool {
         let end = self.next.saturating_add(budget.max(1)).min(m.events.len());
-        for i in self.next..end {
-            let Some(s) = m.events.get(i).and_then(|r| stored_event(t, r)) else {
+        // A batch at a time: one lookup in the event map per batch, not per event.
+        let mut i = self.next;
+        while i < end {
+            let Some(at) = m.events.get(i) else { break };
+            let Some(b) = batch_of(t, at) else {
+                i += 1;
                 continue;
             };
-            let i = i as u32;
-            let lane = m.lane_of.get(i as usize).copied().unwrap_or(0);
-            let group = s.group_idx.unwrap_or(0);
-            if let Some(p) = &s.parent_block_hash {
-                let key = (lane, group, p.as_u64());
-                match self.stored.get(&key) {
-                    Some(&pe) => self.forward.push(Edge {
-                        parent: pe,
-                        child: i,
-                        kind: EdgeKind::Forward,
-                    }),
-                    None => self.waiting.entry(key).or_default().push(i),
+            let rest = b.events.get(at.pos as usize..).unwrap_or_default();
+            for ev in rest.iter().take(end - i) {
+                if let KvEvent::BlockStored(s) = ev {
+                    self.link(m, i as u32, s);
                 }
+                i += 1;
             }
-            for h in &s.block_hashes {
-                let key = (lane, group, h.as_u64());
-                self.stored.insert(key, i);
-                if self.waiting.is_empty() {
-                    continue;
-                }
-                if let Some(children) = self.waiting.remove(&key) {
-                    self.late.extend(children.into_iter().map(|c| Edge {
-                        parent: i,
-                        child: c,
-                        kind: EdgeKind::ChildFirst,
-                    }));
-                }
+            if rest.is_empty() {
+                i += 1;
             }
         }
         self.next = end;
         end >= m.events.len()
+    }
+
+    /// Link stored event `i` (`s`) to its parent's latest store in its lane, or wait for it.
+    fn link(&mut self, m: &Model, i: u32, s: &kvscope_core::event::BlockStored) {
+        let lane = m.lane_of.get(i as usize).copied().unwrap_or(0);
+        let group = s.group_idx.unwrap_or(0);
+        if let Some(p) = &s.parent_block_hash {
+            let key = (lane, group, p.as_u64());
+            match self.stored.get(&key) {
+                Some(&pe) => self.forward.push(Edge {
+                    parent: pe,
+                    child: i,
+                    kind: EdgeKind::Forward,
+                }),
+                None => self.waiting.entry(key).or_default().push(i),
+            }
+        }
+        for h in &s.block_hashes {
+            let key = (lane, group, h.as_u64());
+            self.stored.insert(key, i);
+            if self.waiting.is_empty() {
+                continue;
+            }
+            if let Some(children) = self.waiting.remove(&key) {
+                self.late.extend(children.into_iter().map(|c| Edge {
+                    parent: i,
+                    child: c,
+                    kind: EdgeKind::ChildFirst,
+                }));
+            }
+        }
     }
 
     /// The edges, sorted by child, once every event is done. Children whose parent never

@@ -167,15 +167,16 @@ pub struct Violation {
     /// The offending event (the child delivered first, the removal, ...).
     pub event: u32,
     /// Rule name (`child-before-parent-in-job`, ...).
-    pub rule: String,
+    pub rule: &'static str,
     /// Level in this run (`allow`, `warn`, `deny`).
     pub level: &'static str,
     /// Child-before-parent findings: the class (`in-job`, `across-jobs`, `ambiguous`, ...).
     pub class: Option<&'static str>,
     /// Child-before-parent findings: what the class rests on (`provenance`, `gpu-events`, ...).
     pub evidence: Option<&'static str>,
-    /// One readable sentence.
-    pub message: String,
+    /// The finding's id in the replay engine ([`Model::message`] reads its sentence): a
+    /// million findings keep no message each.
+    pub id: u32,
     /// The related event (the late parent), when there is one.
     pub related: Option<u32>,
     /// Whether the rule marks an event's order (the default filter, [`Rule::marks_order`]),
@@ -183,15 +184,16 @@ pub struct Violation {
     pub marks_order: bool,
 }
 
-impl From<&Finding> for Violation {
-    fn from(f: &Finding) -> Violation {
+impl Violation {
+    /// The page's row of finding `f`, whose id in the replay engine is `id`.
+    fn new(id: usize, f: &Finding) -> Violation {
         Violation {
             event: f.event.min(u32::MAX as usize) as u32,
-            rule: f.rule.name().to_owned(),
+            id: id.min(u32::MAX as usize) as u32,
+            rule: f.rule.name(),
             level: f.level.name(),
             class: f.class.map(|c| c.name()),
             evidence: f.evidence.map(|e| e.name()),
-            message: f.message.clone(),
             related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
             marks_order: ViolationFilter::for_rule(None).keeps(f.rule),
         }
@@ -461,8 +463,10 @@ impl Model {
             return None;
         }
         if let Some(replay) = self.replay() {
-            let violations: Vec<Violation> =
-                replay.findings_by_event().map(Violation::from).collect();
+            let violations: Vec<Violation> = replay
+                .findings_with_ids()
+                .map(|(k, f)| Violation::new(k, f))
+                .collect();
             drop(replay);
             let mut order: Vec<u32> = Vec::new();
             for v in &violations {
@@ -604,6 +608,14 @@ impl Model {
         e.get(a..b.max(a)).unwrap_or_default()
     }
 
+    /// A violation's sentence (the core's finding message; empty before the analysis). Locks
+    /// the replay engine: not inside [`Model::with_event`] or [`Model::with_trace`].
+    pub fn message(&self, v: &Violation) -> String {
+        self.replay()
+            .and_then(|r| r.finding(v.id as usize).map(|f| f.message.clone()))
+            .unwrap_or_default()
+    }
+
     /// Violations at event `i`.
     pub fn violations_at(&self, i: u32) -> impl Iterator<Item = &Violation> {
         let start = self.violations().partition_point(|v| v.event < i);
@@ -627,8 +639,8 @@ impl Model {
         // standard sort instance of their own in the wasm).
         let mut r: Vec<&str> = Vec::new();
         for v in self.violations() {
-            if !r.contains(&v.rule.as_str()) {
-                r.push(v.rule.as_str());
+            if !r.contains(&v.rule) {
+                r.push(v.rule);
             }
         }
         insertion_sort(&mut r);

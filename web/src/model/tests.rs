@@ -77,13 +77,7 @@ fn layout_before_analysis() {
         .collect();
     assert_eq!(v.len(), 1, "{v:?}");
     assert_eq!(
-        (
-            v[0].event,
-            v[0].rule.as_str(),
-            v[0].class,
-            v[0].level,
-            v[0].related
-        ),
+        (v[0].event, v[0].rule, v[0].class, v[0].level, v[0].related),
         (
             2,
             "child-before-parent-in-job",
