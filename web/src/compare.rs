@@ -243,7 +243,7 @@ pub fn CompareDialog(
     view! {
         <Show when=move || open.get()>
             <div class="overlay" role="dialog" aria-label="Compare">
-                <div class="dialog wide" data-testid="compare">
+                <div class="dialog wide compare" data-testid="compare">
                     <h2>"Compare"</h2>
                     <div class="row">
                         <label class="btn primary" title="Load a trace (B) to compare with the one shown (A), aligned by block">
@@ -251,6 +251,11 @@ pub fn CompareDialog(
                             <input type="file" class="visually-hidden" aria-label="Compare with trace" data-testid="compare-file"
                                 accept=".jsonl,.json,.msgpack,.bin,.mp,application/json" on:change=compare_with/>
                         </label>
+                    </div>
+                    <div node_ref=out></div>
+                    <div class="row" prop:hidden=move || !matches!(result.get(), Some(Ok(_)))>
+                        <button class="btn" on:click=move |_| open_side(true)>"Open left in the debugger"</button>
+                        <button class="btn" on:click=move |_| open_side(false)>"Open right in the debugger"</button>
                     </div>
                     <h3>"or generate a scenario in two orders"</h3>
                     <div class="row">
@@ -292,11 +297,6 @@ pub fn CompareDialog(
                             SimState::Failed(e) => Some(view! { <span class="status error" role="alert">{e}</span> }.into_any()),
                             SimState::Ready(_) => None,
                         }}
-                    </div>
-                    <div node_ref=out></div>
-                    <div class="row" prop:hidden=move || !matches!(result.get(), Some(Ok(_)))>
-                        <button class="btn" on:click=move |_| open_side(true)>"Open left in the debugger"</button>
-                        <button class="btn" on:click=move |_| open_side(false)>"Open right in the debugger"</button>
                     </div>
                 </div>
             </div>

@@ -27,9 +27,13 @@ fn container(c: &Comparison) -> web_sys::HtmlElement {
 }
 
 fn all(root: &web_sys::HtmlElement, sel: &str) -> Vec<web_sys::HtmlElement> {
-    let list = root.query_selector_all(sel).unwrap();
-    (0..list.length())
-        .filter_map(|i| list.item(i))
+    // `querySelectorAll` through JS (the app's web-sys has no `NodeList`).
+    let f: js_sys::Function = js_sys::Reflect::get(root, &"querySelectorAll".into())
+        .unwrap()
+        .unchecked_into();
+    let list = f.call1(root, &sel.into()).unwrap();
+    js_sys::Array::from(&list)
+        .iter()
         .map(|n| n.unchecked_into())
         .collect()
 }

@@ -374,14 +374,18 @@ mod tests {
             "{:?}",
             c.why
         );
-        assert!(!c.events.is_empty() && c.events.len() <= EVENT_ROWS);
+        assert!(!c.events.is_empty() && c.events.len() <= 5 * EVENT_ROWS);
+        assert_eq!(c.events.len() % 5, 0, "five texts per event");
+        let events: Vec<&[String]> = c.events.chunks(5).collect();
         assert!(
-            c.events
+            events
                 .iter()
-                .any(|e| e.judged && e.changes.contains("llmd dropped_orphan → applied")),
-            "{:?}",
-            c.events
+                .any(|e| e[4].contains("judged") && e[3].contains("llmd dropped_orphan → applied")),
+            "{events:?}"
         );
+        assert!(events
+            .iter()
+            .any(|e| e[4].contains("moved") && e[3].starts_with("moved")));
         assert!(c.note.contains(" aligned by block, "), "{}", c.note);
         // A trace that cannot be read names its side, its file and where it broke.
         let e = compare_traces_of(
