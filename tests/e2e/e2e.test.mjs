@@ -276,6 +276,71 @@ test('bad input shows a located error, not a blank page', async () => {
   assert.deepEqual(pageErrors, []);
 });
 
+// Issue 16, point 4: compare what the user loaded. The demo (legacy-vs-fixed in CPython set
+// order, JSON Lines) against the same scenario in the fixed order as a msgpack stream
+// (`kvscope generate legacy-vs-fixed --order fixed --format msgpack`).
+const DEMO_FIXED = join(fixtures, 'demo-fixed.msgpack');
+
+test('compare with trace: the loaded trace beside another, aligned by block, each differing count explained', async () => {
+  const page = await open();
+  await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  await page.getByRole('button', { name: 'Compare', exact: true }).click();
+  const dialog = page.getByRole('dialog', { name: 'Compare' });
+  await dialog.getByRole('button', { name: 'Generate and compare' }).waitFor();
+  // Keys pressed in a dialog never act on the page behind it: not on the body, not in one of
+  // its selects, not in one of its number fields.
+  const counter = await text(page, 'counter');
+  const theme = await page.evaluate(() => document.documentElement.dataset.theme);
+  const keys = ['n', 'p', 'ArrowRight', 'ArrowLeft', 'End', 'Home', 't', 'f', 'w', 'd', ' ', '?', '/'];
+  for (const k of keys) await page.keyboard.press(k);
+  await dialog.getByRole('combobox', { name: 'Left order' }).focus();
+  for (const k of ['n', 'ArrowRight', 't', 'End']) await page.keyboard.press(k);
+  await dialog.getByRole('spinbutton', { name: 'Seed', exact: true }).focus();
+  for (const k of ['n', 'ArrowRight', 't']) await page.keyboard.press(k);
+  assert.equal(await text(page, 'counter'), counter, 'the cursor did not move');
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), theme, 'the theme did not change');
+  assert.equal(await page.locator('[data-testid=glossary]').count(), 0, 'no help opened');
+  assert.ok(await dialog.isVisible(), 'the dialog is still open');
+
+  await dialog.getByLabel('Compare with trace').setInputFiles(DEMO_FIXED);
+  await page.waitForSelector('[data-testid=compare-why]');
+  const table = await text(page, 'compare-table');
+  assert.match(table, /A: demo/);
+  assert.match(table, /B: demo-fixed\.msgpack/);
+  const row = await page.locator('[data-testid=compare-table] tr', { hasText: 'child-before-parent-in-job' }).innerText();
+  const [, a, b] = row.split('\t').map((s) => s.trim());
+  assert.ok(Number(a) > 0 && Number(b) === 0, row);
+  // Each count that differs, explained by the event that makes the difference.
+  const why = await text(page, 'compare-why');
+  assert.match(why, /child-before-parent-in-job: \d+ on A and 0 on B: on A, batch \d+ delivers \S+ before its parent \S+; on B the parent comes first/);
+  assert.match(why, /llmd lost \d+ blocks? on A and 0 on B: on A, batch \d+ delivers/);
+  // The events, aligned by block: all 12 in both traces; the moved ones and the ones llm-d
+  // judges differently are listed side by side and marked.
+  assert.match(await text(page, 'compare-note'), /^12 events aligned by block, [1-9]\d* moved; [1-9]\d* differ/);
+  const events = page.locator('[data-testid=compare-events] tr');
+  assert.ok(await events.count() > 1);
+  assert.ok(await page.locator('[data-testid=compare-events] tr.moved').count() > 0, 'moved events are marked');
+  const judged = page.locator('[data-testid=compare-events] tr.judged', { hasText: 'llmd dropped_orphan → applied' });
+  assert.ok(await judged.count() > 0, 'llm-d verdicts that differ are marked');
+  assert.match(await judged.first().innerText(), /#\d+ · batch \d+\t#\d+ · batch \d+\tBlockStored CPU /);
+  await page.screenshot({ path: join(shots, 'compare-loaded.png') });
+
+  // A trace that cannot be read: the error names it and where it broke.
+  const bad = join(mkdtempSync(join(tmpdir(), 'kvscope-cmp-')), 'bad.jsonl');
+  writeFileSync(bad, '{"source": "x", "events": [}\n');
+  await dialog.getByLabel('Compare with trace').setInputFiles(bad);
+  await page.waitForSelector('[data-testid=compare] [role=alert]');
+  assert.match(await page.locator('[data-testid=compare] [role=alert]').innerText(), /the trace to compare with \(bad\.jsonl\): .*line 1/);
+
+  // Escape closes the dialog; keys act on the page again.
+  await page.keyboard.press('Escape');
+  assert.equal(await dialog.count(), 0);
+  await page.keyboard.press('End');
+  assert.equal(await text(page, 'counter'), '12 / 12');
+  await page.close();
+  assert.deepEqual(pageErrors, []);
+});
+
 test('compare: generate legacy-vs-fixed in cpython and fixed order in the page', async () => {
   const page = await context.newPage();
   page.on('pageerror', (e) => pageErrors.push(`compare: ${e.message}`));

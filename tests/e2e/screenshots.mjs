@@ -1,7 +1,9 @@
 // Screenshots of the demo for review (not part of the test run):
 //   node tests/e2e/screenshots.mjs            (serves dist/ with python's http.server)
 // Writes tests/e2e/screenshots/demo-{1440x900,1280x720}-{light,dark}[-llmd].png: the demo at
-// its first violation, then with the llm-d router lens at its first loss root, then the ? help.
+// its first violation, then with the llm-d router lens at its first loss root, then the ? help;
+// then the other traces; then compare-*.png: the Compare dialog with the demo beside
+// demo-fixed.msgpack.
 // Look at them.
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
@@ -77,6 +79,26 @@ try {
     }
   }
   rmSync(tmp, { recursive: true, force: true });
+  // The Compare dialog: the demo beside the same scenario in the fixed order (a msgpack
+  // stream), side by side with why each count differs.
+  for (const [w, h] of [[1440, 900], [1280, 720]]) {
+    for (const theme of ['light', 'dark']) {
+      const page = await browser.newPage({ viewport: { width: w, height: h }, colorScheme: theme });
+      const errors = [];
+      page.on('pageerror', (e) => errors.push(e.message));
+      await page.goto(`http://127.0.0.1:${port}/`);
+      await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+      await page.getByRole('button', { name: 'Compare', exact: true }).click();
+      await page.getByRole('button', { name: 'Generate and compare' }).waitFor();
+      await page.getByLabel('Compare with trace').setInputFiles(join(here, 'fixtures', 'demo-fixed.msgpack'));
+      await page.waitForSelector('[data-testid=compare-why]');
+      const name = `compare-${w}x${h}-${theme}`;
+      await page.screenshot({ path: join(shots, `${name}.png`) });
+      if (errors.length) throw new Error(`${name}: ${errors.join('; ')}`);
+      console.log(`${name}: ok`);
+      await page.close();
+    }
+  }
 } finally {
   await browser.close();
   server.kill();

@@ -1,12 +1,16 @@
-//! Compare: generate one of the core's built-in scenarios in the page twice (e.g. CPython set
-//! order vs the fixed order), with the seeds and sizes a user picks, and show the two analyses
-//! side by side (`kvscope_core::analysis::compare`); either trace opens in the debugger.
+//! Compare: the loaded trace (A) with another trace the user loads ("Compare with trace", any
+//! format the page opens), or one of the core's built-in scenarios generated twice (e.g.
+//! CPython set order vs the fixed order) with the seeds and sizes a user picks. Either way the
+//! page shows the core's comparison (`kvscope_core::analysis::compare_traces`, as `kvscope
+//! diff`): the counts side by side, a plain explanation of each count that differs, and the
+//! events aligned by block whose order or verdicts differ ([`crate::compare_view`]).
 //!
-//! The simulator is not in the app's wasm: it is a second module (`web/sim`: `kvscope_sim.js`
-//! and `kvscope_sim_bg.wasm` next to the app in `dist/`) imported the first time the dialog
-//! opens, which keeps the first download small. It simulates and analyses both sides and
-//! returns a [`Comparison`]: the table and both traces as JSON Lines. Behind the `compare`
-//! cargo feature (on by default).
+//! The comparison is not in the app's wasm: it runs in a second module (`web/sim`:
+//! `kvscope_sim.js` and `kvscope_sim_bg.wasm` next to the app in `dist/`) imported the first
+//! time the dialog opens, which keeps the first download small. It reads (or simulates) and
+//! analyses both sides and returns a [`Comparison`]. For that the page keeps the loaded
+//! trace's bytes outside wasm memory ([`remember`]). Behind the `compare` cargo feature (on by
+//! default).
 
 use std::cell::RefCell;
 
@@ -25,17 +29,44 @@ pub const SIM_JS: &str = "./kvscope_sim.js";
 /// Its wasm, relative to the page.
 pub const SIM_WASM: &str = "./kvscope_sim_bg.wasm";
 
+// The loaded trace's name and bytes (`current`) and the trace last compared with (`other`)
+// stay in JS arrays, outside wasm memory; the JS below reads the picked file and hands both to
+// the simulator module (glue here rather than Rust: the app's size budget).
 #[wasm_bindgen(inline_js = "export function import_sim(js, wasm) {
   const base = document.baseURI;
   return import(new URL(js, base).href).then(async (m) => {
     await m.default({ module_or_path: new URL(wasm, base).href });
     return m;
   });
+}
+let current, other;
+export function remember(name, bytes) { current = [name, bytes.slice()]; }
+export function kept(left) { return left ? current : other; }
+export async function compare_file(sim, input, workers) {
+  const file = input.files[0];
+  input.value = '';
+  if (!file) throw new Error('no file chosen');
+  if (!current) throw new Error('load a trace first: it is compared with the trace you pick');
+  other = [file.name, new Uint8Array(await file.arrayBuffer())];
+  return sim.compare_loaded(current[1], current[0], other[1], other[0], workers);
 }")]
 extern "C" {
     /// Import the simulator's JS glue and instantiate its wasm; resolves to the module.
     #[wasm_bindgen(catch)]
     fn import_sim(js: &str, wasm: &str) -> Result<js_sys::Promise, JsValue>;
+    /// Keep the bytes of the trace just loaded (a copy outside wasm memory): what "Compare
+    /// with trace" compares with.
+    pub fn remember(name: &str, bytes: &[u8]);
+    /// `[name, bytes]` of the loaded trace (`left`) or of the one compared with.
+    fn kept(left: bool) -> JsValue;
+    /// Read the file picked in `input` and compare the loaded trace with it in the simulator
+    /// module `sim` (`compare_loaded`); resolves to the comparison as JSON.
+    #[wasm_bindgen(catch)]
+    fn compare_file(
+        sim: &JsValue,
+        input: &JsValue,
+        workers: Option<u32>,
+    ) -> Result<js_sys::Promise, JsValue>;
 }
 
 thread_local! {
@@ -140,6 +171,14 @@ fn elements(v: &JsValue, what: &str) -> Result<js_sys::Array, String> {
         .ok_or_else(|| format!("the simulator's `{what}` is not a list"))
 }
 
+/// Compare the loaded trace with the file picked in `input` (in the simulator module).
+async fn compare_with_file(input: JsValue, workers: Option<u32>) -> Outcome {
+    let sim = simulator().await?;
+    let promise = compare_file(&sim, &input, workers).map_err(|e| js_text(&e))?;
+    let out = JsFuture::from(promise).await.map_err(|e| js_text(&e))?;
+    serde_json::from_str(&out.as_string().unwrap_or_default()).map_err(|e| e.to_string())
+}
+
 fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
     let s = s.trim();
     if s.is_empty() {
@@ -191,6 +230,16 @@ pub fn CompareDialog(
         });
     });
     let ready = move || matches!(sim.get(), SimState::Ready(_));
+    // The comparison, rendered as plain DOM (`crate::compare_view`) whenever it changes.
+    let out = NodeRef::<leptos::html::Div>::new();
+    Effect::new(move |_| {
+        let r = result.get();
+        let Some(div) = out.get() else { return };
+        div.set_text_content(None);
+        if let Some(Ok(el)) = r.map(|r| crate::compare_view::render(&r)) {
+            let _ = div.append_child(&el);
+        }
+    });
     let generate = move |_| {
         busy.set(true);
         let p = params.get_untracked();
@@ -201,24 +250,35 @@ pub fn CompareDialog(
             busy.set(false);
         });
     };
+    let compare_with = move |e: leptos::ev::Event| {
+        busy.set(true);
+        let input = e.target().map(JsValue::from).unwrap_or_default();
+        let workers = st.workers.get_untracked();
+        leptos::task::spawn_local(async move {
+            result.set(Some(compare_with_file(input, workers).await));
+            busy.set(false);
+        });
+    };
     let open_side = move |left: bool| {
         let p = params.get_untracked();
         let Some(Ok(c)) = result.get_untracked() else {
             return;
         };
-        let (text, o) = if left {
-            (c.left, p.left.clone())
+        // Two loaded traces come back without their texts: the page keeps both.
+        let (name, bytes) = if c.left.is_empty() {
+            let pair = js_sys::Array::from(&kept(left));
+            let bytes = js_sys::Uint8Array::new(&pair.get(1)).to_vec();
+            (pair.get(0).as_string().unwrap_or_default(), bytes)
+        } else if left {
+            (format!("{} ({})", p.scenario, p.left), c.left.into_bytes())
         } else {
-            (c.right, p.right.clone())
+            (
+                format!("{} ({})", p.scenario, p.right),
+                c.right.into_bytes(),
+            )
         };
         open.set(false);
-        load::load_bytes(
-            st,
-            format!("{} ({o})", p.scenario),
-            text.into_bytes(),
-            TraceOrigin::Local,
-            None,
-        );
+        load::load_bytes(st, name, bytes, TraceOrigin::Local, None);
     };
     /// The orders, named for what they are (`docs/scenario-format.md`, `order`).
     const ORDERS: [(&str, &str); 3] = [
@@ -239,9 +299,22 @@ pub fn CompareDialog(
     };
     view! {
         <Show when=move || open.get()>
-            <div class="overlay" role="dialog" aria-label="Compare orders">
-                <div class="dialog wide" data-testid="compare">
-                    <h2>"Compare: generate a scenario in two orders"</h2>
+            <div class="overlay" role="dialog" aria-label="Compare">
+                <div class="dialog wide compare" data-testid="compare">
+                    <h2>"Compare"</h2>
+                    <div class="row">
+                        <label class="btn primary" title="Load a trace (B) to compare with the one shown (A), aligned by block">
+                            "Compare with trace…"
+                            <input type="file" class="visually-hidden" aria-label="Compare with trace" data-testid="compare-file"
+                                accept=".jsonl,.json,.msgpack,.bin,.mp,application/json" on:change=compare_with/>
+                        </label>
+                    </div>
+                    <div node_ref=out></div>
+                    <div class="row" prop:hidden=move || !matches!(result.get(), Some(Ok(_)))>
+                        <button class="btn" on:click=move |_| open_side(true)>"Open left in the debugger"</button>
+                        <button class="btn" on:click=move |_| open_side(false)>"Open right in the debugger"</button>
+                    </div>
+                    <h3>"or generate a scenario in two orders"</h3>
                     <div class="row">
                         <label>"Scenario"
                             <select aria-label="Scenario" on:change:target=move |e| { let v = e.target().value(); params.update(|p| p.scenario = v) }>
@@ -282,24 +355,6 @@ pub fn CompareDialog(
                             SimState::Ready(_) => None,
                         }}
                     </div>
-                    {move || result.get().map(|r| match r {
-                        Err(e) => view! { <p class="status error" role="alert">{e}</p> }.into_any(),
-                        Ok(c) => {
-                            let p = params.get_untracked();
-                            view! {
-                                <table class="kv compare-table" data-testid="compare-table">
-                                    <tr><th></th><th>{format!("left: {}", p.left)}</th><th>{format!("right: {}", p.right)}</th></tr>
-                                    {c.rows.into_iter().map(|r| view! {
-                                        <tr><th class:rule=r.rule>{r.label}</th><td class:bad=r.a_worse>{r.a}</td><td class:bad=r.b_worse>{r.b}</td></tr>
-                                    }).collect_view()}
-                                </table>
-                                <div class="row">
-                                    <button class="btn" on:click=move |_| open_side(true)>"Open left in the debugger"</button>
-                                    <button class="btn" on:click=move |_| open_side(false)>"Open right in the debugger"</button>
-                                </div>
-                            }.into_any()
-                        }
-                    })}
                 </div>
             </div>
         </Show>

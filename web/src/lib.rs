@@ -17,6 +17,8 @@
 
 #[cfg(feature = "compare")]
 pub mod compare;
+#[cfg(feature = "compare")]
+pub mod compare_view;
 pub mod controls;
 pub mod help;
 pub mod inspect;

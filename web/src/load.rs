@@ -403,6 +403,8 @@ pub fn load_bytes(
             events_per_s: 0.0,
             indexing: true,
         });
+        #[cfg(feature = "compare")]
+        crate::compare::remember(&name, &bytes);
         st.origin.set(Some(origin));
         st.model.set(Some(Arc::new(model)));
         if st.lane_mode.get_untracked() != mode {

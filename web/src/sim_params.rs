@@ -66,14 +66,26 @@ pub struct Row {
     pub b_worse: bool,
 }
 
-/// Both sides of a comparison: the traces (JSON Lines, to open in the debugger) and the table
-/// comparing their analyses.
+/// Both sides of a comparison: the traces (JSON Lines, to open in the debugger; empty for two
+/// loaded traces), the table comparing their analyses, why each count differs and the events
+/// that differ, aligned by block (the core's `compare_traces`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Comparison {
     /// The left trace as JSON Lines.
     pub left: String,
     /// The right trace as JSON Lines.
     pub right: String,
-    /// Table rows, events first.
+    /// Table rows: first the headings (an empty label, the two traces' names in `a` and `b`),
+    /// then the events, every rule with findings, the losses.
     pub rows: Vec<Row>,
+    /// One plain sentence per count that differs.
+    pub why: Vec<String>,
+    /// The events that differ, in the left trace's order (at most a few hundred: `note` says
+    /// how many there are), five texts each, one after the other: the left event (`#3 · batch
+    /// 2`, empty when only the right trace has it), the right one, what the event is
+    /// (`BlockStored CPU 159301…791386`), what differs (`moved; llmd dropped_orphan → applied`)
+    /// and its marks (`moved`, `judged`: a router's verdict differs; space-separated).
+    pub events: Vec<String>,
+    /// How many events differ and how many are listed.
+    pub note: String,
 }

@@ -1,9 +1,11 @@
-//! `kvscope diff`: compare two traces of the same scenario (e.g. legacy vs fixed order).
+//! `kvscope diff`: compare two traces (e.g. one scenario in legacy and fixed order): the core's
+//! `compare_traces` (events aligned by block, what differs, why each count differs), the same
+//! comparison the debugger's Compare dialog shows.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use kvscope_core::analysis::{analyze, compare, TraceDiff};
+use kvscope_core::analysis::{analyze, compare_traces, TraceComparison};
 
 use super::check::{config, load_trace, ModelArgs};
 use crate::out;
@@ -25,8 +27,22 @@ pub struct Args {
     pub models: ModelArgs,
 }
 
-fn render(d: &TraceDiff, a: &str, b: &str) -> String {
-    let mut out = format!("kvscope diff\n  A: {a}\n  B: {b}\n\nfindings per rule (A -> B):\n");
+/// Differing events listed in the text report (all of them are in `--json`).
+const LISTED: usize = 20;
+
+fn render(c: &TraceComparison, a: &str, b: &str) -> String {
+    let d = &c.diff;
+    let mut out = format!(
+        "kvscope diff\n  A: {a}\n  B: {b}\n\nevents: {} in A, {} in B; {} aligned by block ({} only in A, {} only in B), {} moved\n",
+        c.events_a, c.events_b, c.aligned, c.only_a, c.only_b, c.moved
+    );
+    if !c.explanations.is_empty() {
+        out.push_str("\nwhy the counts differ:\n");
+        for e in &c.explanations {
+            out.push_str(&format!("  {}\n", e.text));
+        }
+    }
+    out.push_str("\nfindings per rule (A -> B):\n");
     for r in d.rules.iter().filter(|r| r.a + r.b > 0) {
         out.push_str(&format!(
             "  {:<34} {:>6} -> {:<6}\n",
@@ -61,15 +77,35 @@ fn render(d: &TraceDiff, a: &str, b: &str) -> String {
             l.appeared.len()
         ));
     }
+    if !c.events.is_empty() {
+        out.push_str(&format!(
+            "\nevents that differ ({} of {}; A | B):\n",
+            c.events.len().min(LISTED),
+            c.events.len()
+        ));
+        let side = |i: Option<usize>, batch: Option<u32>| match (i, batch) {
+            (Some(i), Some(b)) => format!("#{i} batch {b}"),
+            (Some(i), None) => format!("#{i}"),
+            _ => "-".to_string(),
+        };
+        for p in c.events.iter().take(LISTED) {
+            out.push_str(&format!(
+                "  {:<16} | {:<16} {}: {}\n",
+                side(p.a, p.batch_a),
+                side(p.b, p.batch_b),
+                p.what,
+                p.changes()
+            ));
+        }
+    }
     out
 }
 
 /// Run the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = config(&args.consumers, &[], &args.models)?;
-    let a = analyze(&load_trace(&args.trace_a)?, &config);
-    let b = analyze(&load_trace(&args.trace_b)?, &config);
-    let d = compare(&a, &b);
+    let (ta, tb) = (load_trace(&args.trace_a)?, load_trace(&args.trace_b)?);
+    let d = compare_traces(&ta, &analyze(&ta, &config), &tb, &analyze(&tb, &config));
     let text = if args.json {
         let mut t = serde_json::to_string_pretty(&d).context("serialising the comparison")?;
         t.push('\n');

@@ -36,7 +36,7 @@ pub const PRECONDITIONS: bool = cfg!(feature = "preconditions");
 
 use serde::{Deserialize, Serialize};
 
-pub use compare::{compare, TraceDiff};
+pub use compare::{compare, compare_traces, TraceComparison, TraceDiff};
 pub use findings::{FindingRef, FindingStore};
 pub(crate) use identity::BlockKeys;
 pub(crate) use index::IndexBuilder;

@@ -3,20 +3,23 @@
 //! opens, so the core's scenario simulator stays out of the app's first download; the debugger
 //! itself parses the returned traces and compares their analyses.
 //!
-//! The JS surface is two functions: `builtins()` (JSON list of [`Builtin`]) and
+//! The JS surface is three functions: `builtins()` (JSON list of [`Builtin`]),
 //! `compare(params_json)` (both sides of [`Params`] simulated and analysed: a [`Comparison`] as
-//! JSON). The analyses run here too, so the app carries no comparison code either.
+//! JSON) and `compare_loaded(a, a_name, b, b_name, workers)` (two traces the user loaded, in any
+//! format the debugger opens). The analyses and the core's comparison (`compare_traces`: events
+//! aligned by block, what differs, why each count differs) run here too, so the app carries no
+//! comparison code: it renders the [`Comparison`].
 #![deny(missing_docs)]
 
 #[path = "../../src/sim_params.rs"]
 pub mod params;
 
-use kvscope_core::analysis::{analyze, compare as compare_analyses, AnalysisConfig};
+use kvscope_core::analysis::{analyze, compare_traces, AnalysisConfig, TraceComparison};
 use kvscope_core::order::OrderMode;
 use kvscope_core::scenario::{builtin, Scenario, SecondaryTierConfig};
 use kvscope_core::sim;
 use kvscope_core::trace::Trace;
-use kvscope_core::wire::jsonl;
+use kvscope_core::wire::{self, jsonl};
 use wasm_bindgen::prelude::*;
 
 pub use params::{Builtin, Comparison, Params, Row};
@@ -94,13 +97,16 @@ pub fn builtins() -> String {
     serde_json::to_string(&builtin_list()).unwrap_or_else(|_| "[]".into())
 }
 
-/// Simulate both sides of `p`, analyse them and tabulate the differences: events, every rule
-/// with findings on either side, each consumer model's losses, violations on one side only.
-pub fn compare_sides(p: &Params) -> Result<Comparison, String> {
-    let a = simulate_side(p, true)?;
-    let b = simulate_side(p, false)?;
-    let cfg = AnalysisConfig::default();
-    let d = compare_analyses(&analyze(&a, &cfg), &analyze(&b, &cfg));
+/// Differing events listed in a [`Comparison`] (the page's side-by-side list).
+pub const EVENT_ROWS: usize = 200;
+
+/// Analyse `a` and `b` with `cfg` and tabulate the differences under the headings `heads`:
+/// events, every rule with findings on either side, each consumer model's losses, violations
+/// on one side only, the alignment; why each count differs; the first [`EVENT_ROWS`] events
+/// that differ.
+pub fn tabulate(a: &Trace, b: &Trace, cfg: &AnalysisConfig, heads: [String; 2]) -> Comparison {
+    let c: TraceComparison = compare_traces(a, &analyze(a, cfg), b, &analyze(b, cfg));
+    let d = &c.diff;
     let row = |label: String, rule: bool, a: String, b: String, a_worse: bool, b_worse: bool| Row {
         label,
         rule,
@@ -109,14 +115,16 @@ pub fn compare_sides(p: &Params) -> Result<Comparison, String> {
         a_worse,
         b_worse,
     };
-    let mut rows = vec![row(
+    let [ha, hb] = heads;
+    let mut rows = vec![row(String::new(), false, ha, hb, false, false)];
+    rows.push(row(
         "events".into(),
         false,
-        a.event_count().to_string(),
-        b.event_count().to_string(),
+        c.events_a.to_string(),
+        c.events_b.to_string(),
         false,
         false,
-    )];
+    ));
     rows.extend(d.rules.iter().filter(|r| r.a + r.b > 0).map(|r| {
         row(
             r.rule.name().into(),
@@ -145,11 +153,125 @@ pub fn compare_sides(p: &Params) -> Result<Comparison, String> {
         false,
         false,
     ));
-    Ok(Comparison {
-        left: jsonl::write_trace(&a),
-        right: jsonl::write_trace(&b),
+    rows.push(row(
+        "events only on this side".into(),
+        false,
+        c.only_a.to_string(),
+        c.only_b.to_string(),
+        false,
+        false,
+    ));
+    let side = |i: Option<usize>, batch: Option<u32>| {
+        i.map_or_else(String::new, |i| match batch {
+            Some(b) => format!("#{i} · batch {b}"),
+            None => format!("#{i}"),
+        })
+    };
+    let listed = c.events.len().min(EVENT_ROWS);
+    let events = c
+        .events
+        .iter()
+        .take(EVENT_ROWS)
+        .flat_map(|p| {
+            let marks = match (p.moved, !p.verdicts.is_empty()) {
+                (true, true) => "moved judged",
+                (true, false) => "moved",
+                (false, true) => "judged",
+                (false, false) => "",
+            };
+            vec![
+                side(p.a, p.batch_a),
+                side(p.b, p.batch_b),
+                p.what.clone(),
+                p.changes(),
+                marks.to_owned(),
+            ]
+        })
+        .collect::<Vec<_>>();
+    let mut note = format!(
+        "{} aligned by block, {} moved; {} differ",
+        plural(c.aligned, "event", "events"),
+        c.moved,
+        c.events.len()
+    );
+    if listed < c.events.len() {
+        note += &format!(" (the first {listed} are listed)");
+    }
+    Comparison {
+        left: String::new(),
+        right: String::new(),
         rows,
-    })
+        why: c.explanations.into_iter().map(|e| e.text).collect(),
+        events,
+        note,
+    }
+}
+
+/// `n` and the noun, singular for exactly one.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Simulate both sides of `p`, analyse and compare them ([`tabulate`]); the traces come back
+/// as JSON Lines.
+pub fn compare_sides(p: &Params) -> Result<Comparison, String> {
+    let a = simulate_side(p, true)?;
+    let b = simulate_side(p, false)?;
+    let heads = [format!("left: {}", p.left), format!("right: {}", p.right)];
+    let mut c = tabulate(&a, &b, &AnalysisConfig::default(), heads);
+    c.left = jsonl::write_trace(&a);
+    c.right = jsonl::write_trace(&b);
+    Ok(c)
+}
+
+/// The file stem of a display name (a msgpack stream's source name, as the debugger reads it).
+fn stem(name: &str) -> &str {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    base.split('.')
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(base)
+}
+
+/// Read two loaded traces (any format the debugger opens) and compare them ([`tabulate`]),
+/// with the debugger's worker count (`None`: each trace header's, else 1). An unreadable trace
+/// is an error naming the side, the file and where it broke.
+pub fn compare_traces_of(
+    a: &[u8],
+    a_name: &str,
+    b: &[u8],
+    b_name: &str,
+    workers: Option<u32>,
+) -> Result<Comparison, String> {
+    let read = |bytes: &[u8], name: &str, side: &str| {
+        wire::read_trace(bytes, stem(name)).map_err(|e| format!("{side} ({name}): {e}"))
+    };
+    let ta = read(a, a_name, "the current trace")?;
+    let tb = read(b, b_name, "the trace to compare with")?;
+    let cfg = AnalysisConfig {
+        workers,
+        ..AnalysisConfig::default()
+    };
+    Ok(tabulate(
+        &ta,
+        &tb,
+        &cfg,
+        [format!("A: {a_name}"), format!("B: {b_name}")],
+    ))
+}
+
+/// JS: compare two loaded traces (see [`compare_traces_of`]); returns a [`Comparison`] as
+/// JSON (no traces in it). Throws an `Error` naming the trace that cannot be read.
+#[wasm_bindgen]
+pub fn compare_loaded(
+    a: &[u8],
+    a_name: &str,
+    b: &[u8],
+    b_name: &str,
+    workers: Option<u32>,
+) -> Result<String, JsError> {
+    let c = compare_traces_of(a, a_name, b, b_name, workers).map_err(|e| JsError::new(&e))?;
+    serde_json::to_string(&c).map_err(|e| JsError::new(&e.to_string()))
 }
 
 /// JS: simulate and compare both sides of `params_json` (a [`Params`] object as JSON); returns
@@ -212,6 +334,73 @@ mod tests {
         };
         assert!(scenario(&bad, "fixed").is_err());
         assert!(simulate_side(&bad, true).unwrap_err().contains("nope"));
+    }
+
+    /// Two loaded traces in different formats (JSON Lines against a msgpack stream): the
+    /// same comparison as the generated pair, explained, with the events that differ.
+    #[test]
+    fn loaded_traces_in_any_format_compare_like_generated_ones() {
+        let p = Params::default();
+        let (a, b) = (
+            simulate_side(&p, true).unwrap(),
+            simulate_side(&p, false).unwrap(),
+        );
+        let mut packed = Vec::new();
+        for r in &b.records {
+            if let kvscope_core::trace::TraceRecord::Batch(batch) = r {
+                kvscope_core::wire::msgpack::encode_trace_batch_into(
+                    &mut packed,
+                    batch,
+                    kvscope_core::wire::EventEncoding::default(),
+                );
+            }
+        }
+        let text = jsonl::write_trace(&a);
+        let c = compare_traces_of(text.as_bytes(), "a.jsonl", &packed, "b.msgpack", None).unwrap();
+        let generated = compare_sides(&p).unwrap();
+        assert_eq!(c.rows[0].a, "A: a.jsonl");
+        assert_eq!(c.rows[0].b, "B: b.msgpack");
+        assert_eq!(generated.rows[0].a, "left: cpython");
+        assert_eq!(c.rows[1..], generated.rows[1..]);
+        assert_eq!(c.why, generated.why);
+        assert!(
+            c.left.is_empty() && c.right.is_empty(),
+            "no traces sent back"
+        );
+        assert!(
+            c.why.iter().any(
+                |w| w.starts_with("llmd lost ") && w.contains(" on A and 0 on B: on A, batch ")
+            ),
+            "{:?}",
+            c.why
+        );
+        assert!(!c.events.is_empty() && c.events.len() <= 5 * EVENT_ROWS);
+        assert_eq!(c.events.len() % 5, 0, "five texts per event");
+        let events: Vec<&[String]> = c.events.chunks(5).collect();
+        assert!(
+            events
+                .iter()
+                .any(|e| e[4].contains("judged") && e[3].contains("llmd dropped_orphan → applied")),
+            "{events:?}"
+        );
+        assert!(events
+            .iter()
+            .any(|e| e[4].contains("moved") && e[3].starts_with("moved")));
+        assert!(c.note.contains(" aligned by block, "), "{}", c.note);
+        // A trace that cannot be read names its side, its file and where it broke.
+        let e = compare_traces_of(
+            text.as_bytes(),
+            "a.jsonl",
+            b"{\"events\": [}\n",
+            "bad.jsonl",
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("the trace to compare with (bad.jsonl): "),
+            "{e}"
+        );
+        assert!(e.contains("line 1"), "{e}");
     }
 
     /// The JSON contract: the debugger's serialized parameters come back as a comparison it

@@ -1,11 +1,24 @@
-//! Comparing two analyses of the same scenario (e.g. `legacy` vs `fixed` order): which
-//! violations and which consumer losses disappear, and which appear.
+//! Comparing two traces (e.g. one scenario in `legacy` and in `fixed` order, or two captures):
+//! which violations and which consumer losses disappear and which appear ([`compare`], from
+//! the two analyses), and event by event ([`compare_traces`]): the events aligned by block
+//! (`align.rs`), those whose order or verdicts differ, and a plain explanation of each count
+//! that differs (`explain.rs`). `kvscope diff` and the debugger's Compare dialog both show
+//! [`compare_traces`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use super::{Analysis, Rule};
+use crate::trace::Trace;
+
+mod align;
+mod explain;
+#[cfg(test)]
+mod tests;
+
+pub use align::{Alignment, EventPair, VerdictDelta};
+pub use explain::{short_hash, Explanation};
 
 /// A violation identified independently of event positions: rule, KV group, child's first
 /// block, missing parent. The group is part of a block's name (`identity.rs`): two
@@ -129,5 +142,52 @@ pub fn compare(a: &Analysis, b: &Analysis) -> TraceDiff {
         disappeared: ka.difference(&kb).cloned().collect(),
         appeared: kb.difference(&ka).cloned().collect(),
         losses,
+    }
+}
+
+/// Two analysed traces compared event by event (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TraceComparison {
+    /// The counts: findings per rule, violations on one side only, losses per router.
+    #[serde(flatten)]
+    pub diff: TraceDiff,
+    /// Events in A and in B.
+    pub events_a: usize,
+    /// Events in B.
+    pub events_b: usize,
+    /// Events aligned by block (pairs).
+    pub aligned: usize,
+    /// Events of A without a partner in B.
+    pub only_a: usize,
+    /// Events of B without a partner in A.
+    pub only_b: usize,
+    /// Aligned events B delivers in another order.
+    pub moved: usize,
+    /// The events that differ, side by side (see [`EventPair`]).
+    pub events: Vec<EventPair>,
+    /// A plain explanation of each count that differs.
+    pub explanations: Vec<Explanation>,
+    /// The alignment itself (partners of every event).
+    #[serde(skip)]
+    pub alignment: Alignment,
+}
+
+/// Compare trace `ta` (analysed as `a`) with `tb` (analysed as `b`, with the same
+/// configuration) event by event.
+pub fn compare_traces(ta: &Trace, a: &Analysis, tb: &Trace, b: &Analysis) -> TraceComparison {
+    let (sa, sb) = (align::Side::new(ta, a), align::Side::new(tb, b));
+    let alignment = Alignment::new(&sa, &sb);
+    let diff = compare(a, b);
+    TraceComparison {
+        events_a: sa.len(),
+        events_b: sb.len(),
+        aligned: alignment.aligned(),
+        only_a: alignment.only_in_a(),
+        only_b: alignment.only_in_b(),
+        moved: alignment.moved(),
+        events: alignment.differing(&sa, &sb),
+        explanations: explain::explain(&sa, &sb, &diff, &alignment),
+        diff,
+        alignment,
     }
 }
