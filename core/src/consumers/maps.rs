@@ -183,9 +183,10 @@ impl<V: Default> SlabMap<V> {
 
     /// The value of `key`, inserted as `V::default()` if absent.
     pub(crate) fn entry(&mut self, key: u64) -> &mut V {
-        let i = match self.index.get(&key) {
-            Some(i) => *i as usize,
-            None => {
+        // One probe of the index (the interner's entry type: no new table code).
+        let i = match self.index.entry(key) {
+            hashbrown::hash_map::Entry::Occupied(e) => *e.get() as usize,
+            hashbrown::hash_map::Entry::Vacant(e) => {
                 let i = match self.free.pop() {
                     Some(i) => i as usize,
                     None => {
@@ -196,7 +197,7 @@ impl<V: Default> SlabMap<V> {
                 if let Some(s) = self.slots.get_mut(i) {
                     s.0 = key;
                 }
-                self.index.insert(key, i as u32);
+                e.insert(i as u32);
                 i
             }
         };
