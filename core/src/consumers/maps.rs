@@ -111,6 +111,41 @@ impl HashChain {
         }
     }
 
+    /// The id with hash `hash` for which `same(id)` holds, or else `None` after recording
+    /// `id` (the next dense id) under `hash`: [`HashChain::find`] then [`HashChain::push`]
+    /// in one probe of the table.
+    pub(crate) fn find_or_push(
+        &mut self,
+        hash: u64,
+        id: u32,
+        mut same: impl FnMut(u32) -> bool,
+    ) -> Option<u32> {
+        if self.next.len() <= id as usize {
+            self.next.resize(id as usize + 1, u32::MAX);
+        }
+        let head = match self.first.entry(hash) {
+            hashbrown::hash_map::Entry::Occupied(e) => *e.get(),
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                e.insert(id);
+                return None;
+            }
+        };
+        let mut at = head;
+        loop {
+            if same(at) {
+                return Some(at);
+            }
+            match self.next.get(at as usize) {
+                Some(&n) if n != u32::MAX => at = n,
+                _ => break,
+            }
+        }
+        // Link in after the head (chain order does not matter).
+        let after = std::mem::replace(slot(&mut self.next, head), id);
+        *slot(&mut self.next, id) = after;
+        None
+    }
+
     /// Record `id` (the next dense id, not already present) under `hash`.
     pub(crate) fn push(&mut self, hash: u64, id: u32) {
         if self.next.len() <= id as usize {
