@@ -28,8 +28,6 @@ use kvscope_core::trace::{Trace, TraceBatch, TraceHeader, TraceRecord};
 use kvscope_core::wire::{jsonl, msgpack, EventEncoding};
 use smallvec::smallvec;
 
-// Not every bench uses every shared helper (`build_trace` is analysis.rs's).
-#[allow(dead_code)]
 mod common;
 
 use common::{batched, splitmix};

@@ -18,10 +18,9 @@ use kvscope_core::trace::{Trace, TraceBatch, TraceRecord};
 use kvscope_core::wire::msgpack::{decode_stream, encode_batch_into};
 use kvscope_core::wire::{jsonl, EventEncoding};
 
-#[path = "common/wire_trace.rs"]
-mod wire_trace;
+mod common;
 
-use wire_trace::batches;
+use common::wire_trace::batches;
 
 fn event_count() -> usize {
     std::env::var("KVSCOPE_BENCH_EVENTS")

@@ -33,11 +33,9 @@ use kvscope_core::wire::EventEncoding;
 
 #[path = "../benches/common/mod.rs"]
 mod common;
-/// `--bench wire`'s trace, shared with the benchmark and `decode_anchor`.
-#[path = "../benches/common/wire_trace.rs"]
-mod wire_trace;
 
-use common::build_trace;
+// `wire_trace`: `--bench wire`'s trace, shared with the benchmark and `decode_anchor`.
+use common::{build_trace, wire_trace};
 
 /// This thread's CPU time so far (nanoseconds), or `None` where there is no such file.
 fn thread_cpu_ns() -> Option<u64> {

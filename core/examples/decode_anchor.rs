@@ -33,10 +33,10 @@ use kvscope_core::wire::msgpack::encode_batch_into;
 use kvscope_core::wire::stream::TraceReader;
 use kvscope_core::wire::{read_trace, EventEncoding};
 
-#[path = "../benches/common/wire_trace.rs"]
-mod wire_trace;
+#[path = "../benches/common/mod.rs"]
+mod common;
 
-use wire_trace::EVENTS_PER_BATCH;
+use common::wire_trace::{self, EVENTS_PER_BATCH};
 
 /// CPython's Mersenne Twister (`Modules/_randommodule.c`): `random.Random(seed)` for a small
 /// non-negative int seed, and `getrandbits(64)`.

@@ -57,6 +57,37 @@ pub enum ProvenanceKind {
     Reset,
 }
 
+impl ProvenanceKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [ProvenanceKind; 7] = [
+        ProvenanceKind::GpuStore,
+        ProvenanceKind::GpuEvict,
+        ProvenanceKind::OffloadStore,
+        ProvenanceKind::Evict,
+        ProvenanceKind::SecondaryStore,
+        ProvenanceKind::Promotion,
+        ProvenanceKind::Reset,
+    ];
+
+    /// The kind's name, as JSON Lines and the npm package spell it (serde's snake_case).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProvenanceKind::GpuStore => "gpu_store",
+            ProvenanceKind::GpuEvict => "gpu_evict",
+            ProvenanceKind::OffloadStore => "offload_store",
+            ProvenanceKind::Evict => "evict",
+            ProvenanceKind::SecondaryStore => "secondary_store",
+            ProvenanceKind::Promotion => "promotion",
+            ProvenanceKind::Reset => "reset",
+        }
+    }
+
+    /// The kind called `name` (see [`ProvenanceKind::name`]).
+    pub fn from_name(name: &str) -> Option<ProvenanceKind> {
+        ProvenanceKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
 /// One published batch and where it was delivered from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceBatch {
@@ -266,6 +297,23 @@ impl EventMap {
             TraceRecord::Batch(b) => b.events.get(at.pos as usize).map(|e| (b, e)),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod provenance_kind_tests {
+    use super::ProvenanceKind;
+
+    /// Every kind's name is serde's spelling of it, and reads back as that kind.
+    #[test]
+    fn names_are_serde_spellings_and_read_back() {
+        for k in ProvenanceKind::ALL {
+            let serde = serde_json::to_string(&k).unwrap();
+            assert_eq!(serde, format!("\"{}\"", k.name()));
+            assert_eq!(ProvenanceKind::from_name(k.name()), Some(k));
+        }
+        assert_eq!(ProvenanceKind::from_name("GPU_STORE"), None);
+        assert_eq!(ProvenanceKind::from_name(""), None);
     }
 }
 

@@ -278,19 +278,6 @@ pub struct Provenance {
     pub step: Option<u64>,
 }
 
-/// A provenance kind's name (its JSON Lines spelling).
-pub fn provenance_kind_str(kind: ProvenanceKind) -> &'static str {
-    match kind {
-        ProvenanceKind::GpuStore => "gpu_store",
-        ProvenanceKind::GpuEvict => "gpu_evict",
-        ProvenanceKind::OffloadStore => "offload_store",
-        ProvenanceKind::Evict => "evict",
-        ProvenanceKind::SecondaryStore => "secondary_store",
-        ProvenanceKind::Promotion => "promotion",
-        ProvenanceKind::Reset => "reset",
-    }
-}
-
 impl ToJs for Provenance {
     fn to_js(&self) -> JsValue {
         let Provenance {
@@ -304,7 +291,7 @@ impl ToJs for Provenance {
         } = self;
         let o = Obj::new();
         o.str("tier", tier)
-            .str("kind", provenance_kind_str(*kind))
+            .str("kind", kind.name())
             .opt_big("job_id", *job_id)
             .opt_str("req_id", req_id.as_deref())
             .opt_num("group_idx", group_idx.map(f64::from))

@@ -44,6 +44,18 @@ extern "C" {
     /// JavaScript's `parseFloat` (see [`parse_float`]).
     #[wasm_bindgen(js_name = parseFloat)]
     fn js_parse_float(text: &str) -> f64;
+    /// `into.set(from)` with `into` a view of wasm memory: what js-sys's `Uint8Array::to_vec`
+    /// calls too, there behind an `assert_eq!` of the two lengths (see [`bytes`]).
+    #[wasm_bindgen(js_namespace = Uint8Array, js_name = "prototype.set.call")]
+    fn copy_into(into: &mut [u8], from: &js_sys::Uint8Array);
+}
+
+/// A copy of `array`'s bytes. js-sys's `Uint8Array::to_vec` would link the formatting of its
+/// length assertion's failure message; here the lengths are equal by construction.
+pub fn bytes(array: &js_sys::Uint8Array) -> Vec<u8> {
+    let mut out = vec![0; array.length() as usize];
+    copy_into(&mut out, array);
+    out
 }
 
 /// The package's [`kvscope_core::wire::FloatParser`] for JSON Lines: the JavaScript engine's

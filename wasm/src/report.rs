@@ -2,10 +2,10 @@
 //! (kvscope's analysis keys blocks by the router-normalised u64, `BlockHash::as_u64`).
 
 use kvscope_core::analysis::{self as ka, Rule};
+use kvscope_core::trace::ProvenanceKind;
 use tsify::Tsify;
 use wasm_bindgen::JsValue;
 
-use crate::dto::provenance_kind_str;
 use crate::js::{str_array, Obj, Pairs, ToJs};
 
 /// A u64-normalised block hash as its exact decimal string.
@@ -281,7 +281,7 @@ pub struct Job {
     pub tier: String,
     /// Provenance kind of its first event, when known.
     #[tsify(type = "ProvenanceKind | null")]
-    pub kind: Option<kvscope_core::trace::ProvenanceKind>,
+    pub kind: Option<ProvenanceKind>,
     /// Global index of its first event.
     pub first_event: f64,
     /// Global index of its last event.
@@ -309,7 +309,7 @@ impl ToJs for Job {
             .flag("inferred", *inferred)
             .str("source", source)
             .str("tier", tier)
-            .opt_str("kind", kind.map(provenance_kind_str))
+            .opt_str("kind", kind.map(ProvenanceKind::name))
             .num("first_event", *first_event)
             .num("last_event", *last_event)
             .num("events", *events);

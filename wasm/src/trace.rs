@@ -225,7 +225,7 @@ pub fn load_trace(
         return Trace::from_jsonl(&text);
     }
     if input.is_instance_of::<js_sys::Uint8Array>() {
-        let bytes = js_sys::Uint8Array::new(input).to_vec();
+        let bytes = crate::js::bytes(input.unchecked_ref());
         let source = source.as_deref().unwrap_or(DEFAULT_SOURCE);
         return Trace::parse(&bytes, source).map_err(|e| wire_error(&e));
     }

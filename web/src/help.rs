@@ -63,7 +63,7 @@ pub fn HelpOverlay() -> impl IntoView {
                         section("Search", "search-grammar", GRAMMAR.to_vec()),
                         section("Glossary", "glossary", VerdictKind::ALL.iter().map(|v| (v.as_str(), verdict_meaning(*v))).chain(TERMS.iter().copied()).collect()),
                     ]}
-                    <p class="muted">"Timeline: drag to pan, wheel to zoom, click an event to inspect it, double-click to move the cursor there."</p>
+                    <p class="muted">"Timeline: drag to pan, wheel to zoom, hover for what an event is, click to inspect it, double-click to move the cursor there."</p>
                     <button class="btn" on:click=move |_| st.help.set(false)>"Close"</button>
                 </div>
             </div>

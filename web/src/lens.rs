@@ -55,9 +55,12 @@ pub fn loss_rows(
                     |p| format!(" · parent {} missing", short(p)),
                 );
                 let lost = format!(
-                    "{} lost: this event and {}",
+                    "{} lost: {}",
                     count(r.blocks, "block", "blocks"),
-                    count(r.events.saturating_sub(1), "descendant", "descendants")
+                    match r.events.saturating_sub(1) {
+                        0 => "this event only".to_owned(),
+                        d => format!("this event and {}", count(d, "descendant", "descendants")),
+                    }
                 );
                 (r.event as u32, block + &parent, lost)
             })

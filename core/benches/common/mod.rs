@@ -1,10 +1,17 @@
-//! The benchmark trace shape (each request's GPU chain, then its CPU job), shared by
-//! `benches/analysis.rs`, `benches/jsonl_ab.rs` and `examples/seek_probe.rs`.
+//! The benchmark trace shapes, shared by the benches and examples: each request's GPU chain,
+//! then its CPU job (`benches/analysis.rs`, `benches/jsonl_ab.rs`, `examples/seek_probe.rs`),
+//! and the wire benchmark's trace ([`wire_trace`]).
+
+// Not every bench or example uses every shared helper (`build_trace` is analysis.rs's).
+#![allow(dead_code)]
+
+pub mod wire_trace;
 
 use kvscope_core::consumers::testkit::stored;
 use kvscope_core::event::KvEvent;
 use kvscope_core::trace::{Trace, TraceBatch, TraceRecord};
 
+/// SplitMix64: the benchmarks' block hashes and random streams.
 pub fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

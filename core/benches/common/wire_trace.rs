@@ -7,16 +7,10 @@ use kvscope_core::event::{BlockStored, KvEvent, KvEventBatch};
 use kvscope_core::hash::BlockHash;
 use smallvec::smallvec;
 
+use super::splitmix;
+
 /// Events per batch.
 pub const EVENTS_PER_BATCH: usize = 16;
-
-/// SplitMix64, the block hashes.
-pub fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
 
 /// The benchmark batches: a parent chain per request of 64 blocks; every 4th event on CPU.
 pub fn batches(n: usize) -> Vec<KvEventBatch> {

@@ -117,10 +117,7 @@ impl Consumer for Ideal {
         ids: &EventIds,
         resolved: &mut Vec<Resolution>,
     ) -> EventVerdict {
-        let lane = LaneKey {
-            source: ctx.source,
-            tier: ctx.tier,
-        };
+        let lane = ctx.lane();
         match ev {
             KvEvent::BlockStored(e) => {
                 let hashes: &[u64] = &ids.hashes;

@@ -67,6 +67,40 @@ pub struct EventCtx<'a> {
     pub batch_start: usize,
 }
 
+impl EventCtx<'_> {
+    /// The event's lane: its source and tier.
+    pub fn lane(&self) -> LaneKey {
+        LaneKey {
+            source: self.source,
+            tier: self.tier,
+        }
+    }
+}
+
+/// A model's verdict on a whole delivered batch (whether it decodes), kept for the last batch
+/// it was computed for: the model sees that batch's events one by one.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct BatchCheck<T> {
+    /// `(batch start, length, verdict)` of the last batch checked (see
+    /// [`EventCtx::batch_start`]).
+    last: Option<(usize, usize, T)>,
+}
+
+impl<T: Copy> BatchCheck<T> {
+    /// The verdict on the batch of `ctx`, computed by `check` unless it is the last one's.
+    pub(crate) fn of(&mut self, ctx: &EventCtx<'_>, check: impl FnOnce(&[KvEvent]) -> T) -> T {
+        let key = (ctx.batch_start, ctx.batch.len());
+        if let Some((start, len, v)) = self.last {
+            if (start, len) == key {
+                return v;
+            }
+        }
+        let v = check(ctx.batch);
+        self.last = Some((key.0, key.1, v));
+        v
+    }
+}
+
 /// The common interface of the consumer models: the one path through which the analysis, the
 /// replay engine and [`Standalone`] drive a model.
 pub trait Consumer {

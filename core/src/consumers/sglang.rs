@@ -163,10 +163,7 @@ impl Sglang {
     }
 
     fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored, ids: &EventIds) -> EventVerdict {
-        let lane = LaneKey {
-            source: ctx.source,
-            tier: ctx.tier,
-        };
+        let lane = ctx.lane();
         let wid = self.worker_id((ctx.source, ctx.dp_rank));
         let hashes: &[u64] = &ids.hashes;
         if !known_medium(e.medium.as_deref()) {

@@ -4,6 +4,7 @@
 //! Every decoder reports errors with a [`Location`] (1-based line for JSONL, byte offset for
 //! msgpack) and never panics on hostile input.
 
+pub(crate) mod base64;
 mod json;
 mod json_write;
 pub mod jsonl;

@@ -69,6 +69,18 @@ impl ReplaySession {
         .to_filter()
         .map_err(|m| js_error(&m))
     }
+
+    /// `nextViolation` / `previousViolation`'s result: apply the violation `found` (the
+    /// cursor moves just past it) and return its index, or `null` when there is none.
+    fn apply_found(&mut self, found: Option<usize>) -> JsValue {
+        match found {
+            Some(e) => {
+                self.inner.seek(e + 1);
+                JsValue::from_f64(num(e))
+            }
+            None => JsValue::NULL,
+        }
+    }
 }
 
 #[wasm_bindgen]
@@ -130,13 +142,8 @@ impl ReplaySession {
         filter: Option<ViolationFilterArg>,
     ) -> Result<JsValue, JsValue> {
         let filter = Self::filter(filter)?;
-        Ok(match self.inner.next_violation(&filter) {
-            Some(e) => {
-                self.inner.seek(e + 1);
-                JsValue::from_f64(num(e))
-            }
-            None => JsValue::NULL,
-        })
+        let found = self.inner.next_violation(&filter);
+        Ok(self.apply_found(found))
     }
 
     /// Jump to the previous violation matching `filter` (an event before the one at the
@@ -147,13 +154,8 @@ impl ReplaySession {
         filter: Option<ViolationFilterArg>,
     ) -> Result<JsValue, JsValue> {
         let filter = Self::filter(filter)?;
-        Ok(match self.inner.prev_violation(&filter) {
-            Some(e) => {
-                self.inner.seek(e + 1);
-                JsValue::from_f64(num(e))
-            }
-            None => JsValue::NULL,
-        })
+        let found = self.inner.prev_violation(&filter);
+        Ok(self.apply_found(found))
     }
 
     /// The state at the cursor: per consumer and lane counters, active jobs, totals.

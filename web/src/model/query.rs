@@ -11,7 +11,7 @@ use kvscope_core::replay::{LensMark, RouterLens};
 /// The query grammar, one `(form, meaning)` per row, as the `?` help lists it.
 pub const GRAMMAR: &[(&str, &str)] = &[
     ("a b  or  a && b", "every term must match"),
-    ("hash=…", "a block or parent hash: decimal, 0x hex, a prefix, or as shown (123456…567890)"),
+    ("hash=123456…567890", "a block or parent hash: decimal, 0x hex, a prefix, or shortened as shown"),
     ("llmd=dropped_orphan", "a router's final verdict (llmd, dynamo, smg, sglang, ideal): a verdict or a mark (dropped, misrooted, …)"),
     ("verdict=…", "the same, by any router"),
     ("rule=in-job", "a finding whose rule contains the text"),
@@ -45,8 +45,8 @@ enum Term {
     Verdict(Option<ConsumerKind>, VerdictPattern),
     /// Free text: type, tier, source, rule or hash.
     Text(String, Option<HashPattern>),
-    /// Never matches (an unknown field or an unusable value).
-    Nothing,
+    /// Never matches (an unknown field or an unusable value): why.
+    Nothing(&'static str),
 }
 
 /// How a hash is written in a query.
@@ -126,11 +126,14 @@ impl VerdictPattern {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Query {
     terms: Vec<Term>,
+    /// The first term that can never match and why (`colour=red`, `unknown field`).
+    problem: Option<(String, &'static str)>,
 }
 
 impl Query {
     /// Parse a query string (never fails: a term it cannot use (an unknown field, a value
-    /// that is not a number, hash or verdict) matches nothing).
+    /// that is not a number, hash or verdict) matches nothing, and [`Query::problem`] names
+    /// the first such term).
     pub fn parse(s: &str) -> Query {
         let mut q = Query::default();
         for t in s
@@ -149,11 +152,15 @@ impl Query {
                     Term::Text(v, h)
                 }
             };
+            if let (Term::Nothing(why), None) = (&term, &q.problem) {
+                q.problem = Some((t.to_owned(), why));
+            }
             q.terms.push(term);
         }
         q
     }
 
+    /// The term `k=v` ([`Term::Nothing`] says why it cannot match).
     fn field(k: &str, v: &str) -> Term {
         match k {
             "type" => Term::Type(v.to_owned()),
@@ -162,27 +169,19 @@ impl Query {
             "job" => Term::Job(v.to_owned()),
             "req" => Term::Req(v.to_owned()),
             "rule" => Term::Rule(v.to_owned()),
-            "seq" => match v.parse() {
-                Ok(n) => Term::Seq(n),
-                Err(_) => Term::Nothing,
-            },
-            "hash" => match HashPattern::parse(v) {
-                Some(h) => Term::Hash(h),
-                None => Term::Nothing,
-            },
+            "seq" => v.parse().map_or(Term::Nothing("not a number"), Term::Seq),
+            "hash" => HashPattern::parse(v).map_or(Term::Nothing("not a hash"), Term::Hash),
             _ => {
                 let router = if k == "verdict" {
                     None
                 } else {
                     match ConsumerKind::parse(k) {
                         Some(r) => Some(r),
-                        None => return Term::Nothing,
+                        None => return Term::Nothing("unknown field"),
                     }
                 };
-                match VerdictPattern::parse(v) {
-                    Some(p) => Term::Verdict(router, p),
-                    None => Term::Nothing,
-                }
+                VerdictPattern::parse(v)
+                    .map_or(Term::Nothing("not a verdict"), |p| Term::Verdict(router, p))
             }
         }
     }
@@ -190,6 +189,11 @@ impl Query {
     /// Whether there are no terms.
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
+    }
+
+    /// The first term that can never match and why (`llmd=gone`, `not a verdict`), if any.
+    pub fn problem(&self) -> Option<(&str, &'static str)> {
+        self.problem.as_ref().map(|(t, why)| (t.as_str(), *why))
     }
 
     /// Whether event `i` of `m` matches every term; `a` is the analysis, once done (verdict
@@ -235,7 +239,7 @@ impl Query {
                     || rule_hit(v)
                     || h.as_ref().is_some_and(|p| v.len() >= 4 && any_hash(p))
             }
-            Term::Nothing => false,
+            Term::Nothing(_) => false,
         })
     }
 }
@@ -321,13 +325,17 @@ pub fn next_match(matches: &[u32], from: Option<u32>, forward: bool) -> Option<u
 }
 
 /// The search note: `3 of 17 matches` when the current event is the third match, `17
-/// matches` otherwise, or `no match`.
+/// matches` otherwise, `no match`, or why the query cannot match
+/// (`no match: colour=red: unknown field`).
 pub fn match_note(query: &Query, matches: &[u32], current: Option<u32>) -> String {
     if query.is_empty() {
         return String::new();
     }
     if matches.is_empty() {
-        return "no match".into();
+        return match query.problem() {
+            Some((t, why)) => format!("no match: {t}: {why}"),
+            None => "no match".into(),
+        };
     }
     let total = crate::text::count(matches.len(), "match", "matches");
     match current.and_then(|c| matches.binary_search(&c).ok()) {

@@ -507,6 +507,17 @@ fn search_by_router_verdict() {
     assert_eq!(hits("rule=consumer-loss"), vec![0, 2, 3]);
     assert!(hits("llmd=gone").is_empty(), "not a verdict: nothing");
     assert!(hits("colour=red").is_empty(), "an unknown field: nothing");
+    // Each unusable term says why; the first one is kept.
+    for (q, why) in [
+        ("llmd=gone", ("llmd=gone", "not a verdict")),
+        ("Colour=red llmd=gone", ("Colour=red", "unknown field")),
+        ("seq=x", ("seq=x", "not a number")),
+        ("hash=#1", ("hash=#1", "not a hash")),
+        ("verdict=nope", ("verdict=nope", "not a verdict")),
+    ] {
+        assert_eq!(Query::parse(q).problem(), Some(why), "{q}");
+    }
+    assert_eq!(Query::parse("llmd=dropped seq=3 hash=0x1f").problem(), None);
 }
 
 #[test]
@@ -566,6 +577,10 @@ fn next_and_previous_match_wrap_and_the_note_counts() {
     assert_eq!(match_note(&q, &ms, Some(4)), "3 matches");
     assert_eq!(match_note(&q, &[4], Some(4)), "1 of 1 match");
     assert_eq!(match_note(&q, &[], None), "no match");
+    assert_eq!(
+        match_note(&Query::parse("tier=CPU colour=red"), &[], None),
+        "no match: colour=red: unknown field"
+    );
     assert_eq!(match_note(&Query::parse(""), &[], None), "");
 }
 
@@ -602,4 +617,31 @@ fn the_axis_names_batches_and_time() {
     assert_eq!(m.seconds_at(4), Some(1.0));
     assert_eq!(m.axis_label(1), "batch 0 · +0 ms");
     assert_eq!(m.axis_label(3), "batch 1 · +1.00 s");
+    // About three significant digits, so a label stays short at any trace length.
+    let at = |ts: &[f64]| {
+        let records = ts
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let mut b = batch(k as u64, vec![stored(k as u64 + 1, None, "GPU")]);
+                if let TraceRecord::Batch(b) = &mut b {
+                    b.ts = *t;
+                }
+                b
+            })
+            .collect();
+        let m = Model::from_trace("t", Trace { records }, LaneMode::Tier).unwrap();
+        (0..ts.len() as u32)
+            .map(|i| m.axis_label(i))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        at(&[100.0, 100.35, 162.5, 5100.0]),
+        [
+            "batch 0 · +0 ms",
+            "batch 1 · +350 ms",
+            "batch 2 · +62.5 s",
+            "batch 3 · +5000 s"
+        ]
+    );
 }

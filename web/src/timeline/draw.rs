@@ -91,8 +91,9 @@ pub(super) fn arrow_head(ctx: &Ctx, x: f64, y: f64, dx: f64, dy: f64, size: f64)
 }
 
 /// Draw the head: the overview strip (the whole trace, its violations, the viewport window and
-/// the cursor) and the axis labels of the lanes below. `f` is the lanes' frame (same x axis);
-/// `cols` comes from [`overview_columns`].
+/// the cursor) and the axis of the lanes below: event index, and under it `below(i)` (the
+/// batch and time). `f` is the lanes' frame (same x axis); `cols` comes from
+/// [`overview_columns`].
 pub fn draw_head(
     ctx: &Ctx,
     n: u32,
@@ -100,6 +101,7 @@ pub fn draw_head(
     f: Frame,
     theme: Theme,
     cols: &[(u32, u32)],
+    below: &dyn Fn(u32) -> String,
 ) {
     let p = palette(theme);
     ctx.set_fill_style_str(p.bg);
@@ -111,6 +113,7 @@ pub fn draw_head(
     ctx.set_fill_style_str(p.muted);
     let _ = ctx.fill_text("overview", 8.0, 6.5);
     let _ = ctx.fill_text("event #", 8.0, 20.0);
+    let _ = ctx.fill_text("batch · time", 8.0, 32.0);
     if n == 0 {
         return;
     }
@@ -143,12 +146,23 @@ pub fn draw_head(
     ctx.clip();
     ctx.set_font("11px system-ui, sans-serif");
     ctx.set_fill_style_str(p.muted);
-    let step = nice_step(90.0 * f.vp.per_px);
+    // Wide enough steps for the second line (`batch 1234 · +12.25 s`).
+    let step = nice_step(AXIS_PX * f.vp.per_px);
+    let step_px = step / f.vp.per_px;
     let mut t = (f64::from(lo) / step).floor() * step;
+    let mut prev = String::new();
     while t <= f64::from(hi) {
         let x = f.x(t as u32);
-        ctx.fill_rect(x.floor(), HEAD - 5.0, 1.0, 4.0);
-        let _ = ctx.fill_text(&format!("#{}", t as u64), x + 3.0, 19.0);
+        ctx.fill_rect(x.floor(), OVERVIEW_H + 1.0, 1.0, HEAD - OVERVIEW_H - 2.0);
+        let _ = ctx.fill_text(&format!("#{}", t as u64), x + 3.0, 20.0);
+        // The batch and time: when they change, and only where the whole label fits (before
+        // the next tick and the edge), never cut or overlapping.
+        let label = below(t as u32);
+        let w = ctx.measure_text(&label).map_or(f64::MAX, |m| m.width());
+        if label != prev && x + 3.0 + w < (x + step_px).min(f.w) {
+            let _ = ctx.fill_text(&label, x + 3.0, 32.0);
+        }
+        prev = label;
         t += step;
     }
     ctx.restore();
@@ -290,7 +304,7 @@ pub fn draw_lanes(ctx: &Ctx, m: &Model, f: Frame, theme: Theme) {
     ctx.clip();
 
     // Grid lines at the axis ticks (labels are in the head).
-    let step = nice_step(90.0 * f.vp.per_px);
+    let step = nice_step(AXIS_PX * f.vp.per_px);
     ctx.set_stroke_style_str(p.grid);
     ctx.begin_path();
     let mut t = (f64::from(lo) / step).floor() * step;

@@ -6,8 +6,10 @@ use crate::Viewport;
 
 /// Width of the lane-label gutter, CSS px.
 pub const GUTTER: f64 = 128.0;
-/// Height of the head canvas (overview strip + axis labels), CSS px.
-pub const HEAD: f64 = 28.0;
+/// Height of the head canvas (overview strip + two lines of axis labels), CSS px.
+pub const HEAD: f64 = 40.0;
+/// The least distance between two axis ticks, CSS px: room for `batch 1234 · +12.25 s`.
+pub const AXIS_PX: f64 = 130.0;
 /// Bottom of the overview strip in the head canvas (clicks above it jump), CSS px.
 pub(super) const OVERVIEW_H: f64 = 12.0;
 /// Lanes start this far below the top of the lanes canvas.

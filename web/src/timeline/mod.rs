@@ -186,7 +186,10 @@ pub fn Timeline() -> impl IntoView {
         let Some(ctx) = context(&c, hw, HEAD) else {
             return;
         };
-        columns.with(|cols| draw_head(&ctx, n, cursor, f, theme, cols));
+        st.model.with(|m| {
+            let below = |i: u32| m.as_ref().map(|m| m.axis_label(i)).unwrap_or_default();
+            columns.with(|cols| draw_head(&ctx, n, cursor, f, theme, cols, &below));
+        });
     });
     // Many lanes scroll under the head: keep the current event's lane in view.
     let scroller = NodeRef::<leptos::html::Div>::new();
@@ -290,6 +293,26 @@ pub fn Timeline() -> impl IntoView {
             None => "Timeline: no trace".into(),
         })
     };
+    // Hovering an event tells what it is: the canvas' title (the browser's own tooltip, plain
+    // text), the view-model's one-line description of the event under the mouse, refreshed on
+    // every move (so it follows the chosen router and the finished analysis).
+    let on_hover = move |e: &ev::MouseEvent| {
+        let Some(c) = canvas.get_untracked() else {
+            return;
+        };
+        let f = frame();
+        let (x, y) = (f64::from(e.offset_x()), f64::from(e.offset_y()));
+        let text = st
+            .model
+            .with_untracked(|m| {
+                let m = m.as_ref()?;
+                Some(m.describe(pick(m, f, x, y)?, st.router()))
+            })
+            .unwrap_or_default();
+        if c.title() != text {
+            c.set_title(&text);
+        }
+    };
     let px = |v: f64| format!("{}px", crate::fixed(v, 0));
     let height = move || px(view_height(lane_count.get()));
     // Below the sticky canvases: the rest of the stack's height, so the container scrolls.
@@ -325,7 +348,7 @@ pub fn Timeline() -> impl IntoView {
                     data-pinned=move || pinned.get().and_then(|l| st.model.with(|m| m.as_ref().and_then(|m| m.lanes.get(usize::from(l)).map(|l| l.title())))).unwrap_or_default()>
                     <canvas node_ref=canvas class="timeline-canvas" data-testid="timeline" role="img" aria-label=label
                         style:display="block" style:width="100%" style:height=height
-                        on:mousedown=on_down on:mousemove=on_move
+                        on:mousedown=on_down on:mousemove=move |e: ev::MouseEvent| { if e.buttons() & 1 == 0 { on_hover(&e) } on_move(e) }
                         on:mouseup=on_up on:dblclick=on_dbl on:wheel=on_wheel></canvas>
                     <canvas node_ref=overlay class="timeline-overlay" data-testid="timeline-cursor" aria-hidden="true"
                         style:position="absolute" style:left="0" style:top="0" style:width="100%" style:height="100%"
@@ -353,7 +376,10 @@ fn cascade_note(st: AppState) -> Option<AnyView> {
         })?
     })?;
     Some(view! {
-        <span class="cascade-note" data-testid="cascade">{format!("Cascade of loss root #{root}: {} lost with it (ringed)", crate::text::count(n, "later event", "later events"))}</span>
+        <span class="cascade-note" data-testid="cascade">{match n {
+            0 => format!("Loss root #{root}: no later event lost with it"),
+            n => format!("Cascade of loss root #{root}: {} lost with it (ringed)", crate::text::count(n, "later event", "later events")),
+        }}</span>
     }.into_any())
 }
 

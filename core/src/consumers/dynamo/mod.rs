@@ -34,8 +34,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, push_block, BlockSizes, Blocks, Consumer, EventCtx, EventIds, EventVerdict,
-    Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    content_hash, push_block, BatchCheck, BlockSizes, Blocks, Consumer, EventCtx, EventIds,
+    EventVerdict, Interner, LaneBook, LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -113,9 +113,8 @@ pub struct Dynamo {
     /// block id.
     worker_blocks: Vec<SmallVec<[LowerBlock; 1]>>,
     pub(super) lanes: LaneBook,
-    /// The last batch checked for a bytes hash: `(batch start, length, undecodable)` (see
-    /// [`EventCtx::batch_start`]).
-    batch_check: Option<(usize, usize, bool)>,
+    /// Whether the last batch checked has a bytes hash (undecodable).
+    batch_check: BatchCheck<bool>,
     /// Scratch: the current store's blocks (reused from event to event).
     scratch: Vec<Blk>,
 }
@@ -146,7 +145,7 @@ impl Dynamo {
             edges: Edges::default(),
             worker_blocks: Vec::new(),
             lanes: LaneBook::default(),
-            batch_check: None,
+            batch_check: BatchCheck::default(),
             scratch: Vec::new(),
         }
     }
@@ -176,31 +175,25 @@ impl Dynamo {
         self.edges.len()
     }
 
-    /// Whether Dynamo's `zmq_wire::decode_event_batch` would reject the batch `events`
-    /// belongs to: `BlockHashValue` (`zmq_wire/types.rs`) is `Signed(i64) | Unsigned(u64)`,
+    /// Whether Dynamo's `zmq_wire::decode_event_batch` would reject the batch that delivered
+    /// `ctx`'s event: `BlockHashValue` (`zmq_wire/types.rs`) is `Signed(i64) | Unsigned(u64)`,
     /// so one bytes hash anywhere in the batch fails the whole decode, and
     /// `services/indexer/listener.rs` `apply_live_batch` drops every event of it.
-    fn batch_undecodable(&mut self, events: &[KvEvent], start: usize) -> bool {
-        let key = (start, events.len());
-        if let Some((p, n, bad)) = self.batch_check {
-            if (p, n) == key {
-                return bad;
-            }
-        }
-        let bad = events.iter().any(|ev| match ev {
-            KvEvent::BlockStored(s) => s
-                .block_hashes
-                .iter()
-                .chain(s.parent_block_hash.iter())
-                .any(|h| matches!(h, crate::hash::BlockHash::Bytes(_))),
-            KvEvent::BlockRemoved(r) => r
-                .block_hashes
-                .iter()
-                .any(|h| matches!(h, crate::hash::BlockHash::Bytes(_))),
-            KvEvent::AllBlocksCleared => false,
-        });
-        self.batch_check = Some((key.0, key.1, bad));
-        bad
+    fn batch_undecodable(&mut self, ctx: &EventCtx<'_>) -> bool {
+        self.batch_check.of(ctx, |events| {
+            events.iter().any(|ev| match ev {
+                KvEvent::BlockStored(s) => s
+                    .block_hashes
+                    .iter()
+                    .chain(s.parent_block_hash.iter())
+                    .any(|h| matches!(h, crate::hash::BlockHash::Bytes(_))),
+                KvEvent::BlockRemoved(r) => r
+                    .block_hashes
+                    .iter()
+                    .any(|h| matches!(h, crate::hash::BlockHash::Bytes(_))),
+                KvEvent::AllBlocksCleared => false,
+            })
+        })
     }
 
     fn lane_delta(&mut self, lane: LaneKey, d: i64) {
@@ -229,7 +222,7 @@ impl Dynamo {
         locality: Option<&str>,
         medium: Option<&str>,
     ) -> Result<StorageTier, &'static str> {
-        if self.batch_undecodable(ctx.batch, ctx.batch_start) {
+        if self.batch_undecodable(ctx) {
             return Err("batch_decode_error");
         }
         if let Some(reason) = ownership_filter(ownership) {
@@ -242,10 +235,7 @@ impl Dynamo {
     }
 
     fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored, ids: &EventIds) -> EventVerdict {
-        let lane = LaneKey {
-            source: ctx.source,
-            tier: ctx.tier,
-        };
+        let lane = ctx.lane();
         let w: Worker = (ctx.source, ctx.dp_rank);
         let hashes: &[u64] = &ids.hashes;
         let tier = match self.admit(
@@ -380,10 +370,7 @@ impl Dynamo {
     }
 
     fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved, ids: &EventIds) -> EventVerdict {
-        let lane = LaneKey {
-            source: ctx.source,
-            tier: ctx.tier,
-        };
+        let lane = ctx.lane();
         let w: Worker = (ctx.source, ctx.dp_rank);
         let hashes: &[u64] = &ids.hashes;
         let tier = match self.admit(
@@ -464,7 +451,7 @@ impl Consumer for Dynamo {
             KvEvent::BlockStored(e) => self.stored(ctx, e, ids),
             KvEvent::BlockRemoved(e) => self.removed(ctx, e, ids),
             KvEvent::AllBlocksCleared => {
-                if self.batch_undecodable(ctx.batch, ctx.batch_start) {
+                if self.batch_undecodable(ctx) {
                     return EventVerdict::because(VerdictKind::Ignored, &[], "batch_decode_error");
                 }
                 let w: Worker = (ctx.source, ctx.dp_rank);

@@ -38,9 +38,9 @@ pub use seq::Restart;
 use smallvec::SmallVec;
 
 use super::{
-    content_hash, push_block, slot, BlockSizes, BlockVerdict, Blocks, Consumer, EventCtx, EventIds,
-    EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList, Lanes, Map,
-    Resolution, SlabMap, VerdictKind,
+    content_hash, push_block, slot, BatchCheck, BlockSizes, BlockVerdict, Blocks, Consumer,
+    EventCtx, EventIds, EventVerdict, Hashes, Interner, LaneBook, LaneCounts, LaneKey, LaneList,
+    Lanes, Map, Resolution, SlabMap, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -109,9 +109,8 @@ pub struct Llmd {
     tiers: Vec<String>,
     /// By the analysis' tier id: llm-d's tier id (`u32::MAX`: not seen yet).
     tier_of_lane: Vec<u32>,
-    /// The last batch checked by `ParseMessage`: `(batch start, length, failure)` (see
-    /// [`EventCtx::batch_start`]).
-    batch_check: Option<(usize, usize, Option<&'static str>)>,
+    /// Why `ParseMessage` rejects the last batch checked, if it does.
+    batch_check: BatchCheck<Option<&'static str>>,
     /// The subscriber's replay (see [`Llmd::with_replay`]).
     replay: bool,
     /// Per publisher `(source << 32 | dp_rank)`: the last batch delivered (its `seq`, its
@@ -145,7 +144,7 @@ impl Llmd {
             groups: Map::default(),
             tiers: Vec::new(),
             tier_of_lane: Vec::new(),
-            batch_check: None,
+            batch_check: BatchCheck::default(),
             replay: false,
             last_seq: Map::default(),
             restarts: Vec::new(),
@@ -211,17 +210,10 @@ impl Llmd {
         id
     }
 
-    /// Why `ParseMessage` rejects the batch `events` belongs to, if it does (cached per batch).
-    fn batch_failure(&mut self, events: &[KvEvent], start: usize) -> Option<&'static str> {
-        let key = (start, events.len());
-        if let Some((p, n, bad)) = self.batch_check {
-            if (p, n) == key {
-                return bad;
-            }
-        }
-        let bad = events.iter().find_map(wire::undecodable);
-        self.batch_check = Some((key.0, key.1, bad));
-        bad
+    /// Why `ParseMessage` rejects the batch that delivered `ctx`'s event, if it does.
+    fn batch_failure(&mut self, ctx: &EventCtx<'_>) -> Option<&'static str> {
+        self.batch_check
+            .of(ctx, |events| events.iter().find_map(wire::undecodable))
     }
 
     /// Set `engine_to_req[id]` (non-empty keys).
@@ -281,10 +273,7 @@ impl Llmd {
     }
 
     fn stored(&mut self, ctx: &EventCtx<'_>, e: &BlockStored, ids: &EventIds) -> EventVerdict {
-        let lane = LaneKey {
-            source: ctx.source,
-            tier: ctx.tier,
-        };
+        let lane = ctx.lane();
         let hashes: &[u64] = &ids.hashes;
         let tier = self.tier(ctx.tier, e.medium.as_deref());
         let group = e.group_idx.map_or(-1, i64::from);
@@ -636,12 +625,9 @@ impl Consumer for Llmd {
                 self.reannounced(ctx.source, &ids.blocks);
             }
         }
-        if let Some(why) = self.batch_failure(ctx.batch, ctx.batch_start) {
+        if let Some(why) = self.batch_failure(ctx) {
             // `pool.go` `processRawMessage`: "Failed to parse message", the batch is dropped.
-            let lane = LaneKey {
-                source: ctx.source,
-                tier: ctx.tier,
-            };
+            let lane = ctx.lane();
             let mut v = match ev {
                 KvEvent::BlockStored(_) => self.skip(
                     lane,

@@ -2,7 +2,6 @@
 
 use std::borrow::Cow;
 
-use base64::Engine as _;
 use serde_json::{Map, Value};
 
 use crate::event::{KvEvent, KvEventBatch};
@@ -166,21 +165,8 @@ pub(super) fn provenance_kind(v: Value) -> Result<ProvenanceKind, String> {
             ))
         }
     };
-    Ok(match name.as_str() {
-        "gpu_store" => ProvenanceKind::GpuStore,
-        "gpu_evict" => ProvenanceKind::GpuEvict,
-        "offload_store" => ProvenanceKind::OffloadStore,
-        "evict" => ProvenanceKind::Evict,
-        "secondary_store" => ProvenanceKind::SecondaryStore,
-        "promotion" => ProvenanceKind::Promotion,
-        "reset" => ProvenanceKind::Reset,
-        _ => {
-            return Err(format!(
-                "field kind: unknown provenance kind {}",
-                quoted(&name)
-            ))
-        }
-    })
+    ProvenanceKind::from_name(&name)
+        .ok_or_else(|| format!("field kind: unknown provenance kind {}", quoted(&name)))
 }
 
 impl LineParts<'_> {
@@ -255,8 +241,7 @@ impl LineParts<'_> {
         let raw = match raw {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(
-                base64::engine::general_purpose::STANDARD
-                    .decode(s.as_bytes())
+                crate::wire::base64::decode(s.as_bytes())
                     .map_err(|e| format!("batch line: field raw: invalid base64: {e}"))?,
             ),
             Some(v) => {

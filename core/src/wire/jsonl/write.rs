@@ -2,7 +2,7 @@
 
 use crate::event::{BlockRemoved, BlockStored, ExtraValue, FieldRef, KvEvent};
 use crate::hash::BlockHash;
-use crate::trace::{Provenance, ProvenanceKind, Trace, TraceBatch, TraceRecord};
+use crate::trace::{Provenance, Trace, TraceBatch, TraceRecord};
 
 use super::super::json_write::JsonOut;
 
@@ -200,15 +200,7 @@ pub(super) fn write_provenance(w: &mut JsonOut<'_>, p: &Provenance) {
     w.raw("{\"tier\": ");
     w.str(&p.tier);
     w.key(false, "kind");
-    w.str(match p.kind {
-        ProvenanceKind::GpuStore => "gpu_store",
-        ProvenanceKind::GpuEvict => "gpu_evict",
-        ProvenanceKind::OffloadStore => "offload_store",
-        ProvenanceKind::Evict => "evict",
-        ProvenanceKind::SecondaryStore => "secondary_store",
-        ProvenanceKind::Promotion => "promotion",
-        ProvenanceKind::Reset => "reset",
-    });
+    w.str(p.kind.name());
     let ints = [
         ("job_id", p.job_id),
         ("group_idx", p.group_idx.map(u64::from)),
