@@ -13,7 +13,8 @@
 //! ```text
 //! analysis_ratio write DIR [EVENTS]   # DIR/bench-analysis.msgpack: --bench analysis's trace
 //!                                     # DIR/bench-wire.msgpack: --bench wire's trace
-//! analysis_ratio FILE [ROUNDS]        # ROUNDS (default 7) alternating rounds
+//! analysis_ratio FILE [ROUNDS]        # ROUNDS (default 7) alternating rounds; MODELS=llmd,dynamo
+//!                                     # runs only those models (MODELS= none: the rest alone)
 //! ```
 //!
 //! `scripts/bench-analysis.sh` writes the anchor stream (`examples/decode_anchor.rs`) and the
@@ -23,6 +24,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use kvscope_core::analysis::{AnalysisConfig, Analyzer};
+use kvscope_core::consumers::ConsumerKind;
 use kvscope_core::event::KvEventBatch;
 use kvscope_core::trace::TraceRecord;
 use kvscope_core::wire::msgpack::encode_batch_into;
@@ -113,7 +115,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn run(file: &str, rounds: usize) -> Result<(), String> {
     let bytes = std::fs::read(file).map_err(|e| format!("{file}: {e}"))?;
-    let config = AnalysisConfig::default();
+    let mut config = AnalysisConfig::default();
+    // `MODELS=llmd,dynamo` (or `MODELS=` for none): only these models, to see what each costs.
+    if let Ok(list) = std::env::var("MODELS") {
+        config.consumers = list
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| ConsumerKind::parse(s).ok_or(format!("MODELS: unknown model {s:?}")))
+            .collect::<Result<_, _>>()?;
+    }
     let (events, _) = pass(&bytes, None)?;
     println!(
         "{file}: {events} events, {:.1} MB",

@@ -174,13 +174,14 @@ pub(crate) struct IndexBuilder {
     pub(crate) job_evidence: Vec<JobEvidence>,
     /// Source ids by name hash.
     sources: HashChain,
-    /// Job ids by key hash, and each job's key. Streaming: not the batch-run jobs
-    /// (`JobKey::Inferred`), whose key names its record, so it never comes back after its
-    /// batch (an LRU-churn trace has a job per batch: 33 bytes each kept for nothing).
+    /// Job ids by key hash, and each job's key. An inferred job's key names its record and
+    /// run, so it can only come back within the run: those jobs are not in `jobs` but in
+    /// `last_inferred` (a trace whose media alternate has a job per connector event, and a
+    /// look-up in a table of every job ever made cost about a tenth of the analysis' own time,
+    /// `docs/performance.md`).
     jobs: HashChain,
     job_keys: Vec<JobKey>,
-    /// Streaming: the last batch-run job (its events are consecutive: a run is a stretch of
-    /// one medium).
+    /// The last inferred job: `(record, run, id)`.
     last_inferred: Option<(u32, u32, u32)>,
     /// Blocks the GPU stored, by the batch and request that stored them last.
     gpu: GpuStores,
@@ -387,28 +388,29 @@ impl IndexBuilder {
         prov: Option<&crate::trace::Provenance>,
     ) -> u32 {
         let streaming = self.streaming;
-        if let (true, JobKey::Inferred(r, run)) = (streaming, &k) {
-            return match self.last_inferred {
-                Some((lr, lrun, id)) if (lr, lrun) == (*r, *run) => id,
-                _ => {
-                    let id = self.job_evidence.len() as u32;
-                    self.job_evidence.push(evidence);
-                    self.last_inferred = Some((*r, *run, id));
-                    id
-                }
-            };
-        }
         let idx = &mut self.idx;
         let kh = {
             use std::hash::BuildHasher;
             rustc_hash::FxBuildHasher.hash_one(&k)
         };
         let keys = &self.job_keys;
-        let found = self.jobs.find(kh, |id| keys.get(id as usize) == Some(&k));
+        let inferred = match k {
+            JobKey::Inferred(ri, run) => Some((ri, run)),
+            _ => None,
+        };
+        let found = match (inferred, self.last_inferred) {
+            (Some((ri, run)), Some((r, n, id))) if (ri, run) == (r, n) => Some(id),
+            (Some(_), _) => None,
+            (None, _) => self.jobs.find(kh, |id| keys.get(id as usize) == Some(&k)),
+        };
         let job_evidence = &mut self.job_evidence;
+        let last_inferred = &mut self.last_inferred;
         let id = found.unwrap_or_else(|| {
             let id = job_evidence.len() as u32;
-            self.jobs.push(kh, id);
+            match inferred {
+                Some((ri, run)) => *last_inferred = Some((ri, run, id)),
+                None => self.jobs.push(kh, id),
+            }
             self.job_keys.push(k);
             job_evidence.push(evidence);
             if streaming {

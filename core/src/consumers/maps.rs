@@ -145,6 +145,41 @@ impl HashChain {
         }
     }
 
+    /// The id with hash `hash` for which `same(id)` holds, or else `None` after recording
+    /// `id` (the next dense id) under `hash`: [`HashChain::find`] then [`HashChain::push`]
+    /// in one probe of the table.
+    pub(crate) fn find_or_push(
+        &mut self,
+        hash: u64,
+        id: u32,
+        mut same: impl FnMut(u32) -> bool,
+    ) -> Option<u32> {
+        if self.next.len() <= id as usize {
+            self.next.resize(id as usize + 1, u32::MAX);
+        }
+        let head = match self.first.entry(hash) {
+            hashbrown::hash_map::Entry::Occupied(e) => *e.get(),
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                e.insert(id);
+                return None;
+            }
+        };
+        let mut at = head;
+        loop {
+            if same(at) {
+                return Some(at);
+            }
+            match self.next.get(at as usize) {
+                Some(&n) if n != u32::MAX => at = n,
+                _ => break,
+            }
+        }
+        // Link in after the head (chain order does not matter).
+        let after = std::mem::replace(slot(&mut self.next, head), id);
+        *slot(&mut self.next, id) = after;
+        None
+    }
+
     /// Record `id` (the next dense id, not already present) under `hash`.
     pub(crate) fn push(&mut self, hash: u64, id: u32) {
         if self.next.len() <= id as usize {
@@ -246,9 +281,10 @@ impl<V: Default> SlabMap<V> {
 
     /// The value of `key`, inserted as `V::default()` if absent.
     pub(crate) fn entry(&mut self, key: u64) -> &mut V {
-        let i = match self.index.get(&key) {
-            Some(i) => *i as usize,
-            None => {
+        // One probe of the index (the interner's entry type: no new table code).
+        let i = match self.index.entry(key) {
+            hashbrown::hash_map::Entry::Occupied(e) => *e.get() as usize,
+            hashbrown::hash_map::Entry::Vacant(e) => {
                 let i = match self.free.pop() {
                     Some(i) => i as usize,
                     None => {
@@ -259,7 +295,7 @@ impl<V: Default> SlabMap<V> {
                 if let Some(s) = self.slots.get_mut(i) {
                     s.0 = key;
                 }
-                self.index.insert(key, i as u32);
+                e.insert(i as u32);
                 i
             }
         };

@@ -124,10 +124,9 @@ impl Extra {
     }
 }
 
-/// One root block seen: its source, hash and extra keys.
+/// One root block seen (of the source its group names): its hash and extra keys.
 #[derive(Clone, Debug)]
 struct Root {
-    source: u32,
     hash: u64,
     extra: Extra,
     event: usize,
@@ -206,8 +205,11 @@ pub(crate) struct Preconditions {
     /// `router-block-size-mismatch`: by (source, block size): the stores carrying tokens.
     sizes: Tallies<(u32, u32)>,
     /// `hash-seed-mismatch`: root blocks by content key, and the pairs found.
+    /// Per content key (by `root_at`): its roots grouped by source, sources in order of first
+    /// appearance; and every `(content key, source, hash)` seen.
     root_at: Map<u64, u32>,
-    roots: Vec<Vec<Root>>,
+    roots: Vec<Vec<(u32, Vec<Root>)>>,
+    root_seen: Map<(u64, u32, u64), ()>,
     mismatches: Vec<Mismatch>,
     /// `silent-source` (timing): every batch carrying events.
     batches: Vec<BatchAt>,
@@ -267,7 +269,15 @@ impl Preconditions {
     }
 
     /// A root block of source `at.source` with content key `key`, hash `hash`.
+    ///
+    /// Per key, the roots are grouped by source (in order of first appearance) and every
+    /// `(key, source, hash)` seen is in a set, so a root costs a look-up per other source
+    /// instead of a scan of every root with that key (a trace whose requests all start with
+    /// the same tokens under new hashes was quadratic: `docs/performance.md`).
     fn root(&mut self, key: u64, at: At, hash: u64, extra: Extra) {
+        if self.root_seen.insert((key, at.source, hash), ()).is_some() {
+            return;
+        }
         let slot = match self.root_at.get(&key) {
             Some(i) => *i as usize,
             None => {
@@ -276,24 +286,15 @@ impl Preconditions {
                 self.roots.len() - 1
             }
         };
-        let Some(seen) = self.roots.get_mut(slot) else {
+        let Some(groups) = self.roots.get_mut(slot) else {
             return;
         };
-        if seen.iter().any(|r| r.source == at.source && r.hash == hash) {
-            return;
-        }
-        let mut others: Vec<u32> = Vec::new();
-        for r in seen.iter() {
-            if r.source != at.source && !others.contains(&r.source) {
-                others.push(r.source);
-            }
-        }
-        for other in others {
-            let theirs = || seen.iter().filter(move |r| r.source == other);
-            if theirs().any(|r| r.hash == hash) {
+        for (other, theirs) in groups.iter() {
+            let other = *other;
+            if other == at.source || self.root_seen.contains_key(&(key, other, hash)) {
                 continue;
             }
-            let Some(r) = theirs().find(|r| r.extra.compatible(&extra)) else {
+            let Some(r) = theirs.iter().find(|r| r.extra.compatible(&extra)) else {
                 continue;
             };
             let salt = r.extra == Extra::Absent || extra == Extra::Absent;
@@ -316,12 +317,15 @@ impl Preconditions {
                 }),
             }
         }
-        seen.push(Root {
-            source: at.source,
+        let root = Root {
             hash,
             extra,
             event: at.event,
-        });
+        };
+        match groups.iter_mut().find(|g| g.0 == at.source) {
+            Some(g) => g.1.push(root),
+            None => groups.push((at.source, vec![root])),
+        }
     }
 
     /// Watch model `consumer`'s verdict `v` on event `ev` (blocks `hashes`) at `at`.

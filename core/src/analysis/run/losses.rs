@@ -1,7 +1,7 @@
 //! Per-consumer loss bookkeeping: unreachable prefixes and their cascades.
 
 use super::super::UnreachablePrefix;
-use crate::consumers::{Interner, VerdictKind};
+use crate::consumers::VerdictKind;
 
 type HashMap<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
@@ -28,9 +28,10 @@ pub(crate) struct LossTrack {
 }
 
 impl LossTrack {
-    /// The root lost event of lost block `hash` of group `group`, if it is lost.
-    pub(crate) fn root_of(&self, interner: &Interner, group: u32, hash: u64) -> Option<u32> {
-        match (group, interner.get(hash)) {
+    /// The root lost event of lost block `hash` of group `group`, if it is lost; `id` is its
+    /// interner id (`Interner::get(hash)`).
+    pub(crate) fn root_of_id(&self, id: Option<u32>, group: u32, hash: u64) -> Option<u32> {
+        match (group, id) {
             (0, Some(id)) => self
                 .root_of
                 .get(id as usize)
@@ -40,9 +41,10 @@ impl LossTrack {
         }
     }
 
-    /// Record that lost block `hash` of group `group` was lost under root event `root`.
-    pub(crate) fn set_root_of(&mut self, interner: &Interner, group: u32, hash: u64, root: u32) {
-        match (group, interner.get(hash)) {
+    /// Record that lost block `hash` (interner id `id`) of group `group` was lost under root
+    /// event `root`.
+    pub(crate) fn set_root_of_id(&mut self, id: Option<u32>, group: u32, hash: u64, root: u32) {
+        match (group, id) {
             (0, Some(id)) => {
                 let i = id as usize;
                 if i >= self.root_of.len() {

@@ -1,7 +1,7 @@
 //! The violation index's state: which lanes hold each block, and the children waiting for a
 //! parent.
 
-use crate::consumers::{Hashes, LaneKey, Map};
+use crate::consumers::{Hashes, LaneKey};
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Scope {
@@ -39,10 +39,14 @@ const NONE: u32 = u32::MAX;
 /// through one vector of waiters whose freed slots are reused. A waiter costs its row and a
 /// link, with no allocation of its own (a `Vec` per parent cost a heap block per waiter: on
 /// the anchor stream of `docs/performance.md` every event waits, for a parent that only ever
-/// comes on the other tier, about 170 bytes and a `malloc` each).
+/// comes on the other tier, about 170 bytes and a `malloc` each). The lists' ends are in a
+/// vector by parent id (ids are dense), grown only as far as the largest parent that waited:
+/// a hash map there cost a probe per waiter pushed and per block stored.
 pub(super) struct Waiting {
-    /// Parent block id → its list's first and last slot.
-    lists: Map<u32, (u32, u32)>,
+    /// Parent block id → its list's first and last slot (`NONE`: no list).
+    lists: Vec<(u32, u32)>,
+    /// Number of parents with a list.
+    parents: usize,
     /// The waiters (`None`: a free slot) and, per slot, the next slot of its list (or of the
     /// free list).
     slots: Vec<Option<Waiter>>,
@@ -54,7 +58,8 @@ pub(super) struct Waiting {
 impl Default for Waiting {
     fn default() -> Self {
         Waiting {
-            lists: Map::default(),
+            lists: Vec::new(),
+            parents: 0,
             slots: Vec::new(),
             next: Vec::new(),
             free: NONE,
@@ -65,12 +70,12 @@ impl Default for Waiting {
 impl Waiting {
     /// Whether no child waits.
     pub(super) fn is_empty(&self) -> bool {
-        self.lists.is_empty()
+        self.parents == 0
     }
 
     /// Whether children wait for block `id`.
     pub(super) fn waits_for(&self, id: u32) -> bool {
-        self.lists.contains_key(&id)
+        self.lists.get(id as usize).is_some_and(|l| l.0 != NONE)
     }
 
     /// Add `w` at the end of `parent`'s list.
@@ -86,22 +91,30 @@ impl Waiting {
             self.next[at as usize] = NONE;
             at
         };
-        match self.lists.get_mut(&parent) {
-            Some((_, last)) => {
-                let prev = std::mem::replace(last, at);
-                self.next[prev as usize] = at;
-            }
-            None => {
-                self.lists.insert(parent, (at, at));
-            }
+        let i = parent as usize;
+        if i >= self.lists.len() {
+            self.lists.resize(i + 1, (NONE, NONE));
+        }
+        let list = &mut self.lists[i];
+        if list.0 == NONE {
+            *list = (at, at);
+            self.parents += 1;
+        } else {
+            let prev = std::mem::replace(&mut list.1, at);
+            self.next[prev as usize] = at;
         }
     }
 
     /// Move `parent`'s waiters, in order, to `out`; false if none waits for it.
     pub(super) fn take(&mut self, parent: u32, out: &mut Vec<Waiter>) -> bool {
-        let Some((mut at, _)) = self.lists.remove(&parent) else {
+        let Some(list) = self.lists.get_mut(parent as usize) else {
             return false;
         };
+        let mut at = std::mem::replace(list, (NONE, NONE)).0;
+        if at == NONE {
+            return false;
+        }
+        self.parents -= 1;
         while at != NONE {
             let i = at as usize;
             if let Some(w) = self.slots[i].take() {
@@ -113,11 +126,11 @@ impl Waiting {
         true
     }
 
-    /// Every waiter with its parent's id (lists in unspecified order, each list in order);
-    /// leaves `self` empty.
+    /// Every waiter with its parent's id (lists by parent id, each list in order); leaves
+    /// `self` empty.
     pub(super) fn take_all(&mut self) -> Vec<(u64, Waiter)> {
         let mut out = Vec::with_capacity(self.slots.len());
-        for (&parent, &(first, _)) in &self.lists {
+        for (parent, &(first, _)) in self.lists.iter().enumerate() {
             let mut at = first;
             while at != NONE {
                 if let Some(w) = self.slots.get_mut(at as usize).and_then(Option::take) {

@@ -46,28 +46,32 @@ impl Edges {
 
     /// Set the child of `key`.
     pub(super) fn insert(&mut self, key: EdgeKey, child: u64) {
-        match self.find(&key) {
+        // The slot a new edge takes: the last freed one, else a new entry.
+        let id = match self.free.last() {
+            Some(&slot) => slot,
+            None => u32::try_from(self.entries.len()).unwrap_or(u32::MAX),
+        };
+        let entries = &self.entries;
+        let found = self.chain.find_or_push(key_hash(&key), id, |id| {
+            entries.get(id as usize).is_some_and(|e| e.0 == key)
+        });
+        match found {
             Some(i) => {
-                if let Some(e) = self.entries.get_mut(i) {
+                if let Some(e) = self.entries.get_mut(i as usize) {
                     if e.1.replace(child).is_none() {
                         self.live += 1;
                     }
                 }
             }
             None => {
-                let id = match self.free.pop() {
-                    Some(id) => {
-                        if let Some(e) = self.entries.get_mut(id as usize) {
+                match self.free.pop() {
+                    Some(slot) => {
+                        if let Some(e) = self.entries.get_mut(slot as usize) {
                             *e = (key, Some(child));
                         }
-                        id
                     }
-                    None => {
-                        self.entries.push((key, Some(child)));
-                        u32::try_from(self.entries.len() - 1).unwrap_or(u32::MAX)
-                    }
-                };
-                self.chain.push(key_hash(&key), id);
+                    None => self.entries.push((key, Some(child))),
+                }
                 self.live += 1;
             }
         }
