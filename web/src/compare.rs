@@ -114,7 +114,12 @@ pub fn builtins(sim: &JsValue) -> Result<Vec<Builtin>, String> {
 /// Simulate, analyse and compare both sides of `p` (in the simulator module).
 pub fn run(sim: &JsValue, p: &Params) -> Result<Comparison, String> {
     let json = serde_json::to_string(p).map_err(|e| e.to_string())?;
-    let c = answer(call(sim, "compare", &[json.as_str().into()])?)?;
+    comparison(call(sim, "compare", &[json.as_str().into()])?)
+}
+
+/// The simulator's comparison answer (JSON text) as a [`Comparison`].
+fn comparison(json: JsValue) -> Result<Comparison, String> {
+    let c = answer(json)?;
     let rows = elements(&field(&c, "rows"), "rows")?
         .iter()
         .map(|r| {
@@ -132,6 +137,9 @@ pub fn run(sim: &JsValue, p: &Params) -> Result<Comparison, String> {
         left: text(&c, "left")?,
         right: text(&c, "right")?,
         rows,
+        why: texts(&c, "why")?,
+        events: texts(&c, "events")?,
+        note: text(&c, "note")?,
     })
 }
 
@@ -159,6 +167,17 @@ fn text(v: &JsValue, key: &str) -> Result<String, String> {
         .ok_or_else(|| format!("the simulator's answer has no text `{key}`"))
 }
 
+/// List-of-strings field `key` of a JS object.
+fn texts(v: &JsValue, key: &str) -> Result<Vec<String>, String> {
+    elements(&field(v, key), key)?
+        .iter()
+        .map(|t| {
+            t.as_string()
+                .ok_or_else(|| format!("the simulator's `{key}` holds a non-text"))
+        })
+        .collect()
+}
+
 /// Boolean field `key` of a JS object (missing: `false`).
 fn flag(v: &JsValue, key: &str) -> bool {
     field(v, key).as_bool().unwrap_or(false)
@@ -175,8 +194,7 @@ fn elements(v: &JsValue, what: &str) -> Result<js_sys::Array, String> {
 async fn compare_with_file(input: JsValue, workers: Option<u32>) -> Outcome {
     let sim = simulator().await?;
     let promise = compare_file(&sim, &input, workers).map_err(|e| js_text(&e))?;
-    let out = JsFuture::from(promise).await.map_err(|e| js_text(&e))?;
-    serde_json::from_str(&out.as_string().unwrap_or_default()).map_err(|e| e.to_string())
+    comparison(JsFuture::from(promise).await.map_err(|e| js_text(&e))?)
 }
 
 fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
