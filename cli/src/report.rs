@@ -17,6 +17,7 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use kvscope_core::analysis::{Finding, Level, Report, Rule};
+use kvscope_core::text::Count;
 
 /// How many findings of each rule the text and github reports show: `Some(n)`, or `None` =
 /// all of them.
@@ -190,14 +191,19 @@ pub fn text(a: &Report, name: &str, msgpack: bool, max: MaxFindings) -> String {
     for l in a.losses() {
         let _ = write!(
             out,
-            "  {:<7} {} event(s), {} block(s) lost; {} unreachable prefix(es)",
+            "  {:<7} {}, {} lost; {}",
             l.consumer,
-            l.events_lost,
-            l.blocks_lost,
-            l.unreachable_prefixes.len(),
+            Count(l.events_lost, "event", "events"),
+            Count(l.blocks_lost, "block", "blocks"),
+            Count(
+                l.unreachable_prefixes.len(),
+                "unreachable prefix",
+                "unreachable prefixes"
+            ),
         );
         if l.pending_at_end > 0 {
-            let _ = write!(out, "; {} event(s) still pending", l.pending_at_end);
+            let events = Count(l.pending_at_end, "event", "events");
+            let _ = write!(out, "; {events} still pending");
         }
         out.push('\n');
     }

@@ -485,7 +485,7 @@ fn an_orphan_per_event_ends_cleanly_with_every_finding() {
     for router in ["llmd", "dynamo", "smg", "sglang"] {
         assert!(
             s.lines().any(|l| l.trim_start().starts_with(router)
-                && l.contains(&format!("{N} event(s), {N} block(s) lost; {N} unreachable"))),
+                && l.contains(&format!("{N} events, {N} blocks lost; {N} unreachable"))),
             "{router}: {s}"
         );
     }

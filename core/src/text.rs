@@ -1,4 +1,4 @@
-//! Quoting untrusted text inside error messages.
+//! Quoting untrusted text inside error messages, and counts with their nouns.
 //!
 //! Error messages name the offending input (`unknown event type "BlockStord"`). `{:?}` would do
 //! that, but it costs the npm package ~10 KB of gzip for the Unicode "printable" tables behind
@@ -101,5 +101,23 @@ mod tests {
             prop_assert!(q.starts_with('"'));
             prop_assert!(!q.chars().any(needs_escape), "{:?}", q);
         }
+    }
+}
+
+/// A count and its noun, singular for exactly one: `Count(1, "block", "blocks")` shows
+/// `1 block`, `Count(7, "block", "blocks")` shows `7 blocks`.
+///
+/// ```
+/// use kvscope_core::text::Count;
+/// assert_eq!(Count(1, "event", "events").to_string(), "1 event");
+/// assert_eq!(Count(0, "prefix", "prefixes").to_string(), "0 prefixes");
+/// ```
+#[derive(Clone, Copy)]
+pub struct Count<'a>(pub usize, pub &'a str, pub &'a str);
+
+impl Display for Count<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let noun = if self.0 == 1 { self.1 } else { self.2 };
+        write!(f, "{} {noun}", self.0)
     }
 }

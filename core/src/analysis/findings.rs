@@ -9,6 +9,7 @@ use super::UnreachablePrefix;
 use super::{Evidence, Finding, Level, LossSummary, ReorderClass, Rule, RuleLevels};
 use crate::consumers::{ConsumerKind, Hashes, VerdictKind};
 use crate::event::Tier;
+use crate::text::Count;
 
 /// What a compact finding's message says (rendered by [`FindingStore::render`]).
 #[derive(Clone, Debug)]
@@ -482,11 +483,11 @@ impl FindingStore {
             Rule::ConsumerLoss,
             root.event,
             format!(
-                "{}: {} ({} event(s), {} block(s) lost including cascade)",
+                "{}: {} ({}, {} lost including cascade)",
                 kind,
                 verdict.map_or("lost", VerdictKind::as_str),
-                root.events,
-                root.blocks
+                Count(root.events, "event", "events"),
+                Count(root.blocks, "block", "blocks"),
             ),
         )
         .at(at.line, at.pos as usize)
@@ -511,7 +512,11 @@ struct Because {
 impl std::fmt::Display for Because {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let w = self.workers;
-        let s = if w == 1 { "" } else { "s" };
+        let (s, allow) = if w == 1 {
+            ("", "allows")
+        } else {
+            ("s", "allow")
+        };
         match (self.why, self.class) {
             (Why::Lanes | Why::NoJob, _) => Ok(()),
             (Why::SeparateBatches, _) => {
@@ -527,12 +532,14 @@ impl std::fmt::Display for Because {
             ),
             (Why::BatchOrder(d, r), ReorderClass::InJob) => write!(
                 f,
-                "; job inferred from batch structure: this request's {r} runs in the batch start with {d} descent(s), more than {w} worker{s} allow (at most {}), so a job is in set order",
+                "; job inferred from batch structure: this request's {r} runs in the batch start with {}, more than {w} worker{s} {allow} (at most {}), so a job is in set order",
+                Count(d as usize, "descent", "descents"),
                 w - 1
             ),
             (Why::BatchOrder(d, r), _) => write!(
                 f,
-                "; ambiguous: this request's {r} runs in the batch start with {d} descent(s), which {w} worker{s} completing jobs out of order allow (at most {}); GPU-tier events in the capture, provenance, or a lower worker count (--workers) would decide it",
+                "; ambiguous: this request's {r} runs in the batch start with {}, which {w} worker{s} completing jobs out of order {allow} (at most {}); GPU-tier events in the capture, provenance, or a lower worker count (--workers) would decide it",
+                Count(d as usize, "descent", "descents"),
                 w - 1
             ),
             (Why::Secondary, _) => f.write_str(

@@ -12,6 +12,7 @@ use super::align::{Alignment, Side};
 use super::TraceDiff;
 use crate::analysis::{Finding, UnreachablePrefix};
 use crate::consumers::ConsumerKind;
+use crate::text::Count;
 
 /// A count that differs between trace A and trace B, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -131,16 +132,11 @@ impl Dir<'_, '_> {
         if r.events > 1 {
             s += &format!(
                 " ({} lost with it on {xn})",
-                plural(r.events - 1, "event", "events")
+                Count(r.events - 1, "event", "events")
             );
         }
         s
     }
-}
-
-/// `n` and the noun, singular for exactly one.
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The explanation of every count of `d` that differs (events, findings per rule, blocks
@@ -241,7 +237,7 @@ pub(crate) fn explain(
         let mut text = format!(
             "{} lost {} on A and {} on B",
             l.consumer,
-            plural(l.a_blocks_lost, "block", "blocks"),
+            Count(l.a_blocks_lost, "block", "blocks"),
             l.b_blocks_lost
         );
         let roots = dir
