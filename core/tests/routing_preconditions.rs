@@ -118,12 +118,7 @@ fn cases() -> Vec<Case> {
         vec![(
             UndecodableBatch,
             1,
-            vec![
-                "llmd:",
-                "50 batch(es)",
-                "small_int_hash",
-                "all 100 event(s)",
-            ],
+            vec!["llmd:", "50 batches", "small_int_hash", "all 100 events"],
         )],
     ));
 
@@ -146,7 +141,7 @@ fn cases() -> Vec<Case> {
         vec![(
             UndecodableBatch,
             1,
-            vec!["llmd:", "extra_keys_entry_not_array", "all 2 event(s)"],
+            vec!["llmd:", "extra_keys_entry_not_array", "all 2 events"],
         )],
     ));
 
@@ -169,7 +164,7 @@ fn cases() -> Vec<Case> {
         vec![(
             UndecodableBatch,
             1,
-            vec!["llmd:", "extra_keys_map_key_not_string", "all 1 event(s)"],
+            vec!["llmd:", "extra_keys_map_key_not_string", "all 1 event"],
         )],
     ));
 
@@ -194,12 +189,7 @@ fn cases() -> Vec<Case> {
         vec![(
             UndecodableBatch,
             1,
-            vec![
-                "dynamo:",
-                "bytes_hash",
-                "all 2 event(s)",
-                "1 stored block(s)",
-            ],
+            vec!["dynamo:", "bytes_hash", "all 2 events", "1 stored block"],
         )],
     ));
 
@@ -229,7 +219,7 @@ fn cases() -> Vec<Case> {
         vec![(
             MissingSpecKind,
             1,
-            vec!["2 grouped store(s)", "group(s) 1", "1 grouped removal(s)"],
+            vec!["2 grouped stores", "group 1", "1 grouped removal"],
         )],
     ));
     // ... but once a store names the group's kind, llm-d knows it: nothing to report.
@@ -260,7 +250,7 @@ fn cases() -> Vec<Case> {
             1,
             vec![
                 "sources \"a\" and \"b\"",
-                "2 root block(s)",
+                "2 root blocks",
                 "NONE_HASH",
                 "cache salt",
             ],
@@ -285,7 +275,7 @@ fn cases() -> Vec<Case> {
             batch("a", 0, vec![nil_extra(root_as(h(1), 1))]),
             batch("b", 0, vec![nil_extra(root_as(h(1001), 1))]),
         ]),
-        vec![(HashSeedMismatch, 1, vec!["1 root block(s)"])],
+        vec![(HashSeedMismatch, 1, vec!["1 root block"])],
     ));
     // Other extra keys, another LoRA, another block size, or a non-root block: not the same
     // leading tokens as vLLM hashes them.
@@ -333,7 +323,7 @@ fn cases() -> Vec<Case> {
         vec![(
             RouterBlockSizeMismatch,
             1,
-            vec!["llmd:", "--llmd-block-size 32 (configured)", "2 store(s)"],
+            vec!["llmd:", "--llmd-block-size 32 (configured)", "2 stores"],
         )],
     );
     c.config.consumer_config.llmd_canonical_block_size = Some(32);
@@ -395,7 +385,7 @@ fn cases() -> Vec<Case> {
         vec![(
             SilentSource,
             2,
-            vec!["dynamo:", "2 store(s)", "unknown_medium"],
+            vec!["dynamo:", "2 stores", "unknown_medium"],
         )],
     ));
     // silent-source: `a` publishes every second, then nothing for 36 s while `b` goes on.
@@ -449,7 +439,7 @@ fn cases() -> Vec<Case> {
     out.push(case(
         "11 pods, one request key",
         trace(pods),
-        vec![(PodEntryOverflow, 1, vec!["1 store(s)", "evicted 1 older"])],
+        vec![(PodEntryOverflow, 1, vec!["1 store", "evicted 1 older"])],
     ));
     let tiers: Vec<TraceRecord> = (0..4)
         .map(|p| {
@@ -467,7 +457,7 @@ fn cases() -> Vec<Case> {
     out.push(case(
         "4 pods x 3 tiers",
         trace(tiers),
-        vec![(PodEntryOverflow, 1, vec!["2 store(s)", "evicted 2 older"])],
+        vec![(PodEntryOverflow, 1, vec!["2 stores", "evicted 2 older"])],
     ));
     let ten: Vec<TraceRecord> = (0..10)
         .map(|p| batch(&format!("pod-{p}"), 0, vec![stored(&[1], None, GPU, 16)]))
@@ -493,7 +483,7 @@ fn cases() -> Vec<Case> {
         vec![(
             StaleAfterRestart,
             1,
-            vec!["from 2 to 0", "3 block(s)", "never re-announced"],
+            vec!["from 2 to 0", "3 blocks", "never re-announced"],
         )],
     ));
     let mut c = case("restart, replay on", restart(), vec![]);

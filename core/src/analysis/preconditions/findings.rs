@@ -4,6 +4,7 @@
 use super::{At, Context, Preconditions, Tally, LISTED_HASHES};
 use crate::analysis::{Finding, Rule};
 use crate::consumers::{AnyConsumer, BlockSizes, ConsumerKind};
+use crate::text::Count;
 
 impl Preconditions {
     /// The findings, once every event was delivered (the models still alive).
@@ -34,11 +35,11 @@ impl Preconditions {
                 t.first,
                 &t.hashes,
                 format!(
-                    "{}: {} batch(es) of this source cannot be decoded ({cause}: {why}): all {} event(s) of them are dropped ({} stored block(s))",
+                    "{}: {} of this source cannot be decoded ({cause}: {why}): all {} of them are dropped ({})",
                     kind.as_str(),
-                    t.batches,
-                    t.events,
-                    t.blocks
+                    Count(t.batches, "batch", "batches"),
+                    Count(t.events, "event", "events"),
+                    Count(t.blocks, "stored block", "stored blocks"),
                 ),
             ));
         }
@@ -54,11 +55,12 @@ impl Preconditions {
                 t.first,
                 &t.hashes,
                 format!(
-                    "llmd: {} grouped store(s) ({} block(s), group(s) {}) carry no kv_cache_spec_kind and llm-d has not learnt the group's kind, so it ignores them (unsupported_cache_kind) and skipped {} grouped removal(s) of unknown groups; vLLM sends the kind since #40984",
-                    t.events,
-                    t.blocks,
+                    "llmd: {} ({}, {} {}) carry no kv_cache_spec_kind and llm-d has not learnt the group's kind, so it ignores them (unsupported_cache_kind) and skipped {} of unknown groups; vLLM sends the kind since #40984",
+                    Count(t.events, "grouped store", "grouped stores"),
+                    Count(t.blocks, "block", "blocks"),
+                    if t.notes.len() == 1 { "group" } else { "groups" },
                     t.notes.join(", "),
-                    t.other
+                    Count(t.other, "grouped removal", "grouped removals"),
                 ),
             ));
         }
@@ -77,12 +79,12 @@ impl Preconditions {
                     m.at,
                     &m.hashes,
                     format!(
-                        "sources {:?} and {:?} store the same leading tokens (a root block with identical token_ids, lora_name and block_size) under different hashes ({} vs {}, {} root block(s)): their NONE_HASH seed, PYTHONHASHSEED or hash algorithm differ, so no prefix can match across them{salt}",
+                        "sources {:?} and {:?} store the same leading tokens (a root block with identical token_ids, lora_name and block_size) under different hashes ({} vs {}, {}): their NONE_HASH seed, PYTHONHASHSEED or hash algorithm differ, so no prefix can match across them{salt}",
                         cx.source(m.other_source),
                         cx.source(m.at.source),
                         m.hashes[1],
                         m.hashes[0],
-                        m.roots
+                        Count(m.roots, "root block", "root blocks"),
                     ),
                 )
                 .related(m.other_event),
@@ -133,7 +135,7 @@ impl Preconditions {
                     .map_or(&[][..], |(_, t)| t.hashes.as_slice());
                 let list = |v: &[&(u32, &Tally)]| {
                     v.iter()
-                        .map(|(s, t)| format!("{s} ({} store(s))", t.events))
+                        .map(|(s, t)| format!("{s} ({})", Count(t.events, "store", "stores")))
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
@@ -147,8 +149,9 @@ impl Preconditions {
                     _ => "Dynamo's create_stored_blocks stops at the first block of another size (truncated)",
                 };
                 let mut msg = format!(
-                    "{}: {flag} {n} ({how}) does not fit {stores} store(s) of this source with block size {}: {effect}",
+                    "{}: {flag} {n} ({how}) does not fit {} of this source with block size {}: {effect}",
                     kind.as_str(),
+                    Count(stores, "store", "stores"),
                     list(&bad),
                 );
                 if sizes.len() > 1 {
@@ -179,10 +182,10 @@ impl Preconditions {
                     t.first,
                     &t.hashes,
                     format!(
-                        "{}: ignores every one of this source's {} store(s) ({} block(s); {}): the router never indexes this source",
+                        "{}: ignores every one of this source's {} ({}; {}): the router never indexes this source",
                         kind.as_str(),
-                        t.events,
-                        t.blocks,
+                        Count(t.events, "store", "stores"),
+                        Count(t.blocks, "block", "blocks"),
                         t.notes.join(", ")
                     ),
                 ));
@@ -262,11 +265,12 @@ impl Preconditions {
                 at,
                 &[],
                 format!(
-                    "{verb} for {} s, {}x its median interval of {} s between batches (more than {factor}x), while other sources published {others} batch(es){tail}; {} such silence(s) in total: a dead publisher or a lost subscription looks like this (so does an idle engine)",
+                    "{verb} for {} s, {}x its median interval of {} s between batches (more than {factor}x), while other sources published {}{tail}; {} in total: a dead publisher or a lost subscription looks like this (so does an idle engine)",
                     Seconds(d),
                     d / median,
                     Seconds(median),
-                    silences.len()
+                    Count(others, "batch", "batches"),
+                    Count(silences.len(), "such silence", "such silences"),
                 ),
             ));
         }
@@ -279,10 +283,10 @@ impl Preconditions {
                 t.first,
                 &t.hashes,
                 format!(
-                    "llmd: {} store(s) of this source pushed an llm-d request key past {} (pod, tier, group) entries, and the per-key LRU silently evicted {} older entry(ies): llm-d forgets that those pods hold the block",
-                    t.events,
+                    "llmd: {} of this source pushed an llm-d request key past {} (pod, tier, group) entries, and the per-key LRU silently evicted {}: llm-d forgets that those pods hold the block",
+                    Count(t.events, "store", "stores"),
                     crate::consumers::llmd::PODS_PER_KEY,
-                    t.other
+                    Count(t.other, "older entry", "older entries"),
                 ),
             ));
         }
@@ -317,11 +321,11 @@ fn stale_findings(cx: &Context<'_>, restarts: &[At], out: &mut Vec<Finding>) {
                 at,
                 &hashes,
                 format!(
-                    "llmd: dp_rank {}: seq went back from {} to {} (publisher restart) and llm-d without replay does not notice: {} block(s) of the old incarnation stay credited to this source and were never re-announced{listed}",
+                    "llmd: dp_rank {}: seq went back from {} to {} (publisher restart) and llm-d without replay does not notice: {} of the old incarnation stay credited to this source and were never re-announced{listed}",
                     r.dp_rank,
                     r.seq.0,
                     r.seq.1,
-                    hashes.len()
+                    Count(hashes.len(), "block", "blocks"),
                 ),
             ));
         }
