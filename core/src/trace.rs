@@ -300,6 +300,23 @@ impl EventMap {
     }
 }
 
+/// The source name the debugger gives a bare msgpack stream loaded from file `name`: the file
+/// name without its folders and everything from its first dot (`runs/pod-a.trace.msgpack` is
+/// `pod-a`); the whole name when that leaves nothing.
+///
+/// ```
+/// use kvscope_core::trace::stream_source_name;
+/// assert_eq!(stream_source_name("runs/pod-a.trace.msgpack"), "pod-a");
+/// assert_eq!(stream_source_name(".msgpack"), ".msgpack");
+/// ```
+pub fn stream_source_name(name: &str) -> &str {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    base.split('.')
+        .next()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(base)
+}
+
 #[cfg(test)]
 mod provenance_kind_tests {
     use super::ProvenanceKind;

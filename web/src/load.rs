@@ -58,14 +58,6 @@ pub async fn yield_now() {
     let _ = JsFuture::from(p).await;
 }
 
-fn stem(name: &str) -> &str {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    base.split('.')
-        .next()
-        .filter(|s| !s.is_empty())
-        .unwrap_or(base)
-}
-
 /// Report parsing progress (`done` of the bytes, `events` so far) and let the page paint.
 async fn progress(st: AppState, name: &str, done: usize, total: usize, events: usize, t0: f64) {
     let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
@@ -95,7 +87,8 @@ async fn parse(
     let mut records: Vec<TraceRecord> = Vec::new();
     let mut events = 0usize;
     let mut batches = 0usize;
-    let mut decoder = Decoder::with_floats(stem(name), json_float);
+    let mut decoder =
+        Decoder::with_floats(kvscope_core::trace::stream_source_name(name), json_float);
     let mut chunks = bytes.chunks(CHUNK);
     loop {
         let more = match chunks.next() {

@@ -224,15 +224,6 @@ pub fn compare_sides(p: &Params) -> Result<Comparison, String> {
     Ok(c)
 }
 
-/// The file stem of a display name (a msgpack stream's source name, as the debugger reads it).
-fn stem(name: &str) -> &str {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    base.split('.')
-        .next()
-        .filter(|s| !s.is_empty())
-        .unwrap_or(base)
-}
-
 /// Read two loaded traces (any format the debugger opens) and compare them ([`tabulate`]),
 /// with the debugger's worker count (`None`: each trace header's, else 1). An unreadable trace
 /// is an error naming the side, the file and where it broke.
@@ -244,7 +235,8 @@ pub fn compare_traces_of(
     workers: Option<u32>,
 ) -> Result<Comparison, String> {
     let read = |bytes: &[u8], name: &str, side: &str| {
-        wire::read_trace(bytes, stem(name)).map_err(|e| format!("{side} ({name}): {e}"))
+        wire::read_trace(bytes, kvscope_core::trace::stream_source_name(name))
+            .map_err(|e| format!("{side} ({name}): {e}"))
     };
     let ta = read(a, a_name, "the current trace")?;
     let tb = read(b, b_name, "the trace to compare with")?;
