@@ -399,6 +399,20 @@ test('text that fits: hashes shortened in the middle inside their cards, copy bu
     .filter((el) => el.getClientRects().length > 1 || (el.tagName === 'TD' && el.getBoundingClientRect().height > 2 * parseFloat(getComputedStyle(el).lineHeight)))
     .map((el) => el.textContent));
   assert.deepEqual(wrapped, []);
+  // A router's status (one long identifier) is cut with an ellipsis inside its card, never
+  // broken mid-word, and whole on hover.
+  const statuses = await page.locator('.card .clip').evaluateAll((els) => els.map((el) => {
+    const card = el.closest('.card').getBoundingClientRect();
+    const box = el.getBoundingClientRect();
+    return { text: el.textContent, title: el.title, rects: el.getClientRects().length,
+      inside: box.left >= card.left - 0.5 && box.right <= card.right + 0.5,
+      ellipsis: getComputedStyle(el).textOverflow };
+  }));
+  assert.ok(statuses.length >= 1, 'the demo\'s first violation shows a router status');
+  for (const st of statuses) {
+    assert.ok(st.text.startsWith('status ') && st.title === st.text, `whole on hover: ${JSON.stringify(st)}`);
+    assert.ok(st.inside && st.rects === 1 && st.ellipsis === 'ellipsis', `one line inside its card: ${JSON.stringify(st)}`);
+  }
   // 1280x720: the timeline, the details and the consumer cards are all on screen.
   for (const sel of ['[data-testid=timeline]', '[data-testid=details-title]', '[data-testid=consumer-llmd] h4', '[data-testid=verdict-llmd]']) {
     const b = await page.locator(sel).first().boundingBox();

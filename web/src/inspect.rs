@@ -121,7 +121,6 @@ fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>
                 let missing = c.verdict.missing_parent.map(|p| view! { <div class="muted small">"missing parent "{hash_text(p.to_string(), None)}</div> });
                 let extra = [
                     c.verdict.reason.as_ref().map(|r| r.to_string()),
-                    c.verdict.status.as_ref().map(|s| format!("status {s}")),
                     c.final_verdict.map(|f| format!("later: {}", f.as_str())),
                     (!c.resolved.is_empty()).then(|| format!("resolved {}", count(c.resolved.len(), "pending event", "pending events"))),
                 ]
@@ -129,10 +128,17 @@ fn consumers_view(st: AppState, m: &Model, cursor: u32, kinds: Vec<ConsumerKind>
                 .flatten()
                 .collect::<Vec<_>>()
                 .join(" · ");
+                // The router's status is one identifier (`parent_block_not_found`): on its own
+                // line, cut with an ellipsis rather than broken mid-word, whole on hover.
+                let status = c.verdict.status.as_ref().map(|s| {
+                    let text = format!("status {s}");
+                    view! { <div class="muted small clip" title=text.clone()>{text.clone()}</div> }
+                });
                 view! {
                     <div><span class=format!("verdict v-{v}") data-testid=format!("verdict-{}", k.as_str())>{v}</span></div>
                     {missing}
                     <div class="muted small">{extra}</div>
+                    {status}
                 }
                 .into_any()
             });
