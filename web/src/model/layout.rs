@@ -52,10 +52,12 @@ impl Model {
 
     /// The lanes part of [`Model::layout`]: each event's lane and the coarse bins.
     pub fn layout_lanes(&mut self, mode: LaneMode) {
+        // (medium, ownership, provenance tier, group, source, dp_rank, job)
         type Key<'t> = (
             Option<&'t str>,
             Option<&'t str>,
             Option<&'t str>,
+            u32,
             Option<&'t str>,
             Option<u32>,
             Option<u32>,
@@ -77,9 +79,13 @@ impl Model {
                     out.push(NONE);
                     continue;
                 };
-                let (medium, ownership) = match b.events.get(r.pos as usize) {
-                    Some(KvEvent::BlockStored(e)) => (e.medium.as_deref(), e.ownership.as_deref()),
-                    Some(KvEvent::BlockRemoved(e)) => (e.medium.as_deref(), e.ownership.as_deref()),
+                let (medium, ownership, group) = match b.events.get(r.pos as usize) {
+                    Some(KvEvent::BlockStored(e)) => {
+                        (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
+                    }
+                    Some(KvEvent::BlockRemoved(e)) => {
+                        (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
+                    }
                     _ => {
                         out.push(NONE);
                         continue;
@@ -108,10 +114,12 @@ impl Model {
                 let split_source = mode == LaneMode::SourceTier
                     || (many_sources && job.is_some_and(|j| j != u32::MAX));
                 let source = split_source.then_some(b.source.as_str());
+                let group = group.unwrap_or(0);
                 let key = (
                     medium,
                     ownership,
                     prov_tier,
+                    group,
                     source,
                     source.and(b.dp_rank),
                     job,
@@ -124,7 +132,7 @@ impl Model {
                             u32::MAX => JobLane::NoJob,
                             _ => job_lanes.get(j as usize).cloned().unwrap_or(JobLane::More),
                         });
-                        if let Some(l) = lane_key(t, r, split_source, job_lane) {
+                        if let Some(l) = lane_key(t, r, group, split_source, job_lane) {
                             lanes.push(l);
                         }
                         ids.insert(key, id);
@@ -135,6 +143,14 @@ impl Model {
             }
             (out, lanes)
         });
+        // A lane per KV group only when the trace has more than one.
+        let mut tmp_lanes = tmp_lanes;
+        let first_group = tmp_lanes.first().and_then(|l| l.group);
+        if tmp_lanes.iter().all(|l| l.group == first_group) {
+            for l in &mut tmp_lanes {
+                l.group = None;
+            }
+        }
         let mut distinct: Vec<Lane> = tmp_lanes.clone();
         distinct.sort();
         distinct.dedup();
@@ -142,6 +158,7 @@ impl Model {
             distinct.push(Lane {
                 tier: Tier::Gpu,
                 label: "GPU".into(),
+                group: None,
                 source: None,
                 job: None,
             });
@@ -261,7 +278,13 @@ impl Model {
     }
 }
 
-fn lane_key(t: &Trace, r: EventAt, split_source: bool, job: Option<JobLane>) -> Option<Lane> {
+fn lane_key(
+    t: &Trace,
+    r: EventAt,
+    group: u32,
+    split_source: bool,
+    job: Option<JobLane>,
+) -> Option<Lane> {
     let b = batch_of(t, r)?;
     let ev = b.events.get(r.pos as usize)?;
     let tier = ev.tier()?;
@@ -277,6 +300,7 @@ fn lane_key(t: &Trace, r: EventAt, split_source: bool, job: Option<JobLane>) -> 
     Some(Lane {
         tier,
         label,
+        group: Some(group),
         source,
         job,
     })

@@ -31,14 +31,17 @@ pub use query::{match_note, next_match, Query, GRAMMAR};
 /// [`EventMap`] gives it for a cursor position).
 pub use kvscope_core::trace::EventAt;
 
-/// A timeline lane: one tier (GPU, CPU, each STORAGE tier), optionally split by source or by
-/// transfer job.
+/// A timeline lane: one tier (GPU, CPU, each STORAGE tier), split per KV group when the trace
+/// has more than one (both groups' blocks carry the same hashes), and optionally by source or
+/// by transfer job.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Lane {
     /// The tier (ordering: GPU, CPU, STORAGE tiers, others).
     pub tier: Tier,
     /// Tier label shown in the gutter (provenance tier name for unnamed STORAGE tiers).
     pub label: String,
+    /// The KV group (`group_idx`, absent as 0), when the trace has more than one group.
+    pub group: Option<u32>,
     /// Source the lane is restricted to when lanes are split per source (or per job in a trace
     /// with several sources).
     pub source: Option<String>,
@@ -82,12 +85,17 @@ impl Lane {
         })
     }
 
-    /// The full label: `GPU`, `pod-a · CPU` when split per source, `CPU · job 7`,
-    /// `CPU · job ~3 (inferred)` or `GPU · no job` when split per job.
+    /// The full label: `GPU`, `CPU · group 1` in a trace of several KV groups, `pod-a · CPU`
+    /// when split per source, `CPU · job 7`, `CPU · job ~3 (inferred)` or `GPU · no job` when
+    /// split per job.
     pub fn title(&self) -> String {
-        let base = match &self.source {
-            Some(s) => format!("{s} · {}", self.label),
+        let tier = match self.group {
+            Some(g) => format!("{} · group {g}", self.label),
             None => self.label.clone(),
+        };
+        let base = match &self.source {
+            Some(s) => format!("{s} · {tier}"),
+            None => tier,
         };
         match self.job_title() {
             Some(j) => format!("{base} · {j}"),

@@ -122,6 +122,10 @@ fn edges_are_per_group() {
         )],
     };
     let m = Model::from_trace("t", trace, LaneMode::Tier).unwrap();
+    // Two KV groups: a lane per group, the events in their group's lane.
+    let titles: Vec<String> = m.lanes.iter().map(Lane::title).collect();
+    assert_eq!(titles, ["CPU · group 0", "CPU · group 1"]);
+    assert_eq!(m.lane_of, [0, 0, 1, 1]);
     assert_eq!(
         m.edges,
         [
