@@ -35,22 +35,26 @@ impl Run {
         if self.index.multi_group {
             self.gids.fill(&mut self.keys, ev);
         } else {
-            self.gids.copy(&mut self.keys, &self.ids, ev);
+            self.gids.copy(&self.ids);
         }
         let group = self.gids.group;
         let parent_id = self.gids.parent;
         if let Some(r) = recorder.as_mut() {
             r.event(i, &loc, ev, &self.gids.blocks, parent_id);
         }
-        let engine = {
-            let slot = self
-                .engines
-                .entry((loc.source as u64) << 32 | loc.dp_rank as u64);
-            if *slot == 0 {
-                self.engine_count += 1;
-                *slot = self.engine_count;
+        let engine_key = (loc.source as u64) << 32 | loc.dp_rank as u64;
+        let engine = match self.last_engine {
+            // The events of a batch share their engine: one look-up per batch.
+            Some((k, e)) if k == engine_key => e,
+            _ => {
+                let slot = self.engines.entry(engine_key);
+                if *slot == 0 {
+                    self.engine_count += 1;
+                    *slot = self.engine_count;
+                }
+                self.last_engine = Some((engine_key, *slot - 1));
+                *slot - 1
             }
-            *slot - 1
         };
         let at = self.precondition_at(i, &loc, origin);
         self.pre.event(b, at, ev);

@@ -112,6 +112,8 @@ pub(crate) struct Run {
     /// (engine, tier).
     engines: SlabMap<u32>,
     engine_count: u32,
+    /// The last event's engine key and id.
+    last_engine: Option<(u64, u32)>,
     /// Workers reporting the store jobs ([`AnalysisConfig::workers_for`]); whether a header
     /// gave them (streaming).
     workers: u32,
@@ -187,6 +189,7 @@ impl Run {
             gids: GroupIds::default(),
             engines: SlabMap::default(),
             engine_count: 0,
+            last_engine: None,
             workers: config.workers.unwrap_or(1).max(1),
             header_workers: false,
             started: false,
@@ -348,6 +351,7 @@ impl Run {
         self.interner = Interner::default();
         self.keys = BlockKeys::default();
         self.engines = SlabMap::default();
+        self.last_engine = None;
         self.pre = Default::default();
         self.start_finish();
         self.stage = Stage::Finish;
