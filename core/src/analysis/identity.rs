@@ -52,12 +52,10 @@ impl BlockKeys {
             return;
         }
         self.indexed = true;
-        let n = interner.len();
-        self.keys = (0..n)
-            .map(|id| (0, interner.hash(id).unwrap_or_default()))
-            .collect();
-        for id in 0..n {
-            if let (true, Some(h)) = (interner.live(id), interner.hash(id)) {
+        for id in 0..interner.len() {
+            let h = interner.hash(id).unwrap_or_default();
+            self.keys.push((0, h));
+            if interner.live(id) {
                 self.ids.insert((0, h), id);
             }
         }

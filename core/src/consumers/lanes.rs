@@ -203,24 +203,15 @@ pub(crate) struct LaneBook {
 
 impl LaneBook {
     /// Add `d` to one lane's counters (a delta, not a closure: one copy of this code).
-    #[inline]
     pub(crate) fn bump(&mut self, key: LaneKey, d: LaneCounts) {
-        self.add(key, d.indexed, d.pending, d.dropped, d.unreachable);
-    }
-
-    /// [`LaneBook::bump`] with the delta in registers: a delta built in memory by the caller
-    /// and read back here as one wide load stalled on store forwarding (about 6% of the
-    /// anchor stream's analysis time in `perf`, for a handful of additions).
-    #[inline(never)]
-    fn add(&mut self, key: LaneKey, indexed: i64, pending: i64, dropped: i64, unreachable: i64) {
         if self.logging && !self.touched.iter().any(|t| t.0 == key) {
             self.touched.push((key, self.lanes.get(&key).copied()));
         }
         let c = self.lanes.entry(key);
-        c.indexed += indexed;
-        c.pending += pending;
-        c.dropped += dropped;
-        c.unreachable += unreachable;
+        c.indexed += d.indexed;
+        c.pending += d.pending;
+        c.dropped += d.dropped;
+        c.unreachable += d.unreachable;
     }
 
     /// The counters.
