@@ -303,3 +303,48 @@ fn streaming_equals_whole_trace_when_block_ids_are_recycled() {
         same("by hand", &t);
     }
 }
+
+/// Blocks stored, then removed (the streaming run gives their ids back: `run/recycle.rs`),
+/// then named as parents by children that come later, on another engine's CPU tier where the
+/// parent is never stored. The whole-trace run remembers that each parent was once stored
+/// (no `unknown-parent`); the streaming run must too, though the parent's id went to another
+/// block in between and the parent comes back under a new id. And a source's blocks cleared
+/// by `AllBlocksCleared` give their ids back the same way.
+#[test]
+fn a_parent_stored_then_removed_is_known_after_its_id_is_reused() {
+    use kvscope_core::consumers::testkit::{batch, removed, stored, trace};
+    use kvscope_core::event::KvEvent;
+    let cpu = Some("CPU");
+    let mut records = Vec::new();
+    // Each source's seq counts up by one (no gap findings).
+    let mut seqs = [0u64; 2];
+    let mut next = |source: &str, events| {
+        let seq = &mut seqs[usize::from(source == "b")];
+        *seq += 1;
+        batch(source, *seq, events)
+    };
+    for k in 0..40u64 {
+        let p = 1000 + k;
+        records.push(next("a", vec![stored(&[p], None, cpu, 4)]));
+        if k % 4 == 3 {
+            records.push(next("a", vec![KvEvent::AllBlocksCleared]));
+        } else {
+            records.push(next("a", vec![removed(&[p], cpu)]));
+        }
+        // New blocks that take the ids given back, then the child of the removed block.
+        records.push(next("b", vec![stored(&[5000 + k], None, cpu, 4)]));
+        records.push(next("b", vec![stored(&[2000 + k], Some(p), cpu, 4)]));
+    }
+    // A parent never stored anywhere: the one `unknown-parent`.
+    records.push(next("b", vec![stored(&[3000], Some(4000), cpu, 4)]));
+    let t = trace(records);
+    same("removed parents", &t);
+    let config = AnalysisConfig::default();
+    let mut a = Analyzer::new(&config);
+    for rec in &t.records {
+        a.push(rec);
+    }
+    let report = a.finish();
+    assert_eq!(report.findings.count(Rule::UnknownParent), 1);
+    assert_eq!(report.findings.count(Rule::SeqGap), 0);
+}

@@ -336,7 +336,13 @@ impl Run {
                     raw.push(r);
                 }
             }
-            KvEvent::AllBlocksCleared => presence.clear_source(engine),
+            KvEvent::AllBlocksCleared => {
+                let cleared = presence.clear_source(engine);
+                if index.streaming {
+                    // Ids the engine held, for `Run::recycle` (as a removal's).
+                    self.removed.extend_from_slice(&cleared);
+                }
+            }
         }
         if matches!(ev, KvEvent::BlockRemoved(_)) && self.index.streaming {
             self.removed.extend_from_slice(&self.ids.blocks);

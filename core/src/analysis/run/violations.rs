@@ -272,15 +272,17 @@ impl Presence {
         };
         h.lanes.remove(lane(s, t))
     }
-    pub(super) fn clear_source(&mut self, s: u32) {
+    pub(super) fn clear_source(&mut self, s: u32) -> Vec<u32> {
         let Some(list) = self.by_source.get_mut(s as usize) else {
-            return;
+            return Vec::new();
         };
-        for id in std::mem::take(list) {
-            if let Some(h) = self.held.get_mut(id as usize) {
+        let ids = std::mem::take(list);
+        for id in &ids {
+            if let Some(h) = self.held.get_mut(*id as usize) {
                 h.lanes.drop_source(s, None);
             }
         }
+        ids
     }
     pub(super) fn scope_missing(&self, id: Option<u32>, s: u32, t: u32) -> Option<Scope> {
         let Some(h) = id.and_then(|id| self.held.get(id as usize)) else {
