@@ -348,3 +348,43 @@ fn a_parent_stored_then_removed_is_known_after_its_id_is_reused() {
     assert_eq!(report.findings.count(Rule::UnknownParent), 1);
     assert_eq!(report.findings.count(Rule::SeqGap), 0);
 }
+
+/// A trace seen with one KV group until a second one appears late (the streaming run then
+/// names the ids given so far, released ones left out), with the same hashes in both groups:
+/// an inversion and an unknown parent in each group.
+#[test]
+fn a_second_kv_group_appearing_late_streams_like_the_whole_trace() {
+    use kvscope_core::consumers::testkit::{batch, removed, stored, trace};
+    use kvscope_core::event::KvEvent;
+    let cpu = Some("CPU");
+    let in_group = |mut ev: KvEvent, g: u32| {
+        match &mut ev {
+            KvEvent::BlockStored(e) => e.group_idx = Some(g),
+            KvEvent::BlockRemoved(e) => e.group_idx = Some(g),
+            KvEvent::AllBlocksCleared => {}
+        }
+        ev
+    };
+    let mut records = Vec::new();
+    let mut seq = 0;
+    for (pass, g) in [0u32, 0, 1, 0].into_iter().enumerate() {
+        for k in 0..20u64 {
+            let mut events = vec![
+                in_group(stored(&[k + 1], Some(k), cpu, 4), g),
+                in_group(stored(&[k], None, cpu, 4), g),
+                in_group(stored(&[500 + k], Some(900 + k), cpu, 4), g),
+                in_group(removed(&[k + 1, k], cpu), g),
+            ];
+            // Blocks kept from before the second group appears, removed after it.
+            match pass {
+                0 => events.push(stored(&[7000 + k], None, cpu, 4)),
+                3 => events.push(removed(&[7000 + k], cpu)),
+                _ => {}
+            }
+            records.push(batch("a", seq, events));
+            seq += 1;
+        }
+    }
+    let (findings, violations) = same("late group", &trace(records));
+    assert!(findings > 0 && violations > 0, "{findings} {violations}");
+}

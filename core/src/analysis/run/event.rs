@@ -34,7 +34,8 @@ impl Run {
         if self.index.multi_group {
             self.gids.fill(&mut self.keys, ev);
         } else {
-            self.gids.copy(&mut self.keys, &self.ids, ev);
+            self.gids
+                .copy(&mut self.keys, &self.ids, ev, !self.index.streaming);
         }
         let group = self.gids.group;
         let parent_id = self.gids.parent;
