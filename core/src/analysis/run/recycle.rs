@@ -150,15 +150,20 @@ mod tests {
     /// The id a new hash gets after `rounds` rounds of a block stored then taken away by
     /// `gone`, on a streaming run of the models `models`.
     fn next_id(models: &str, rounds: u64, gone: impl Fn(u64) -> KvEvent) -> u32 {
-        let mut config = AnalysisConfig::default();
-        config.consumers = models
-            .split(',')
-            .filter_map(crate::consumers::ConsumerKind::parse)
-            .collect();
+        let config = AnalysisConfig {
+            consumers: models
+                .split(',')
+                .filter_map(crate::consumers::ConsumerKind::parse)
+                .collect(),
+            ..AnalysisConfig::default()
+        };
         let mut run = Run::streaming(&config);
         let cpu = Some("CPU");
         for k in 0..rounds {
-            run.push(&batch("a", 2 * k, vec![stored(&[100 + k], None, cpu, 4)]), None);
+            run.push(
+                &batch("a", 2 * k, vec![stored(&[100 + k], None, cpu, 4)]),
+                None,
+            );
             run.recycle();
             run.push(&batch("a", 2 * k + 1, vec![gone(100 + k)]), None);
             run.recycle();
@@ -171,11 +176,18 @@ mod tests {
         let cpu = Some("CPU");
         for models in ["sglang,smg,ideal,dynamo", "llmd"] {
             // Removed one by one: the ids are reused.
-            assert!(next_id(models, 3000, |k| removed(&[k], cpu)) < 8, "{models}");
+            assert!(
+                next_id(models, 3000, |k| removed(&[k], cpu)) < 8,
+                "{models}"
+            );
         }
         // Cleared with the whole engine: the same, except where llm-d keeps the blocks' engine
         // mappings across a clear (its `uses`), as upstream does.
-        assert!(next_id("sglang,smg,ideal,dynamo", 3000, |_| KvEvent::AllBlocksCleared) < 8);
+        assert!(
+            next_id("sglang,smg,ideal,dynamo", 3000, |_| {
+                KvEvent::AllBlocksCleared
+            }) < 8
+        );
         assert_eq!(next_id("llmd", 3000, |_| KvEvent::AllBlocksCleared), 3000);
     }
 
