@@ -21,42 +21,54 @@ pub(crate) fn group_of(ev: &KvEvent) -> u32 {
 
 /// Dense ids of `(group, hash)` block names. A trace with one KV group (every `group_idx` 0 or
 /// absent, known once the index is built) uses the models' hash ids instead
-/// ([`BlockKeys::by_hash`]): the same ids, without a second map of every block, and the
-/// interner's table of hashes is the reverse table (no copy of it per event).
+/// ([`BlockKeys::by_hash`]): the same ids, without a second map of every block.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct BlockKeys {
     ids: HashMap<(u32, u64), u32>,
-    /// The reverse table, once the names have their own ids ([`BlockKeys::index_keys`]).
     keys: Vec<(u32, u64)>,
-    /// Whether `ids` and `keys` hold the names (several KV groups).
-    indexed: bool,
     hashes: Option<Interner>,
+    /// Streaming: whether [`BlockKeys::index_keys`] ran.
+    indexed: bool,
 }
 
 impl BlockKeys {
-    /// The names of a single-group trace: group 0, by the models' hash ids.
+    /// The names of a single-group trace: group 0, by the models' hash ids (`self.keys`,
+    /// filled by [`GroupIds::copy`], is the reverse table).
     pub(crate) fn by_hash(mut self, interner: Interner) -> BlockKeys {
         self.ids = HashMap::default();
-        self.keys = Vec::new();
         self.hashes = Some(interner);
         self
     }
 
     /// A trace first seen with one KV group turned out to have more (a streaming run learns it
-    /// late): index the names given so far (group 0, the models' hash ids: until now the
-    /// same as these) so that [`GroupIds::fill`] goes on with the same ids.
-    /// Ids the run released are left out of `ids`: their hash may have come back under
-    /// another id.
+    /// late): name the ids given so far (group 0, the models' hash ids, `interner`), which a
+    /// streaming run does not copy while the trace has one group (16 bytes a block), so that
+    /// [`GroupIds::fill`] goes on with the same ids. Ids the run released are left out of the
+    /// look-up: their hash may have come back under another id.
     pub(crate) fn index_keys(&mut self, interner: &Interner) {
         if self.indexed {
             return;
         }
         self.indexed = true;
-        for id in 0..interner.len() {
-            let h = interner.hash(id).unwrap_or_default();
+        self.keys.clear();
+        let mut id = 0u32;
+        while let Some(h) = interner.hash(id) {
             self.keys.push((0, h));
             if interner.live(id) {
                 self.ids.insert((0, h), id);
+            }
+            id += 1;
+        }
+    }
+
+    /// Id `id` (a models' id of a single-group trace) names `hash` of group 0.
+    fn name(&mut self, id: u32, hash: u64) {
+        match self.keys.get_mut(id as usize) {
+            Some(k) => *k = (0, hash),
+            None => {
+                if id as usize == self.keys.len() {
+                    self.keys.push((0, hash));
+                }
             }
         }
     }
@@ -82,16 +94,16 @@ impl BlockKeys {
     /// The `(group, hash)` of an id.
     pub(crate) fn key(&self, id: u32) -> Option<(u32, u64)> {
         match &self.hashes {
-            Some(h) => h.hash(id).map(|h| (0, h)),
-            None => self.keys.get(id as usize).copied(),
+            Some(_) | None => self.keys.get(id as usize).copied(),
         }
     }
 
     /// Approximate heap bytes.
     pub(crate) fn bytes(&self) -> usize {
-        // The models' map (when kept) costs about what `ids` would: ~13 bytes per block, and
-        // its table of hashes stands for the reverse table (as if of `(group, hash)` pairs).
-        self.hashes.as_ref().map_or(0, |h| h.capacity() * (13 + 16))
+        // The models' map (when kept) costs about what `ids` would: ~13 bytes per block.
+        self.hashes
+            .as_ref()
+            .map_or(0, |_| self.keys.capacity() * 13)
             + self.ids.capacity() * 17
             + self.keys.capacity() * 16
     }
@@ -109,12 +121,34 @@ pub(crate) struct GroupIds {
 }
 
 impl GroupIds {
-    /// The ids of a single-group trace's event: the models' hash ids (see [`BlockKeys::by_hash`]).
-    pub(crate) fn copy(&mut self, ids: &crate::consumers::EventIds) {
+    /// The ids of a single-group trace's event: the models' hash ids (see [`BlockKeys::by_hash`]);
+    /// `name`: keep the reverse table (not while streaming: [`BlockKeys::index_keys`]).
+    pub(crate) fn copy(
+        &mut self,
+        keys: &mut BlockKeys,
+        ids: &crate::consumers::EventIds,
+        ev: &KvEvent,
+        name: bool,
+    ) {
         self.group = 0;
         self.blocks.clear();
         self.blocks.extend_from_slice(&ids.blocks);
         self.parent = ids.parent;
+        if !name {
+            return;
+        }
+        // The models' ids are dense in first-seen order (blocks, then the parent): extend the
+        // reverse table with the new ones, and name the ids a streaming run took again.
+        for (&id, &h) in ids.blocks.iter().zip(&ids.hashes) {
+            keys.name(id, h);
+        }
+        let parent_hash = match ev {
+            KvEvent::BlockStored(e) => e.parent_block_hash.as_ref().map(|p| p.as_u64()),
+            _ => None,
+        };
+        if let (Some(id), Some(h)) = (ids.parent, parent_hash) {
+            keys.name(id, h);
+        }
     }
 
     /// Intern the blocks and parent of `ev`.

@@ -104,16 +104,6 @@ impl Interner {
     pub(crate) fn hash(&self, id: u32) -> Option<u64> {
         self.hashes.get(id as usize).copied()
     }
-
-    /// Number of ids given so far (released ones included): ids are below it.
-    pub(crate) fn len(&self) -> u32 {
-        u32::try_from(self.hashes.len()).unwrap_or(u32::MAX)
-    }
-
-    /// Capacity of the table of hashes (for memory estimates).
-    pub(crate) fn capacity(&self) -> usize {
-        self.hashes.capacity()
-    }
 }
 
 /// The dense ids of one event's blocks (in block order) and of its parent, with the blocks'
