@@ -356,6 +356,19 @@ impl Recorder for Recording {
         let lanes = self.consumers.max(1) * index.sources.len() * index.tiers.len();
         self.checkpoint_every = checkpoint_interval(lanes);
         self.job_events = vec![Vec::new(); index.jobs.len()];
+        // The per-event tables' sizes are known (or, for the lane changes, about one per
+        // event and model): reserved once, not grown by doubling. In wasm every growth of a
+        // large vector copies it into fresh memory; at a million events that was the page's
+        // largest single cost (about a tenth of the analysis, in `realloc`).
+        let n = index.events.len();
+        self.rows.reserve_exact(n);
+        self.verdicts = Vec::with_capacity(self.consumers);
+        for _ in 0..self.consumers {
+            self.verdicts.push(Vec::with_capacity(n));
+        }
+        self.changes
+            .reserve(n.saturating_mul(self.consumers) + n / self.checkpoint_every * lanes);
+        self.blocks_seen.reserve(n);
     }
 
     #[inline]
