@@ -161,8 +161,18 @@ pub struct FindingRef<'a> {
     pub level: Level,
     /// The event it is about.
     pub event: usize,
-    store: &'a FindingStore,
+    lent: Lent<'a>,
     what: What,
+}
+
+/// A [`FindingStore`] read with per-event verdicts and loss summaries kept elsewhere: a
+/// replay's [`super::Analysis`] holds them once, moved out of its store (see
+/// [`FindingStore::lend`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lent<'a> {
+    store: &'a FindingStore,
+    kinds: &'a [Vec<VerdictKind>],
+    losses: &'a [LossSummary],
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -176,7 +186,50 @@ enum What {
 impl FindingRef<'_> {
     /// The finding, rendered.
     pub fn render(&self) -> Finding {
-        self.store.render(self.what)
+        self.lent.render(self.what)
+    }
+
+    /// Its id in its store: stable and dense (the records, then each model's loss roots);
+    /// a replay finds it again by this id (`Replay::finding`).
+    pub fn id(&self) -> usize {
+        match self.what {
+            What::Rec(k) => k,
+            What::Loss(c, j) => self.lent.roots_before(c) + j,
+        }
+    }
+
+    fn rec(&self) -> Option<&Rec> {
+        match self.what {
+            What::Rec(k) => self.lent.store.recs.get(k),
+            What::Loss(..) => None,
+        }
+    }
+
+    /// The related event (the later parent store of a reorder), without rendering.
+    pub fn related_event(&self) -> Option<usize> {
+        match self.rec().map(|r| (r, &r.msg)) {
+            Some((_, Msg::Full(f))) => f.related_event,
+            Some((r, _)) => r.related,
+            None => None,
+        }
+    }
+
+    /// A child-before-parent finding's class, without rendering.
+    pub fn class(&self) -> Option<ReorderClass> {
+        match self.rec().map(|r| (r, &r.msg)) {
+            Some((_, Msg::Full(f))) => f.class,
+            Some((r, _)) => r.class.map(|c| c.0),
+            None => None,
+        }
+    }
+
+    /// What a child-before-parent finding's class rests on, without rendering.
+    pub fn evidence(&self) -> Option<Evidence> {
+        match self.rec().map(|r| (r, &r.msg)) {
+            Some((_, Msg::Full(f))) => f.evidence,
+            Some((r, _)) => r.class.map(|c| c.1),
+            None => None,
+        }
     }
 }
 
@@ -224,7 +277,8 @@ impl FindingStore {
     pub(crate) fn count_all(&mut self) {
         let mut counts = [0usize; Rule::ALL.len()];
         let mut cur = Cursor::default();
-        while let Some(f) = self.next(&mut cur) {
+        let lent = self.lent();
+        while let Some(f) = lent.next(&mut cur) {
             if f.level != Level::Allow {
                 counts[f.rule as usize] += 1;
             }
@@ -259,8 +313,9 @@ impl FindingStore {
     /// The reported findings (warn and deny), in event order (by rule within an event).
     pub fn iter(&self) -> impl Iterator<Item = FindingRef<'_>> + '_ {
         let mut cur = Cursor::default();
+        let lent = self.lent();
         std::iter::from_fn(move || loop {
-            let f = self.next(&mut cur)?;
+            let f = lent.next(&mut cur)?;
             if f.level != Level::Allow {
                 return Some(f);
             }
@@ -269,35 +324,40 @@ impl FindingStore {
 
     /// Every child-before-parent finding, whatever its level, in event order.
     pub fn violations(&self) -> impl Iterator<Item = FindingRef<'_>> + '_ {
+        let lent = self.lent();
         self.order.iter().filter_map(move |k| {
             let r = self.recs.get(*k as usize)?;
-            r.rule.is_reorder().then(|| self.at(What::Rec(*k as usize)))
+            r.rule.is_reorder().then(|| lent.at(What::Rec(*k as usize)))
         })
+    }
+
+    /// The store read with its own verdicts and loss summaries.
+    pub(crate) fn lent(&self) -> Lent<'_> {
+        self.lend(&self.kinds, &self.losses)
+    }
+
+    /// The store read with the verdicts and loss summaries moved out of it
+    /// ([`FindingStore::take_kinds`], [`FindingStore::take_losses`]).
+    pub(crate) fn lend<'a>(
+        &'a self,
+        kinds: &'a [Vec<VerdictKind>],
+        losses: &'a [LossSummary],
+    ) -> Lent<'a> {
+        Lent {
+            store: self,
+            kinds,
+            losses,
+        }
+    }
+
+    /// [`Lent::next`] on the store's own parts.
+    pub(crate) fn next(&self, cur: &mut Cursor) -> Option<FindingRef<'_>> {
+        self.lent().next(cur)
     }
 
     /// The final verdict of event `i` for the `c`-th model.
     pub(crate) fn verdict(&self, c: usize, i: usize) -> Option<VerdictKind> {
         self.kinds.get(c)?.get(i).copied()
-    }
-
-    fn at(&self, what: What) -> FindingRef<'_> {
-        let (rule, event) = match what {
-            What::Rec(k) => self
-                .recs
-                .get(k)
-                .map_or((Rule::SeqGap, 0), |r| (r.rule, r.event)),
-            What::Loss(c, j) => (
-                Rule::ConsumerLoss,
-                self.root(c, j).map_or(0, |(r, _)| r.event),
-            ),
-        };
-        FindingRef {
-            rule,
-            level: self.levels.level(rule),
-            event,
-            store: self,
-            what,
-        }
     }
 
     /// The loss summaries, per model (in the configuration's order).
@@ -310,6 +370,63 @@ impl FindingStore {
         std::mem::take(&mut self.losses)
     }
 
+    /// Move the per-event verdicts out (the store then renders findings without verdicts).
+    pub(crate) fn take_kinds(&mut self) -> Vec<Vec<VerdictKind>> {
+        std::mem::take(&mut self.kinds)
+    }
+}
+
+impl<'a> Lent<'a> {
+    /// Loss roots of the models before the `c`-th, after the records (ids, see
+    /// [`FindingRef::id`]).
+    fn roots_before(&self, c: usize) -> usize {
+        let mut n = self.store.recs.len();
+        for l in self.losses.iter().take(c) {
+            n += l.unreachable_prefixes.len();
+        }
+        n
+    }
+
+    /// The finding with id `id` ([`FindingRef::id`]).
+    pub(crate) fn get(&self, id: usize) -> Option<FindingRef<'a>> {
+        let mut k = match id.checked_sub(self.store.recs.len()) {
+            None => return Some(self.at(What::Rec(id))),
+            Some(k) => k,
+        };
+        for (c, l) in self.losses.iter().enumerate() {
+            let m = l.unreachable_prefixes.len();
+            if k < m {
+                return Some(self.at(What::Loss(c, k)));
+            }
+            k -= m;
+        }
+        None
+    }
+
+    fn at(&self, what: What) -> FindingRef<'a> {
+        let (rule, event) = match what {
+            What::Rec(k) => self
+                .store
+                .recs
+                .get(k)
+                .map_or((Rule::SeqGap, 0), |r| (r.rule, r.event)),
+            What::Loss(c, j) => (
+                Rule::ConsumerLoss,
+                self.losses
+                    .get(c)
+                    .and_then(|l| l.unreachable_prefixes.get(j))
+                    .map_or(0, |r| r.event),
+            ),
+        };
+        FindingRef {
+            rule,
+            level: self.store.levels.level(rule),
+            event,
+            lent: *self,
+            what,
+        }
+    }
+
     /// Events lost later because `event` was lost, for the `c`-th model.
     fn cascade(&self, c: usize, event: usize) -> usize {
         let find = |roots: &[UnreachablePrefix]| {
@@ -319,31 +436,33 @@ impl FindingStore {
         self.losses
             .get(c)
             .and_then(|l| find(&l.unreachable_prefixes))
-            .or_else(|| self.replayed.get(c).and_then(|r| find(r)))
+            .or_else(|| self.store.replayed.get(c).and_then(|r| find(r)))
             .unwrap_or(0)
     }
 
-    fn root(&self, c: usize, j: usize) -> Option<(&UnreachablePrefix, RootAt)> {
+    fn root(&self, c: usize, j: usize) -> Option<(&'a UnreachablePrefix, RootAt)> {
         let root = self.losses.get(c)?.unreachable_prefixes.get(j)?;
         let at = self
+            .store
             .places
             .binary_search_by_key(&root.event, |p| p.0 as usize)
             .ok()
-            .and_then(|k| self.places.get(k))
+            .and_then(|k| self.store.places.get(k))
             .map_or_else(RootAt::default, |p| p.1);
         Some((root, at))
     }
 
     /// The next finding at any level (the prefixes leave out the loss roots replayed later:
     /// no finding).
-    pub(crate) fn next(&self, cur: &mut Cursor) -> Option<FindingRef<'_>> {
+    pub(crate) fn next(&self, cur: &mut Cursor) -> Option<FindingRef<'a>> {
         if cur.roots.len() < self.losses.len() {
             cur.roots.resize(self.losses.len(), 0);
         }
         // The smallest (event, rule) among the records and each model's next root; ties go
         // to the records, then to the models in order.
-        let mut best: Option<(u64, What)> = self.order.get(cur.rec).and_then(|k| {
-            self.recs
+        let mut best: Option<(u64, What)> = self.store.order.get(cur.rec).and_then(|k| {
+            self.store
+                .recs
                 .get(*k as usize)
                 .map(|r| (r.key(), What::Rec(*k as usize)))
         });
@@ -372,28 +491,31 @@ impl FindingStore {
         Some(self.at(what))
     }
 
-    fn source(&self, id: u32) -> &str {
-        self.sources.get(id as usize).map_or("", String::as_str)
+    fn source(&self, id: u32) -> &'a str {
+        self.store
+            .sources
+            .get(id as usize)
+            .map_or("", String::as_str)
     }
 
-    fn tier(&self, id: u32) -> &str {
-        self.tiers.get(id as usize).map_or("", String::as_str)
+    fn tier(&self, id: u32) -> &'a str {
+        self.store.tiers.get(id as usize).map_or("", String::as_str)
     }
 
     fn render(&self, what: What) -> Finding {
         let mut f = match what {
-            What::Rec(k) => match self.recs.get(k) {
+            What::Rec(k) => match self.store.recs.get(k) {
                 Some(r) => self.render_rec(r),
                 None => Finding::new(Rule::SeqGap, 0, String::new()),
             },
             What::Loss(c, j) => self.render_loss(c, j),
         };
-        f.level = self.levels.level(f.rule);
+        f.level = self.store.levels.level(f.rule);
         // Gaps are not tied to an event's verdicts; neither are findings without a line.
         if f.line == 0 || matches!(f.rule, Rule::SeqGap | Rule::SeqGapRecovered) {
             return f;
         }
-        for (c, (kind, kinds)) in self.consumers.iter().zip(&self.kinds).enumerate() {
+        for (c, (kind, kinds)) in self.store.consumers.iter().zip(self.kinds).enumerate() {
             if c >= self.losses.len() {
                 break;
             }
@@ -440,7 +562,7 @@ impl FindingStore {
                     Because {
                         why: *why,
                         class: r.class.map_or(ReorderClass::Ambiguous, |c| c.0),
-                        workers: self.workers
+                        workers: self.store.workers
                     },
                 )
             }
@@ -477,7 +599,7 @@ impl FindingStore {
         let Some((root, at)) = self.root(c, j) else {
             return Finding::new(Rule::ConsumerLoss, 0, String::new());
         };
-        let kind = self.consumers.get(c).map_or("", |k| k.as_str());
+        let kind = self.store.consumers.get(c).map_or("", |k| k.as_str());
         let verdict = self.kinds.get(c).and_then(|k| k.get(root.event)).copied();
         Finding::new(
             Rule::ConsumerLoss,
@@ -494,11 +616,6 @@ impl FindingStore {
         .source(self.source(at.source))
         .hashes(root.first_block.map_or_else(Vec::new, |b| vec![b]))
         .parent_opt(root.missing_parent)
-    }
-
-    /// Move the per-event verdicts out (the store then renders findings without verdicts).
-    pub(crate) fn take_kinds(&mut self) -> Vec<Vec<VerdictKind>> {
-        std::mem::take(&mut self.kinds)
     }
 }
 

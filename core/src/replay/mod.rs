@@ -90,7 +90,7 @@ use record::{Change, JobRow, Recording};
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{Analysis, AnalysisConfig, Finding, Job, Rule};
+use crate::analysis::{Analysis, AnalysisConfig, Finding, FindingStore, Job, Lent, Rule};
 use crate::consumers::{ConsumerKind, EventVerdict, LaneCounts, Resolution, VerdictKind};
 use crate::trace::Trace;
 use std::sync::Arc;
@@ -289,6 +289,12 @@ pub struct Replay {
     job_rows: Vec<JobRow>,
     /// Longest job span in events (bounds the active-job scan).
     max_job_span: usize,
+    /// Every finding, compact: rendered one at a time when shown ([`Replay::finding`]), with
+    /// the analysis' verdicts and loss summaries (the analysis' own `findings` and
+    /// `violations` stay empty).
+    findings: FindingStore,
+    /// `(event, finding id)` of the findings a viewer lists, in event order (see
+    /// [`Replay::findings_with_ids`]).
     finding_events: Vec<(usize, usize)>,
     cursor: usize,
     /// Per consumer, by lane slot: the counters at the cursor (`None`: lane not yet seen).
@@ -327,7 +333,9 @@ impl Replay {
         self.cursor
     }
 
-    /// The analysis (findings, violations, losses).
+    /// The analysis (index, verdicts, losses). Its `findings` and `violations` are empty: the
+    /// replay keeps them compact ([`Replay::findings_with_ids`], [`Replay::finding`],
+    /// [`Replay::rendered_findings`]).
     pub fn analysis(&self) -> &Analysis {
         &self.analysis
     }
@@ -360,6 +368,12 @@ impl Replay {
                 .map_or([0; 4], |c| c.counts),
             None => [0; 4],
         }
+    }
+
+    /// The findings, read with the analysis' verdicts and loss summaries.
+    fn lent(&self) -> Lent<'_> {
+        self.findings
+            .lend(&self.analysis.verdict_kinds, &self.analysis.losses)
     }
 
     /// Job `j`, built from its compact row (equal to `analysis().index.jobs[j]`).

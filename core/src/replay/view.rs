@@ -169,7 +169,7 @@ impl Replay {
             if e != i {
                 break;
             }
-            findings.extend(self.finding(k).cloned());
+            findings.extend(self.finding(k));
         }
         Some(Step {
             event,

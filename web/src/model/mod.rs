@@ -9,7 +9,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use kvscope_core::analysis::{AnalysisConfig, EventIndex, Finding, Job, Rule};
+use kvscope_core::analysis::{AnalysisConfig, EventIndex, FindingRef, Job, Rule};
 use kvscope_core::event::{KvEvent, Tier};
 use kvscope_core::replay::{BuildPhase, BuildProgress, Replay, ReplayBuilder, ViolationFilter};
 use kvscope_core::trace::{EventMap, Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
@@ -172,7 +172,7 @@ pub struct Edge {
 
 /// A finding of the core's analysis (child-before-parent violations of every class, at every
 /// level, plus the other rules' warn/deny findings), as the violation list shows it: the
-/// core's [`Finding`] in the page's compact indices, nothing decided here.
+/// core's compact finding ([`FindingRef`]) in the page's compact indices, nothing decided here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
     /// The offending event (the child delivered first, the removal, ...).
@@ -196,16 +196,17 @@ pub struct Violation {
 }
 
 impl Violation {
-    /// The page's row of finding `f`, whose id in the replay engine is `id`.
-    fn new(id: usize, f: &Finding) -> Violation {
+    /// The page's row of finding `f` (compact, not rendered), whose id in the replay engine
+    /// is `id`.
+    fn new(id: usize, f: &FindingRef<'_>) -> Violation {
         Violation {
             event: f.event.min(u32::MAX as usize) as u32,
             id: id.min(u32::MAX as usize) as u32,
             rule: f.rule.name(),
             level: f.level.name(),
-            class: f.class.map(|c| c.name()),
-            evidence: f.evidence.map(|e| e.name()),
-            related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
+            class: f.class().map(|c| c.name()),
+            evidence: f.evidence().map(|e| e.name()),
+            related: f.related_event().map(|e| e.min(u32::MAX as usize) as u32),
             marks_order: ViolationFilter::for_rule(None).keeps(f.rule),
         }
     }
@@ -447,7 +448,7 @@ impl Model {
         if let Some(replay) = self.replay() {
             let violations: Vec<Violation> = replay
                 .findings_with_ids()
-                .map(|(k, f)| Violation::new(k, f))
+                .map(|(k, f)| Violation::new(k, &f))
                 .collect();
             drop(replay);
             let mut order: Vec<u32> = Vec::new();
@@ -594,7 +595,7 @@ impl Model {
     /// the replay engine: not inside [`Model::with_event`] or [`Model::with_trace`].
     pub fn message(&self, v: &Violation) -> String {
         self.replay()
-            .and_then(|r| r.finding(v.id as usize).map(|f| f.message.clone()))
+            .and_then(|r| r.finding(v.id as usize).map(|f| f.message))
             .unwrap_or_default()
     }
 

@@ -17,7 +17,7 @@ mod recycle;
 mod seq;
 mod violations;
 
-use super::findings::{Rec, RootAt};
+use super::findings::{FindingStore, Rec, RootAt};
 use super::identity::GroupIds;
 use super::{
     Analysis, AnalysisConfig, BlockKeys, EventIndex, EventLoc, Finding, IndexBuilder, Report,
@@ -138,6 +138,9 @@ pub(crate) struct Run {
     /// The routing-precondition watcher.
     pre: crate::analysis::preconditions::Preconditions,
     next: usize,
+    /// Keep the findings compact ([`Run::finish_parts`] returns the store): the replay renders
+    /// one only when it is shown, so [`Analysis::findings`] and `violations` stay empty.
+    pub(crate) compact: bool,
 }
 
 impl Run {
@@ -200,6 +203,7 @@ impl Run {
             fin: Finishing::default(),
             pre: Default::default(),
             next: 0,
+            compact: false,
         }
     }
 
@@ -432,8 +436,12 @@ impl Run {
         self.finish_parts(trace).0
     }
 
-    /// [`Run::finish`], also returning the analysis' block ids.
-    pub(crate) fn finish_parts(mut self, trace: &Trace) -> (Analysis, BlockKeys) {
+    /// [`Run::finish`], also returning the analysis' block ids and, when [`Run::compact`],
+    /// the findings (whose verdicts and loss summaries are the analysis').
+    pub(crate) fn finish_parts(
+        mut self,
+        trace: &Trace,
+    ) -> (Analysis, BlockKeys, Option<FindingStore>) {
         while self.stage != Stage::Done {
             self.advance(trace, usize::MAX, None, None);
         }
@@ -444,6 +452,7 @@ impl Run {
             interner,
             kinds,
             fin,
+            compact,
             ..
         } = self;
         let keys = if index.multi_group {
@@ -468,6 +477,6 @@ impl Run {
             verdict_kinds,
             losses,
         };
-        (analysis, keys)
+        (analysis, keys, fin.store.filter(|_| compact))
     }
 }
