@@ -353,18 +353,12 @@ impl Replay {
 
     /// Counters of a lane before change `idx` (the previous change of that lane, or zero).
     fn before_change(&self, idx: u32) -> [i32; 4] {
-        let Some(ch) = self.rec.changes.get(idx as usize) else {
-            return [0; 4];
-        };
-        let Some(list) = self.rec.lane_changes(ch.consumer, ch.lane) else {
-            return [0; 4];
-        };
-        let pos = list.partition_point(|x| *x < idx);
-        match pos.checked_sub(1).and_then(|p| list.get(p)) {
-            Some(prev) => self
+        let prev = self.rec.changes.get(idx as usize).map_or(0, |c| c.prev);
+        match prev.checked_sub(1) {
+            Some(p) => self
                 .rec
                 .changes
-                .get(*prev as usize)
+                .get(p as usize)
                 .map_or([0; 4], |c| c.counts),
             None => [0; 4],
         }

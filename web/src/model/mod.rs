@@ -446,10 +446,12 @@ impl Model {
             return None;
         }
         if let Some(replay) = self.replay() {
-            let violations: Vec<Violation> = replay
-                .findings_with_ids()
-                .map(|(k, f)| Violation::new(k, &f))
-                .collect();
+            // Sized once: a million rows grown by doubling were copied again and again.
+            let findings = replay.findings_with_ids();
+            let mut violations = Vec::with_capacity(findings.size_hint().1.unwrap_or(0));
+            for (k, f) in findings {
+                violations.push(Violation::new(k, &f));
+            }
             drop(replay);
             let mut order: Vec<u32> = Vec::new();
             for v in &violations {
