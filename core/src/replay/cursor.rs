@@ -174,8 +174,24 @@ impl Replay {
     /// [`Replay::findings_by_event`] with each finding's id ([`FindingRef::id`]), for a viewer
     /// that keeps ids and renders a finding ([`Replay::finding`]) only when it shows it.
     pub fn findings_with_ids(&self) -> impl Iterator<Item = (usize, FindingRef<'_>)> + '_ {
+        self.findings_from(0)
+    }
+
+    /// The number of findings [`Replay::findings_with_ids`] lists.
+    pub fn finding_count(&self) -> usize {
+        self.finding_events.len()
+    }
+
+    /// [`Replay::findings_with_ids`] from the `start`-th on, for a viewer that lists a million
+    /// of them a slice at a time.
+    pub fn findings_from(
+        &self,
+        start: usize,
+    ) -> impl Iterator<Item = (usize, FindingRef<'_>)> + '_ {
         let lent = self.lent();
         self.finding_events
+            .get(start..)
+            .unwrap_or_default()
             .iter()
             .filter_map(move |(_, k)| Some((*k, lent.get(*k)?)))
     }

@@ -235,9 +235,15 @@ impl Recording {
         if n.is_multiple_of(self.checkpoint_every) {
             self.checkpoint();
         }
-        // The tables are complete: drop the growth slack (up to half of them).
-        self.rows.shrink_to_fit();
-        self.changes.shrink_to_fit();
+        // The tables are complete: drop a large slack (an estimate far off). A small one
+        // stays: shrinking copies the table (in wasm, a hundred megabytes at a million
+        // events), while the untouched slack costs address space only.
+        if self.rows.capacity() / 2 > self.rows.len() {
+            self.rows.shrink_to_fit();
+        }
+        if self.changes.capacity() / 2 > self.changes.len() {
+            self.changes.shrink_to_fit();
+        }
     }
 
     /// The last recorded event's changes end here.

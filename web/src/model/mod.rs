@@ -251,6 +251,9 @@ pub struct Model {
     /// The analysis' findings, once analysed (nothing before: the page shows no opinion of
     /// its own while the analysis runs).
     analysed: OnceLock<Vec<Violation>>,
+    /// The findings listed so far, once the replay engine is done (a million are listed a
+    /// slice at a time, see [`Model::analyse_some`]).
+    listing: Mutex<Vec<Violation>>,
     /// The events with a violation of the rules [`rule_matches`] keeps by default, ascending
     /// and distinct (set with `analysed`): what the timeline paints red, read per redraw.
     order_events: OnceLock<Vec<u32>>,
@@ -388,6 +391,7 @@ impl Model {
             config: AnalysisConfig::default(),
             replay: OnceLock::new(),
             analysed: OnceLock::new(),
+            listing: Mutex::new(Vec::new()),
             order_events: OnceLock::new(),
             batch_count,
             batch_starts,
@@ -438,21 +442,36 @@ impl Model {
     /// then available). The app calls this in slices of a few tens of milliseconds so the page
     /// stays responsive.
     ///
-    /// The end is spread over three calls, so no single slice does all of it at a million
+    /// The end is spread over several calls, so no single slice does all of it at a million
     /// events: the last slice of the core's work, then `ReplayBuilder::finish` (the replay
-    /// engine is available after it), then the findings in the page's form.
+    /// engine is available after it), then the findings in the page's form, about `budget`
+    /// per call (progress in [`BuildPhase::Done`] counts them).
     pub fn analyse_some(&self, budget: usize) -> Option<BuildProgress> {
         if self.analysed.get().is_some() {
             return None;
         }
         if let Some(replay) = self.replay() {
-            // Sized once: a million rows grown by doubling were copied again and again.
-            let findings = replay.findings_with_ids();
-            let mut violations = Vec::with_capacity(findings.size_hint().1.unwrap_or(0));
-            for (k, f) in findings {
-                violations.push(Violation::new(k, &f));
+            // The findings in the page's form, about `budget` at a time (a million take a few
+            // hundred milliseconds): sized once, not grown by doubling.
+            let total = replay.finding_count();
+            let mut listing = self.listing.lock().unwrap_or_else(|e| e.into_inner());
+            let from = listing.len();
+            if listing.capacity() < total {
+                listing.reserve_exact(total - from);
+            }
+            for (k, f) in replay.findings_from(from).take(budget.max(1)) {
+                listing.push(Violation::new(k, &f));
             }
             drop(replay);
+            if listing.len() < total {
+                return Some(BuildProgress {
+                    phase: BuildPhase::Done,
+                    done: listing.len(),
+                    total,
+                });
+            }
+            let violations = std::mem::take(&mut *listing);
+            drop(listing);
             let mut order: Vec<u32> = Vec::new();
             for v in &violations {
                 if v.marks_order && order.last() != Some(&v.event) {
