@@ -21,6 +21,9 @@
 //! * static tables by dense block id (`blocks.rs`): each block's first store (parent, event),
 //!   its children, the events naming it; each job's events, and a compact 32-byte row per job
 //!   (a `Job` is rebuilt from it with interned source and tier names);
+//! * the findings as the analysis' compact records (a `FindingStore`: ids and numbers), each
+//!   rendered (message, names, verdicts, cascades) only when shown ([`Replay::finding`]): a
+//!   trace can have a finding per event;
 //! * every `K` events a checkpoint of the lane counters, stored inline in the change log (a
 //!   header, then one entry per lane) and found through a small per-checkpoint index (`K`
 //!   grows with the number of lanes so that checkpoints cost a few bytes per event).
