@@ -383,8 +383,12 @@ impl Recorder for Recording {
         for _ in 0..self.consumers {
             self.verdicts.push(Vec::with_capacity(n));
         }
+        // One change per event and model, each checkpoint's header and lanes, and a
+        // sixteenth more: running past the estimate near the end doubles (copies) the table
+        // in one slice, while unused room costs address space only.
+        let every = self.checkpoint_every.max(1);
         self.changes
-            .reserve(n.saturating_mul(self.consumers) + n / self.checkpoint_every * lanes);
+            .reserve(n.saturating_mul(self.consumers) + (n / every + 1) * (lanes + 1) + n / 16);
         self.blocks_seen.reserve(n);
     }
 
