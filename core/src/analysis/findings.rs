@@ -5,6 +5,7 @@
 //! imply (`consumer-loss`, one per unreachable prefix) are not stored at all: the
 //! [`FindingStore`] derives them from the loss roots when it is read.
 
+use super::roots::{Losses, Places, Root, RootAt};
 use super::UnreachablePrefix;
 use super::{Evidence, Finding, Level, LossSummary, ReorderClass, Rule, RuleLevels};
 use crate::consumers::{ConsumerKind, Hashes, VerdictKind};
@@ -104,14 +105,6 @@ pub(crate) enum Why {
     Mixed,
 }
 
-/// Where a loss root is (its batch's line, its position, its source id).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct RootAt {
-    pub(crate) line: u64,
-    pub(crate) pos: u32,
-    pub(crate) source: u32,
-}
-
 /// Every finding of a run, compact, with what rendering them needs: read them in order with
 /// [`FindingStore::iter`] and render the ones shown with [`FindingRef::render`].
 #[derive(Clone, Debug, Default)]
@@ -119,14 +112,16 @@ pub struct FindingStore {
     recs: Vec<Rec>,
     /// Indices into `recs` in (event, rule) order (stable).
     order: Vec<u32>,
-    /// Per model (in `consumers` order): its loss summary, whose unreachable prefixes are
-    /// the loss roots (one copy of them: a trace can have a root per event per model).
+    /// Per model (in `consumers` order): its loss summary, without its unreachable prefixes:
+    /// those are the loss roots, kept compact in `roots` (a trace can have a root per event
+    /// per model) and rebuilt when shown.
     losses: Vec<LossSummary>,
+    roots: Vec<Vec<Root>>,
     /// Per model: the roots replayed later (no finding, no prefix, but still the cascade of
     /// their event).
-    replayed: Vec<Vec<UnreachablePrefix>>,
-    /// Where each loss root is, by root event (ascending; shared by the models).
-    places: Vec<(u32, RootAt)>,
+    replayed: Vec<Vec<Root>>,
+    /// Where each loss root is and its hashes (shared by the models).
+    places: Places,
     consumers: Vec<ConsumerKind>,
     /// Per model: the final verdict of every event.
     pub(crate) kinds: Vec<Vec<VerdictKind>>,
@@ -142,8 +137,9 @@ pub struct FindingStore {
 pub(crate) struct StoreParts {
     pub(crate) recs: Vec<Rec>,
     pub(crate) losses: Vec<LossSummary>,
-    pub(crate) replayed: Vec<Vec<UnreachablePrefix>>,
-    pub(crate) places: Vec<(u32, RootAt)>,
+    pub(crate) roots: Vec<Vec<Root>>,
+    pub(crate) replayed: Vec<Vec<Root>>,
+    pub(crate) places: Places,
     pub(crate) consumers: Vec<ConsumerKind>,
     pub(crate) kinds: Vec<Vec<VerdictKind>>,
     pub(crate) levels: RuleLevels,
@@ -161,18 +157,8 @@ pub struct FindingRef<'a> {
     pub level: Level,
     /// The event it is about.
     pub event: usize,
-    lent: Lent<'a>,
-    what: What,
-}
-
-/// A [`FindingStore`] read with per-event verdicts and loss summaries kept elsewhere: a
-/// replay's [`super::Analysis`] holds them once, moved out of its store (see
-/// [`FindingStore::lend`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Lent<'a> {
     store: &'a FindingStore,
-    kinds: &'a [Vec<VerdictKind>],
-    losses: &'a [LossSummary],
+    what: What,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -186,21 +172,21 @@ enum What {
 impl FindingRef<'_> {
     /// The finding, rendered.
     pub fn render(&self) -> Finding {
-        self.lent.render(self.what)
+        self.store.render(self.what)
     }
 
     /// Its id in its store: stable and dense (the records, then each model's loss roots);
-    /// a replay finds it again by this id (`Replay::finding`).
+    /// a replay finds it again by this id ([`FindingStore::get`]).
     pub fn id(&self) -> usize {
         match self.what {
             What::Rec(k) => k,
-            What::Loss(c, j) => self.lent.roots_before(c) + j,
+            What::Loss(c, j) => self.store.roots_before(c) + j,
         }
     }
 
     fn rec(&self) -> Option<&Rec> {
         match self.what {
-            What::Rec(k) => self.lent.store.recs.get(k),
+            What::Rec(k) => self.store.recs.get(k),
             What::Loss(..) => None,
         }
     }
@@ -260,6 +246,7 @@ impl FindingStore {
             recs: p.recs,
             order,
             losses: p.losses,
+            roots: p.roots,
             replayed: p.replayed,
             places: p.places,
             consumers: p.consumers,
@@ -277,8 +264,7 @@ impl FindingStore {
     pub(crate) fn count_all(&mut self) {
         let mut counts = [0usize; Rule::ALL.len()];
         let mut cur = Cursor::default();
-        let lent = self.lent();
-        while let Some(f) = lent.next(&mut cur) {
+        while let Some(f) = self.next(&mut cur) {
             if f.level != Level::Allow {
                 counts[f.rule as usize] += 1;
             }
@@ -313,9 +299,8 @@ impl FindingStore {
     /// The reported findings (warn and deny), in event order (by rule within an event).
     pub fn iter(&self) -> impl Iterator<Item = FindingRef<'_>> + '_ {
         let mut cur = Cursor::default();
-        let lent = self.lent();
         std::iter::from_fn(move || loop {
-            let f = lent.next(&mut cur)?;
+            let f = self.next(&mut cur)?;
             if f.level != Level::Allow {
                 return Some(f);
             }
@@ -324,35 +309,10 @@ impl FindingStore {
 
     /// Every child-before-parent finding, whatever its level, in event order.
     pub fn violations(&self) -> impl Iterator<Item = FindingRef<'_>> + '_ {
-        let lent = self.lent();
         self.order.iter().filter_map(move |k| {
             let r = self.recs.get(*k as usize)?;
-            r.rule.is_reorder().then(|| lent.at(What::Rec(*k as usize)))
+            r.rule.is_reorder().then(|| self.at(What::Rec(*k as usize)))
         })
-    }
-
-    /// The store read with its own verdicts and loss summaries.
-    pub(crate) fn lent(&self) -> Lent<'_> {
-        self.lend(&self.kinds, &self.losses)
-    }
-
-    /// The store read with the verdicts and loss summaries moved out of it
-    /// ([`FindingStore::take_kinds`], [`FindingStore::take_losses`]).
-    pub(crate) fn lend<'a>(
-        &'a self,
-        kinds: &'a [Vec<VerdictKind>],
-        losses: &'a [LossSummary],
-    ) -> Lent<'a> {
-        Lent {
-            store: self,
-            kinds,
-            losses,
-        }
-    }
-
-    /// [`Lent::next`] on the store's own parts.
-    pub(crate) fn next(&self, cur: &mut Cursor) -> Option<FindingRef<'_>> {
-        self.lent().next(cur)
     }
 
     /// The final verdict of event `i` for the `c`-th model.
@@ -360,118 +320,122 @@ impl FindingStore {
         self.kinds.get(c)?.get(i).copied()
     }
 
-    /// The loss summaries, per model (in the configuration's order).
-    pub fn losses(&self) -> &[LossSummary] {
-        &self.losses
-    }
-
-    /// Move the loss summaries out (the store then renders no `consumer-loss` findings).
-    pub(crate) fn take_losses(&mut self) -> Vec<LossSummary> {
-        std::mem::take(&mut self.losses)
-    }
-
-    /// Move the per-event verdicts out (the store then renders findings without verdicts).
-    pub(crate) fn take_kinds(&mut self) -> Vec<Vec<VerdictKind>> {
-        std::mem::take(&mut self.kinds)
-    }
-}
-
-impl<'a> Lent<'a> {
-    /// Loss roots of the models before the `c`-th, after the records (ids, see
-    /// [`FindingRef::id`]).
-    fn roots_before(&self, c: usize) -> usize {
-        let mut n = self.store.recs.len();
-        for l in self.losses.iter().take(c) {
-            n += l.unreachable_prefixes.len();
-        }
-        n
-    }
-
-    /// The finding with id `id` ([`FindingRef::id`]).
-    pub(crate) fn get(&self, id: usize) -> Option<FindingRef<'a>> {
-        let mut k = match id.checked_sub(self.store.recs.len()) {
-            None => return Some(self.at(What::Rec(id))),
-            Some(k) => k,
-        };
-        for (c, l) in self.losses.iter().enumerate() {
-            let m = l.unreachable_prefixes.len();
-            if k < m {
-                return Some(self.at(What::Loss(c, k)));
-            }
-            k -= m;
-        }
-        None
-    }
-
-    fn at(&self, what: What) -> FindingRef<'a> {
+    fn at(&self, what: What) -> FindingRef<'_> {
         let (rule, event) = match what {
             What::Rec(k) => self
-                .store
                 .recs
                 .get(k)
                 .map_or((Rule::SeqGap, 0), |r| (r.rule, r.event)),
             What::Loss(c, j) => (
                 Rule::ConsumerLoss,
-                self.losses
-                    .get(c)
-                    .and_then(|l| l.unreachable_prefixes.get(j))
-                    .map_or(0, |r| r.event),
+                self.roots.get(c).and_then(|r| r.get(j)).map_or(0, Root::at),
             ),
         };
         FindingRef {
             rule,
-            level: self.store.levels.level(rule),
+            level: self.levels.level(rule),
             event,
-            lent: *self,
+            store: self,
             what,
         }
     }
 
+    /// The loss summaries, per model (in the configuration's order), their unreachable
+    /// prefixes rebuilt from the compact roots as they are read.
+    pub fn losses(&self) -> impl ExactSizeIterator<Item = Losses<'_>> + '_ {
+        self.losses.iter().enumerate().map(move |(c, l)| {
+            let roots = self.roots.get(c).map_or(&[][..], Vec::as_slice);
+            Losses::new(l, roots, &self.places, c)
+        })
+    }
+
+    /// Move the loss summaries out, with their prefixes (the store then renders no
+    /// `consumer-loss` findings).
+    pub(crate) fn take_losses(&mut self) -> Vec<LossSummary> {
+        let mut losses = std::mem::take(&mut self.losses);
+        let roots = std::mem::take(&mut self.roots);
+        for (c, (l, roots)) in losses.iter_mut().zip(&roots).enumerate() {
+            let mut prefixes = Vec::with_capacity(roots.len());
+            for r in roots {
+                prefixes.push(self.places.prefix(c, r));
+            }
+            l.unreachable_prefixes = prefixes;
+        }
+        losses
+    }
+
+    /// The loss summaries with their prefixes, copied (the store keeps rendering
+    /// `consumer-loss` findings: a replay keeps both).
+    pub(crate) fn loss_summaries(&self) -> Vec<LossSummary> {
+        let mut losses = self.losses.clone();
+        for (c, (l, roots)) in losses.iter_mut().zip(&self.roots).enumerate() {
+            let mut prefixes = Vec::with_capacity(roots.len());
+            for r in roots {
+                prefixes.push(self.places.prefix(c, r));
+            }
+            l.unreachable_prefixes = prefixes;
+        }
+        losses
+    }
+
+    /// Loss roots of the models before the `c`-th, after the records (ids, see
+    /// [`FindingRef::id`]).
+    fn roots_before(&self, c: usize) -> usize {
+        let mut n = self.recs.len();
+        for r in self.roots.iter().take(c) {
+            n += r.len();
+        }
+        n
+    }
+
+    /// The finding with id `id` ([`FindingRef::id`]).
+    pub(crate) fn get(&self, id: usize) -> Option<FindingRef<'_>> {
+        let mut k = match id.checked_sub(self.recs.len()) {
+            None => return Some(self.at(What::Rec(id))),
+            Some(k) => k,
+        };
+        for (c, r) in self.roots.iter().enumerate() {
+            if k < r.len() {
+                return Some(self.at(What::Loss(c, k)));
+            }
+            k -= r.len();
+        }
+        None
+    }
+
     /// Events lost later because `event` was lost, for the `c`-th model.
     fn cascade(&self, c: usize, event: usize) -> usize {
-        let find = |roots: &[UnreachablePrefix]| {
-            let i = roots.binary_search_by_key(&event, |r| r.event).ok()?;
-            roots.get(i).map(|r| r.events.saturating_sub(1))
+        let find = |roots: &[Root]| {
+            let i = roots.binary_search_by_key(&event, Root::at).ok()?;
+            roots.get(i).map(|r| r.events.saturating_sub(1) as usize)
         };
-        self.losses
+        self.roots
             .get(c)
-            .and_then(|l| find(&l.unreachable_prefixes))
-            .or_else(|| self.store.replayed.get(c).and_then(|r| find(r)))
+            .and_then(|r| find(r))
+            .or_else(|| self.replayed.get(c).and_then(|r| find(r)))
             .unwrap_or(0)
     }
 
-    fn root(&self, c: usize, j: usize) -> Option<(&'a UnreachablePrefix, RootAt)> {
-        let root = self.losses.get(c)?.unreachable_prefixes.get(j)?;
-        let at = self
-            .store
-            .places
-            .binary_search_by_key(&root.event, |p| p.0 as usize)
-            .ok()
-            .and_then(|k| self.store.places.get(k))
-            .map_or_else(RootAt::default, |p| p.1);
-        Some((root, at))
+    fn root(&self, c: usize, j: usize) -> Option<(UnreachablePrefix, RootAt)> {
+        let root = self.roots.get(c)?.get(j)?;
+        Some((self.places.prefix(c, root), self.places.at(root.event)))
     }
 
     /// The next finding at any level (the prefixes leave out the loss roots replayed later:
     /// no finding).
-    pub(crate) fn next(&self, cur: &mut Cursor) -> Option<FindingRef<'a>> {
-        if cur.roots.len() < self.losses.len() {
-            cur.roots.resize(self.losses.len(), 0);
+    pub(crate) fn next(&self, cur: &mut Cursor) -> Option<FindingRef<'_>> {
+        if cur.roots.len() < self.roots.len() {
+            cur.roots.resize(self.roots.len(), 0);
         }
         // The smallest (event, rule) among the records and each model's next root; ties go
         // to the records, then to the models in order.
-        let mut best: Option<(u64, What)> = self.store.order.get(cur.rec).and_then(|k| {
-            self.store
-                .recs
+        let mut best: Option<(u64, What)> = self.order.get(cur.rec).and_then(|k| {
+            self.recs
                 .get(*k as usize)
                 .map(|r| (r.key(), What::Rec(*k as usize)))
         });
         for (c, pos) in cur.roots.iter().enumerate() {
-            let Some(root) = self
-                .losses
-                .get(c)
-                .and_then(|l| l.unreachable_prefixes.get(*pos))
-            else {
+            let Some(root) = self.roots.get(c).and_then(|r| r.get(*pos)) else {
                 continue;
             };
             let key = ((root.event as u64) << 5) | Rule::ConsumerLoss as u64;
@@ -491,31 +455,28 @@ impl<'a> Lent<'a> {
         Some(self.at(what))
     }
 
-    fn source(&self, id: u32) -> &'a str {
-        self.store
-            .sources
-            .get(id as usize)
-            .map_or("", String::as_str)
+    fn source(&self, id: u32) -> &str {
+        self.sources.get(id as usize).map_or("", String::as_str)
     }
 
-    fn tier(&self, id: u32) -> &'a str {
-        self.store.tiers.get(id as usize).map_or("", String::as_str)
+    fn tier(&self, id: u32) -> &str {
+        self.tiers.get(id as usize).map_or("", String::as_str)
     }
 
     fn render(&self, what: What) -> Finding {
         let mut f = match what {
-            What::Rec(k) => match self.store.recs.get(k) {
+            What::Rec(k) => match self.recs.get(k) {
                 Some(r) => self.render_rec(r),
                 None => Finding::new(Rule::SeqGap, 0, String::new()),
             },
             What::Loss(c, j) => self.render_loss(c, j),
         };
-        f.level = self.store.levels.level(f.rule);
+        f.level = self.levels.level(f.rule);
         // Gaps are not tied to an event's verdicts; neither are findings without a line.
         if f.line == 0 || matches!(f.rule, Rule::SeqGap | Rule::SeqGapRecovered) {
             return f;
         }
-        for (c, (kind, kinds)) in self.store.consumers.iter().zip(self.kinds).enumerate() {
+        for (c, (kind, kinds)) in self.consumers.iter().zip(&self.kinds).enumerate() {
             if c >= self.losses.len() {
                 break;
             }
@@ -562,7 +523,7 @@ impl<'a> Lent<'a> {
                     Because {
                         why: *why,
                         class: r.class.map_or(ReorderClass::Ambiguous, |c| c.0),
-                        workers: self.store.workers
+                        workers: self.workers
                     },
                 )
             }
@@ -599,7 +560,7 @@ impl<'a> Lent<'a> {
         let Some((root, at)) = self.root(c, j) else {
             return Finding::new(Rule::ConsumerLoss, 0, String::new());
         };
-        let kind = self.store.consumers.get(c).map_or("", |k| k.as_str());
+        let kind = self.consumers.get(c).map_or("", |k| k.as_str());
         let verdict = self.kinds.get(c).and_then(|k| k.get(root.event)).copied();
         Finding::new(
             Rule::ConsumerLoss,
@@ -616,6 +577,11 @@ impl<'a> Lent<'a> {
         .source(self.source(at.source))
         .hashes(root.first_block.map_or_else(Vec::new, |b| vec![b]))
         .parent_opt(root.missing_parent)
+    }
+
+    /// Move the per-event verdicts out (the store then renders findings without verdicts).
+    pub(crate) fn take_kinds(&mut self) -> Vec<Vec<VerdictKind>> {
+        std::mem::take(&mut self.kinds)
     }
 }
 

@@ -159,7 +159,7 @@ impl ReplayBuilder {
         // One pass over the compact findings in (event, rule) order: the (event, id) of each
         // one a viewer lists (every child-before-parent finding at any level, the other rules'
         // at warn or deny: what `analyze` renders) and the within-job violations by job.
-        let lent = findings.lend(&analysis.verdict_kinds, &analysis.losses);
+        let lent = &findings;
         let mut finding_events: Vec<(usize, usize)> = Vec::new();
         // As `(job, event)` key/index pairs, so the crate's one sort serves (code size).
         let mut pairs: Vec<(u64, u32)> = Vec::new();

@@ -93,7 +93,7 @@ use record::{Change, JobRow, Recording};
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{Analysis, AnalysisConfig, Finding, FindingStore, Job, Lent, Rule};
+use crate::analysis::{Analysis, AnalysisConfig, Finding, FindingStore, Job, Rule};
 use crate::consumers::{ConsumerKind, EventVerdict, LaneCounts, Resolution, VerdictKind};
 use crate::trace::Trace;
 use std::sync::Arc;
@@ -292,9 +292,8 @@ pub struct Replay {
     job_rows: Vec<JobRow>,
     /// Longest job span in events (bounds the active-job scan).
     max_job_span: usize,
-    /// Every finding, compact: rendered one at a time when shown ([`Replay::finding`]), with
-    /// the analysis' verdicts and loss summaries (the analysis' own `findings` and
-    /// `violations` stay empty).
+    /// Every finding, compact: rendered one at a time when shown ([`Replay::finding`]) (the
+    /// analysis' own `findings` and `violations` stay empty).
     findings: FindingStore,
     /// `(event, finding id)` of the findings a viewer lists, in event order (see
     /// [`Replay::findings_with_ids`]).
@@ -367,10 +366,9 @@ impl Replay {
         }
     }
 
-    /// The findings, read with the analysis' verdicts and loss summaries.
-    fn lent(&self) -> Lent<'_> {
-        self.findings
-            .lend(&self.analysis.verdict_kinds, &self.analysis.losses)
+    /// The findings (compact).
+    fn lent(&self) -> &FindingStore {
+        &self.findings
     }
 
     /// Job `j`, built from its compact row (equal to `analysis().index.jobs[j]`).

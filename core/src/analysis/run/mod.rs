@@ -17,8 +17,9 @@ mod recycle;
 mod seq;
 mod violations;
 
-use super::findings::{FindingStore, Rec, RootAt};
+use super::findings::{FindingStore, Rec};
 use super::identity::GroupIds;
+use super::roots::Places;
 use super::{
     Analysis, AnalysisConfig, BlockKeys, EventIndex, EventLoc, Finding, IndexBuilder, Report,
     VerdictSink,
@@ -88,9 +89,9 @@ pub(crate) struct Run {
     /// only for [`super::analyze`] (`compare` reads them), not a streaming run.
     lost_blocks: Vec<Vec<(usize, u64)>>,
     tracks: Vec<LossTrack>,
-    /// Where each loss root is, by root event (ascending): a root is always the event being
-    /// delivered, so the models share one row per root event.
-    places: Vec<(u32, RootAt)>,
+    /// Where each loss root is and its hashes, by root event (ascending): a root is always the
+    /// event being delivered, so the models share one row per root event.
+    places: Places,
     presence: Presence,
     /// The models' block ids (by hash).
     interner: Interner,
@@ -178,7 +179,7 @@ impl Run {
             kinds: Vec::new(),
             lost_blocks: Vec::new(),
             tracks: Vec::new(),
-            places: Vec::new(),
+            places: Places::default(),
             presence: Presence::default(),
             interner: Interner::default(),
             keys: BlockKeys::default(),
@@ -461,11 +462,15 @@ impl Run {
             keys.by_hash(interner)
         };
         let mut fin = fin;
+        // A compact run's store keeps rendering its findings: the analysis gets copies (a
+        // verdict byte per event and model, the loss summaries).
         let verdict_kinds = match fin.store.as_mut() {
+            Some(s) if compact => s.kinds.clone(),
             Some(s) => s.take_kinds(),
             None => kinds,
         };
         let losses = match fin.store.as_mut() {
+            Some(s) if compact => s.loss_summaries(),
             Some(s) => s.take_losses(),
             None => fin.losses,
         };
