@@ -352,9 +352,15 @@ impl FindingStore {
     /// Move the loss summaries out, with their prefixes (the store then renders no
     /// `consumer-loss` findings).
     pub(crate) fn take_losses(&mut self) -> Vec<LossSummary> {
-        let mut losses = std::mem::take(&mut self.losses);
-        let roots = std::mem::take(&mut self.roots);
-        for (c, (l, roots)) in losses.iter_mut().zip(&roots).enumerate() {
+        let losses = std::mem::take(&mut self.losses);
+        let losses = self.with_prefixes(losses);
+        self.roots = Vec::new();
+        losses
+    }
+
+    /// `losses` (the store's) with their prefixes rebuilt from the roots.
+    fn with_prefixes(&self, mut losses: Vec<LossSummary>) -> Vec<LossSummary> {
+        for (c, (l, roots)) in losses.iter_mut().zip(&self.roots).enumerate() {
             let mut prefixes = Vec::with_capacity(roots.len());
             for r in roots {
                 prefixes.push(self.places.prefix(c, r));
@@ -367,15 +373,7 @@ impl FindingStore {
     /// The loss summaries with their prefixes, copied (the store keeps rendering
     /// `consumer-loss` findings: a replay keeps both).
     pub(crate) fn loss_summaries(&self) -> Vec<LossSummary> {
-        let mut losses = self.losses.clone();
-        for (c, (l, roots)) in losses.iter_mut().zip(&self.roots).enumerate() {
-            let mut prefixes = Vec::with_capacity(roots.len());
-            for r in roots {
-                prefixes.push(self.places.prefix(c, r));
-            }
-            l.unreachable_prefixes = prefixes;
-        }
-        losses
+        self.with_prefixes(self.losses.clone())
     }
 
     /// Loss roots of the models before the `c`-th, after the records (ids, see
