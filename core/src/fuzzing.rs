@@ -131,7 +131,9 @@ fn check_analysis(trace: Trace) {
         };
         let analysis = analyze(&trace, &config);
         let mut replay = Replay::new(trace.clone(), &config);
-        assert_eq!(replay.analysis().findings, analysis.findings);
+        let (findings, violations) = replay.rendered_findings();
+        assert_eq!(findings, analysis.findings);
+        assert_eq!(violations, analysis.violations);
         assert_eq!(replay.analysis().verdict_kinds, analysis.verdict_kinds);
         let n = replay.len();
         let mid = n / 2;

@@ -384,11 +384,23 @@ impl ToJs for Analysis {
 
 impl From<&ka::Analysis> for Analysis {
     fn from(a: &ka::Analysis) -> Self {
+        Analysis::with_findings(a, &a.findings, &a.violations)
+    }
+}
+
+impl Analysis {
+    /// `a` with its findings given apart (a replay's analysis keeps them compact, see
+    /// `Replay::rendered_findings`).
+    pub fn with_findings(
+        a: &ka::Analysis,
+        findings: &[ka::Finding],
+        violations: &[ka::Finding],
+    ) -> Self {
         // In `Rule::ALL` order.
         let counts = Pairs(
             Rule::ALL
                 .into_iter()
-                .map(|r| (r.name(), a.count(r)))
+                .map(|r| (r.name(), findings.iter().filter(|f| f.rule == r).count()))
                 .filter(|(_, n)| *n > 0)
                 .map(|(r, n)| (r, num(n)))
                 .collect(),
@@ -396,9 +408,9 @@ impl From<&ka::Analysis> for Analysis {
         Analysis {
             consumers: a.config.consumers.iter().map(|c| c.as_str()).collect(),
             event_count: num(a.event_count()),
-            has_deny: a.has_deny(),
-            findings: a.findings.iter().map(Finding::from).collect(),
-            violations: a.violations.iter().map(Finding::from).collect(),
+            has_deny: findings.iter().any(|f| f.level == ka::Level::Deny),
+            findings: findings.iter().map(Finding::from).collect(),
+            violations: violations.iter().map(Finding::from).collect(),
             counts,
             losses: a.losses.iter().map(LossSummary::from).collect(),
             jobs: a.index.jobs.iter().map(Job::from).collect(),

@@ -174,6 +174,49 @@ impl FindingRef<'_> {
     pub fn render(&self) -> Finding {
         self.store.render(self.what)
     }
+
+    /// Its id in its store: stable and dense (the records, then each model's loss roots);
+    /// a replay finds it again by this id ([`FindingStore::get`]).
+    pub fn id(&self) -> usize {
+        match self.what {
+            What::Rec(k) => k,
+            What::Loss(c, j) => self.store.roots_before(c) + j,
+        }
+    }
+
+    fn rec(&self) -> Option<&Rec> {
+        match self.what {
+            What::Rec(k) => self.store.recs.get(k),
+            What::Loss(..) => None,
+        }
+    }
+
+    /// The related event (the later parent store of a reorder), without rendering.
+    pub fn related_event(&self) -> Option<usize> {
+        match self.rec().map(|r| (r, &r.msg)) {
+            Some((_, Msg::Full(f))) => f.related_event,
+            Some((r, _)) => r.related,
+            None => None,
+        }
+    }
+
+    /// A child-before-parent finding's class, without rendering.
+    pub fn class(&self) -> Option<ReorderClass> {
+        match self.rec().map(|r| (r, &r.msg)) {
+            Some((_, Msg::Full(f))) => f.class,
+            Some((r, _)) => r.class.map(|c| c.0),
+            None => None,
+        }
+    }
+
+    /// What a child-before-parent finding's class rests on, without rendering.
+    pub fn evidence(&self) -> Option<Evidence> {
+        match self.rec().map(|r| (r, &r.msg)) {
+            Some((_, Msg::Full(f))) => f.evidence,
+            Some((r, _)) => r.class.map(|c| c.1),
+            None => None,
+        }
+    }
 }
 
 /// A position in a [`FindingStore`]'s findings (see [`FindingStore::next`]).
@@ -309,9 +352,15 @@ impl FindingStore {
     /// Move the loss summaries out, with their prefixes (the store then renders no
     /// `consumer-loss` findings).
     pub(crate) fn take_losses(&mut self) -> Vec<LossSummary> {
-        let mut losses = std::mem::take(&mut self.losses);
-        let roots = std::mem::take(&mut self.roots);
-        for (c, (l, roots)) in losses.iter_mut().zip(&roots).enumerate() {
+        let losses = std::mem::take(&mut self.losses);
+        let losses = self.with_prefixes(losses);
+        self.roots = Vec::new();
+        losses
+    }
+
+    /// `losses` (the store's) with their prefixes rebuilt from the roots.
+    fn with_prefixes(&self, mut losses: Vec<LossSummary>) -> Vec<LossSummary> {
+        for (c, (l, roots)) in losses.iter_mut().zip(&self.roots).enumerate() {
             let mut prefixes = Vec::with_capacity(roots.len());
             for r in roots {
                 prefixes.push(self.places.prefix(c, r));
@@ -319,6 +368,37 @@ impl FindingStore {
             l.unreachable_prefixes = prefixes;
         }
         losses
+    }
+
+    /// The loss summaries with their prefixes, copied (the store keeps rendering
+    /// `consumer-loss` findings: a replay keeps both).
+    pub(crate) fn loss_summaries(&self) -> Vec<LossSummary> {
+        self.with_prefixes(self.losses.clone())
+    }
+
+    /// Loss roots of the models before the `c`-th, after the records (ids, see
+    /// [`FindingRef::id`]).
+    fn roots_before(&self, c: usize) -> usize {
+        let mut n = self.recs.len();
+        for r in self.roots.iter().take(c) {
+            n += r.len();
+        }
+        n
+    }
+
+    /// The finding with id `id` ([`FindingRef::id`]).
+    pub(crate) fn get(&self, id: usize) -> Option<FindingRef<'_>> {
+        let mut k = match id.checked_sub(self.recs.len()) {
+            None => return Some(self.at(What::Rec(id))),
+            Some(k) => k,
+        };
+        for (c, r) in self.roots.iter().enumerate() {
+            if k < r.len() {
+                return Some(self.at(What::Loss(c, k)));
+            }
+            k -= r.len();
+        }
+        None
     }
 
     /// Events lost later because `event` was lost, for the `c`-th model.

@@ -38,6 +38,7 @@ pub const PRECONDITIONS: bool = cfg!(feature = "preconditions");
 use serde::{Deserialize, Serialize};
 
 pub use compare::{compare, compare_traces, TraceComparison, TraceDiff};
+pub(crate) use findings::Cursor as FindingCursor;
 pub use findings::{FindingRef, FindingStore};
 pub(crate) use identity::BlockKeys;
 pub(crate) use index::IndexBuilder;

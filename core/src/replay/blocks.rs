@@ -46,6 +46,13 @@ fn grow<T: Copy>(v: &mut Vec<T>, id: u32, fill: T) {
 }
 
 impl BlockTables {
+    /// Room for about `n` events naming one block each (the common case; more grow).
+    pub(super) fn reserve(&mut self, n: usize) {
+        self.first_store.reserve(n);
+        self.touches.reserve(n);
+        self.touch_list.reserve(n);
+    }
+
     /// Record event `i`, naming blocks `ids` (a store when `stored`, under `parent`).
     pub(super) fn add(&mut self, i: u32, ids: &[u32], stored: bool, parent: Option<u32>) {
         let mut parent = parent.unwrap_or(NONE);

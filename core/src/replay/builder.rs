@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::record::{JobRow, Recording, Row};
 use super::Replay;
-use crate::analysis::{AnalysisConfig, Rule, Run, Stage};
+use crate::analysis::{AnalysisConfig, FindingCursor, Level, Rule, Run, Stage};
 use crate::trace::Trace;
 
 /// Which part of the work a [`ReplayBuilder`] is doing.
@@ -97,7 +97,8 @@ impl ReplayBuilder {
     /// share a trace the caller keeps instead of copying it.
     pub fn new(trace: impl Into<Arc<Trace>>, config: &AnalysisConfig) -> ReplayBuilder {
         let trace = trace.into();
-        let run = Run::new(&trace, config);
+        let mut run = Run::new(&trace, config);
+        run.compact = true;
         let rec = Recording {
             consumers: config.consumers.len(),
             ..Recording::default()
@@ -150,51 +151,24 @@ impl ReplayBuilder {
             run,
             mut rec,
         } = self;
-        let (analysis, interner) = run.finish_parts(&trace);
+        let (analysis, interner, store) = run.finish_parts(&trace);
+        let findings = store.unwrap_or_default();
         let n = analysis.index.events.len();
         rec.close(n);
         rec.blocks_seen.interner = interner;
-        // (event, k) for k over violations then other findings, sorted: both lists are sorted
-        // by event, so a merge (violations first on ties) does it.
-        let reorders = analysis.violations.len();
-        // Plain loops into vectors here (no iterator-adapter `collect` instances: wasm size).
-        // The other findings' (event, position in `analysis.findings`): a finding's id
-        // ([`Replay::finding`]) is its position in `violations`, else `reorders` plus its
-        // position in `findings`, so looking one up is O(1).
-        let mut others: Vec<(usize, usize)> = Vec::new();
-        for (k, f) in analysis.findings.iter().enumerate() {
-            if !f.rule.is_reorder() {
-                others.push((f.event, k));
-            }
-        }
-        let mut finding_events: Vec<(usize, usize)> = Vec::with_capacity(reorders + others.len());
-        let mut a = analysis
-            .violations
-            .iter()
-            .map(|f| f.event)
-            .enumerate()
-            .peekable();
-        let mut b = others.iter().peekable();
-        loop {
-            let take_a = match (a.peek(), b.peek()) {
-                (Some((_, ea)), Some((eb, _))) => ea <= eb,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            let next = if take_a {
-                a.next().map(|(k, e)| (e, k))
-            } else {
-                b.next().map(|&(e, k)| (e, reorders + k))
-            };
-            finding_events.extend(next);
-        }
-        let consumers = analysis.config.consumers.len();
-        // Within-job violations by job, sorted by event: (job, event) pairs sorted, then
-        // offsets per job.
+        // One pass over the compact findings in (event, rule) order: the (event, id) of each
+        // one a viewer lists (every child-before-parent finding at any level, the other rules'
+        // at warn or deny: what `analyze` renders) and the within-job violations by job.
+        let lent = &findings;
+        let mut finding_events: Vec<(usize, usize)> = Vec::new();
         // As `(job, event)` key/index pairs, so the crate's one sort serves (code size).
         let mut pairs: Vec<(u64, u32)> = Vec::new();
-        for f in &analysis.violations {
+        let mut cur = FindingCursor::default();
+        while let Some(f) = lent.next(&mut cur) {
+            if f.level == Level::Allow && !f.rule.is_reorder() {
+                continue;
+            }
+            finding_events.push((f.event, f.id()));
             if f.rule != Rule::ChildBeforeParentInJob {
                 continue;
             }
@@ -204,6 +178,9 @@ impl ReplayBuilder {
                 }
             }
         }
+        let consumers = analysis.config.consumers.len();
+        // Within-job violations by job, sorted by event: (job, event) pairs sorted, then
+        // offsets per job.
         crate::sort::sort_keyed(&mut pairs);
         let jobs = analysis.index.jobs.len();
         let mut job_violation_at = Vec::with_capacity(jobs + 1);
@@ -294,6 +271,7 @@ impl ReplayBuilder {
             job_violations,
             job_rows,
             max_job_span,
+            findings,
             finding_events,
             cursor: 0,
             lanes_now: vec![vec![None; lanes]; consumers],

@@ -2,7 +2,7 @@
 
 use super::record::Row;
 use super::{set_lane, Replay, Step, ViolationFilter};
-use crate::analysis::Finding;
+use crate::analysis::{Finding, FindingRef, Rule};
 use crate::consumers::VerdictKind;
 
 impl Replay {
@@ -78,10 +78,8 @@ impl Replay {
         to - from
     }
 
-    fn matches(&self, event: usize, finding: Option<&Finding>, filter: &ViolationFilter) -> bool {
-        if (filter.rule.is_some() || filter.ordering)
-            && !finding.is_some_and(|f| filter.keeps(f.rule))
-        {
+    fn matches(&self, event: usize, rule: Option<Rule>, filter: &ViolationFilter) -> bool {
+        if (filter.rule.is_some() || filter.ordering) && !rule.is_some_and(|r| filter.keeps(r)) {
             return false;
         }
         if let Some(kind) = filter.consumer {
@@ -104,13 +102,16 @@ impl Replay {
             .map(Row::kind_name)
     }
 
-    /// The finding with id `id` (see [`Replay::findings_with_ids`]): O(1).
-    pub fn finding(&self, id: usize) -> Option<&Finding> {
-        let reorders = self.analysis.violations.len();
-        match id.checked_sub(reorders) {
-            None => self.analysis.violations.get(id),
-            Some(k) => self.analysis.findings.get(k),
-        }
+    /// The finding with id `id` (see [`Replay::findings_with_ids`]), rendered (its message,
+    /// names, every model's verdict and cascade): what a viewer calls for the findings it
+    /// shows.
+    pub fn finding(&self, id: usize) -> Option<Finding> {
+        self.lent().get(id).map(|f| f.render())
+    }
+
+    /// The rule of finding `id`, without rendering it.
+    fn finding_rule(&self, id: usize) -> Option<Rule> {
+        self.lent().get(id).map(|f| f.rule)
     }
 
     /// The next event after the cursor's event (index ≥ cursor) that matches `filter`: a
@@ -141,7 +142,7 @@ impl Replay {
         self.finding_events
             .get(start..)?
             .iter()
-            .find(|(e, k)| self.matches(*e, self.finding(*k), filter))
+            .find(|(e, k)| self.matches(*e, self.finding_rule(*k), filter))
             .map(|(e, _)| *e)
     }
 
@@ -158,21 +159,58 @@ impl Replay {
             .get(..stop)?
             .iter()
             .rev()
-            .find(|(e, k)| self.matches(*e, self.finding(*k), filter))
+            .find(|(e, k)| self.matches(*e, self.finding_rule(*k), filter))
             .map(|(e, _)| *e)
     }
 
     /// Every finding (child-before-parent violations of every class and level, then the other
-    /// rules' findings), in event order: the list a viewer shows and navigates.
-    pub fn findings_by_event(&self) -> impl Iterator<Item = &Finding> + '_ {
+    /// rules' warn and deny findings), in event order, compact: the list a viewer shows and
+    /// navigates. Each renders with [`FindingRef::render`] (or later by its id with
+    /// [`Replay::finding`]).
+    pub fn findings_by_event(&self) -> impl Iterator<Item = FindingRef<'_>> + '_ {
         self.findings_with_ids().map(|(_, f)| f)
     }
 
-    /// [`Replay::findings_by_event`] with each finding's id, for a viewer that keeps ids and
-    /// looks the findings up ([`Replay::finding`]) only when it shows them.
-    pub fn findings_with_ids(&self) -> impl Iterator<Item = (usize, &Finding)> + '_ {
+    /// [`Replay::findings_by_event`] with each finding's id ([`FindingRef::id`]), for a viewer
+    /// that keeps ids and renders a finding ([`Replay::finding`]) only when it shows it.
+    pub fn findings_with_ids(&self) -> impl Iterator<Item = (usize, FindingRef<'_>)> + '_ {
+        self.findings_from(0)
+    }
+
+    /// The number of findings [`Replay::findings_with_ids`] lists.
+    pub fn finding_count(&self) -> usize {
+        self.finding_events.len()
+    }
+
+    /// [`Replay::findings_with_ids`] from the `start`-th on, for a viewer that lists a million
+    /// of them a slice at a time.
+    pub fn findings_from(
+        &self,
+        start: usize,
+    ) -> impl Iterator<Item = (usize, FindingRef<'_>)> + '_ {
+        let lent = self.lent();
         self.finding_events
+            .get(start..)
+            .unwrap_or_default()
             .iter()
-            .filter_map(move |(_, k)| Some((*k, self.finding(*k)?)))
+            .filter_map(move |(_, k)| Some((*k, lent.get(*k)?)))
+    }
+
+    /// Every finding rendered, as [`crate::analysis::analyze`] gives them: the reported ones
+    /// (warn and deny; `Analysis::findings`) and every child-before-parent one at any level
+    /// (`Analysis::violations`), both in event order. Renders them all: for a whole report,
+    /// not for a viewer.
+    pub fn rendered_findings(&self) -> (Vec<Finding>, Vec<Finding>) {
+        let (mut findings, mut violations) = (Vec::new(), Vec::new());
+        for (_, f) in self.findings_with_ids() {
+            let rendered = f.render();
+            if f.rule.is_reorder() {
+                violations.push(rendered.clone());
+            }
+            if f.level != crate::analysis::Level::Allow {
+                findings.push(rendered);
+            }
+        }
+        (findings, violations)
     }
 }

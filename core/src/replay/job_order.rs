@@ -97,22 +97,27 @@ impl Replay {
             }
             d
         };
-        let violations = &self.analysis.violations;
+        let lent = self.lent();
         let emitted: Vec<JobOrderRow> = events
             .iter()
             .zip(&blocks)
             .enumerate()
             .map(|(k, (&i, &(group, hash, _)))| {
-                let at = violations.partition_point(|f| f.event < i);
+                let at = self.finding_events.partition_point(|f| f.0 < i);
+                // The event's first child-before-parent finding (they come first at an event).
+                let violation = self
+                    .finding_events
+                    .get(at)
+                    .filter(|f| f.0 == i)
+                    .and_then(|f| lent.get(f.1))
+                    .filter(|f| f.rule.is_reorder())
+                    .and_then(|f| f.class());
                 JobOrderRow {
                     event: i,
                     hash,
                     group,
                     depth: depth(k),
-                    violation: violations
-                        .get(at)
-                        .filter(|f| f.event == i)
-                        .and_then(|f| f.class),
+                    violation,
                 }
             })
             .collect();

@@ -21,6 +21,9 @@
 //! * static tables by dense block id (`blocks.rs`): each block's first store (parent, event),
 //!   its children, the events naming it; each job's events, and a compact 32-byte row per job
 //!   (a `Job` is rebuilt from it with interned source and tier names);
+//! * the findings as the analysis' compact records (a `FindingStore`: ids and numbers), each
+//!   rendered (message, names, verdicts, cascades) only when shown ([`Replay::finding`]): a
+//!   trace can have a finding per event;
 //! * every `K` events a checkpoint of the lane counters, stored inline in the change log (a
 //!   header, then one entry per lane) and found through a small per-checkpoint index (`K`
 //!   grows with the number of lanes so that checkpoints cost a few bytes per event).
@@ -90,7 +93,7 @@ use record::{Change, JobRow, Recording};
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{Analysis, AnalysisConfig, Finding, Job, Rule};
+use crate::analysis::{Analysis, AnalysisConfig, Finding, FindingStore, Job, Rule};
 use crate::consumers::{ConsumerKind, EventVerdict, LaneCounts, Resolution, VerdictKind};
 use crate::trace::Trace;
 use std::sync::Arc;
@@ -289,6 +292,11 @@ pub struct Replay {
     job_rows: Vec<JobRow>,
     /// Longest job span in events (bounds the active-job scan).
     max_job_span: usize,
+    /// Every finding, compact: rendered one at a time when shown ([`Replay::finding`]) (the
+    /// analysis' own `findings` and `violations` stay empty).
+    findings: FindingStore,
+    /// `(event, finding id)` of the findings a viewer lists, in event order (see
+    /// [`Replay::findings_with_ids`]).
     finding_events: Vec<(usize, usize)>,
     cursor: usize,
     /// Per consumer, by lane slot: the counters at the cursor (`None`: lane not yet seen).
@@ -327,7 +335,9 @@ impl Replay {
         self.cursor
     }
 
-    /// The analysis (findings, violations, losses).
+    /// The analysis (index, verdicts, losses). Its `findings` and `violations` are empty: the
+    /// replay keeps them compact ([`Replay::findings_with_ids`], [`Replay::finding`],
+    /// [`Replay::rendered_findings`]).
     pub fn analysis(&self) -> &Analysis {
         &self.analysis
     }
@@ -345,21 +355,20 @@ impl Replay {
 
     /// Counters of a lane before change `idx` (the previous change of that lane, or zero).
     fn before_change(&self, idx: u32) -> [i32; 4] {
-        let Some(ch) = self.rec.changes.get(idx as usize) else {
-            return [0; 4];
-        };
-        let Some(list) = self.rec.lane_changes(ch.consumer, ch.lane) else {
-            return [0; 4];
-        };
-        let pos = list.partition_point(|x| *x < idx);
-        match pos.checked_sub(1).and_then(|p| list.get(p)) {
-            Some(prev) => self
+        let prev = self.rec.changes.get(idx as usize).map_or(0, |c| c.prev);
+        match prev.checked_sub(1) {
+            Some(p) => self
                 .rec
                 .changes
-                .get(*prev as usize)
+                .get(p as usize)
                 .map_or([0; 4], |c| c.counts),
             None => [0; 4],
         }
+    }
+
+    /// The findings (compact).
+    fn lent(&self) -> &FindingStore {
+        &self.findings
     }
 
     /// Job `j`, built from its compact row (equal to `analysis().index.jobs[j]`).

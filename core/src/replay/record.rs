@@ -27,6 +27,9 @@ pub(super) struct Change {
     pub(super) consumer: u8,
     pub(super) lane: u16,
     pub(super) counts: [i32; 4],
+    /// The index plus one of the same lane's previous change (0: none; checkpoint entries
+    /// leave it 0): what a step back restores, one link instead of a list per lane.
+    pub(super) prev: u32,
 }
 
 pub(super) fn pack(c: &LaneCounts) -> [i32; 4] {
@@ -170,10 +173,12 @@ pub(super) struct Recording {
     pub(super) lane_keys: Vec<LaneKey>,
     /// Lane key (`source << 32 | tier`) → lane slot.
     pub(super) lane_ids: HashMap<u64, u32>,
+    /// The last lane key looked up and its slot.
+    pub(super) last_lane: Option<(u64, u16)>,
     pub(super) changes: Vec<Change>,
-    /// Per (consumer, lane slot): indices into `changes`, in event order.
-    /// (index `lane slot · consumers + consumer`).
-    pub(super) per_lane: Vec<Vec<u32>>,
+    /// Per (consumer, lane slot): the index plus one of its last change so far (index `lane
+    /// slot · consumers + consumer`; 0: none), see [`Change::prev`].
+    pub(super) last_change: Vec<u32>,
     /// Per cursor `0..=n` (the last one added when closed).
     pub(super) rows: Vec<Row>,
     /// Jobs started by the events recorded so far.
@@ -201,6 +206,7 @@ impl Recording {
             consumer: CHECKPOINT,
             lane: 0,
             counts: [0; 4],
+            prev: 0,
         });
         for (c, lanes) in self.lane_state.iter().enumerate() {
             for (l, v) in lanes.iter().enumerate() {
@@ -209,6 +215,7 @@ impl Recording {
                         consumer: c as u8,
                         lane: l as u16,
                         counts: *v,
+                        prev: 0,
                     });
                 }
             }
@@ -228,9 +235,15 @@ impl Recording {
         if n.is_multiple_of(self.checkpoint_every) {
             self.checkpoint();
         }
-        // The tables are complete: drop the growth slack (up to half of them).
-        self.rows.shrink_to_fit();
-        self.changes.shrink_to_fit();
+        // The tables are complete: drop a large slack (an estimate far off). A small one
+        // stays: shrinking copies the table (in wasm, a hundred megabytes at a million
+        // events), while the untouched slack costs address space only.
+        if self.rows.capacity() / 2 > self.rows.len() {
+            self.rows.shrink_to_fit();
+        }
+        if self.changes.capacity() / 2 > self.changes.len() {
+            self.changes.shrink_to_fit();
+        }
     }
 
     /// The last recorded event's changes end here.
@@ -333,19 +346,23 @@ impl Recording {
 
     pub(super) fn lane_slot(&mut self, k: LaneKey) -> u16 {
         let key = (k.source as u64) << 32 | k.tier as u64;
-        if let Some(id) = self.lane_ids.get(&key) {
-            return *id as u16;
+        // The models change the same lane for an event, one after the other.
+        if let Some((last, id)) = self.last_lane {
+            if last == key {
+                return id;
+            }
         }
-        let id = self.lane_keys.len() as u16;
-        self.lane_keys.push(k);
-        self.lane_ids.insert(key, id as u32);
+        let id = match self.lane_ids.get(&key) {
+            Some(id) => *id as u16,
+            None => {
+                let id = self.lane_keys.len() as u16;
+                self.lane_keys.push(k);
+                self.lane_ids.insert(key, id as u32);
+                id
+            }
+        };
+        self.last_lane = Some((key, id));
         id
-    }
-
-    /// Change indices of lane slot `lane` of consumer `c`, in event order.
-    pub(super) fn lane_changes(&self, c: u8, lane: u16) -> Option<&Vec<u32>> {
-        self.per_lane
-            .get(lane as usize * self.consumers.max(1) + c as usize)
     }
 }
 
@@ -356,6 +373,23 @@ impl Recorder for Recording {
         let lanes = self.consumers.max(1) * index.sources.len() * index.tiers.len();
         self.checkpoint_every = checkpoint_interval(lanes);
         self.job_events = vec![Vec::new(); index.jobs.len()];
+        // The per-event tables' sizes are known (or, for the lane changes, about one per
+        // event and model): reserved once, not grown by doubling. In wasm every growth of a
+        // large vector copies it into fresh memory; at a million events that was the page's
+        // largest single cost (about a tenth of the analysis, in `realloc`).
+        let n = index.events.len();
+        self.rows.reserve_exact(n);
+        self.verdicts = Vec::with_capacity(self.consumers);
+        for _ in 0..self.consumers {
+            self.verdicts.push(Vec::with_capacity(n));
+        }
+        // One change per event and model, each checkpoint's header and lanes, and a
+        // sixteenth more: running past the estimate near the end doubles (copies) the table
+        // in one slice, while unused room costs address space only.
+        let every = self.checkpoint_every.max(1);
+        self.changes
+            .reserve(n.saturating_mul(self.consumers) + (n / every + 1) * (lanes + 1) + n / 16);
+        self.blocks_seen.reserve(n);
     }
 
     #[inline]
@@ -467,10 +501,15 @@ impl Recorder for Recording {
             let lane = self.lane_slot(k);
             let idx = self.changes.len() as u32;
             let counts = pack(&v);
+            let at = lane as u32 * self.consumers.max(1) as u32 + consumer as u32;
+            let last = slot(&mut self.last_change, at);
+            let prev = *last;
+            *last = idx + 1;
             self.changes.push(Change {
                 consumer: consumer as u8,
                 lane,
                 counts,
+                prev,
             });
             if self.lane_state.len() <= consumer {
                 self.lane_state.resize_with(consumer + 1, Vec::new);
@@ -478,8 +517,6 @@ impl Recorder for Recording {
             if let Some(state) = self.lane_state.get_mut(consumer) {
                 *slot(state, lane as u32) = Some(counts);
             }
-            let at = lane as u32 * self.consumers.max(1) as u32 + consumer as u32;
-            slot(&mut self.per_lane, at).push(idx);
         }
     }
 }

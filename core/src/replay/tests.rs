@@ -312,9 +312,11 @@ proptest! {
             last = p;
         }
         let mut got = b.finish();
+        prop_assert_eq!(got.rendered_findings(), want.rendered_findings());
+        // The replay renders the findings as `analyze` does.
+        let whole = crate::analysis::analyze(got.trace(), &config);
+        prop_assert_eq!(got.rendered_findings(), (whole.findings, whole.violations));
         let (a, w) = (got.analysis(), want.analysis());
-        prop_assert_eq!(&a.findings, &w.findings);
-        prop_assert_eq!(&a.violations, &w.violations);
         prop_assert_eq!(&a.verdict_kinds, &w.verdict_kinds);
         prop_assert_eq!(&a.losses, &w.losses);
         prop_assert_eq!(&a.index.jobs, &w.index.jobs);
@@ -413,8 +415,8 @@ proptest! {
         prop_assert_eq!(r.event_info(n), None);
         let index_jobs = r.analysis().index.jobs.clone();
         let in_job: Vec<(usize, u32)> = r
-            .analysis()
-            .violations
+            .rendered_findings()
+            .1
             .iter()
             .filter(|f| f.rule == Rule::ChildBeforeParentInJob)
             .map(|f| (f.event, r.analysis().index.events[f.event].job))

@@ -169,7 +169,7 @@ impl Replay {
             if e != i {
                 break;
             }
-            findings.extend(self.finding(k).cloned());
+            findings.extend(self.finding(k));
         }
         Some(Step {
             event,
@@ -344,12 +344,7 @@ impl Replay {
                 .map(|v| v.capacity())
                 .sum::<usize>()
             + self.rec.changes.capacity() * std::mem::size_of::<Change>()
-            + self
-                .rec
-                .per_lane
-                .iter()
-                .map(|v| 24 + v.capacity() * 4)
-                .sum::<usize>()
+            + self.rec.last_change.capacity() * 4
             + self.rec.rows.capacity() * std::mem::size_of::<Row>()
             + self.rec.checkpoint_at.capacity() * 4
             + self.job_rows.capacity() * std::mem::size_of::<JobRow>()

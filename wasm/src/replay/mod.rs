@@ -218,7 +218,9 @@ impl ReplaySession {
     /// The session's analysis (same shape as `Trace.analyze()`).
     #[wasm_bindgen(unchecked_return_type = "Analysis")]
     pub fn analysis(&self) -> JsValue {
-        Analysis::from(self.inner.analysis()).to_js()
+        // The replay keeps its findings compact: render them all for this whole report.
+        let (findings, violations) = self.inner.rendered_findings();
+        Analysis::with_findings(self.inner.analysis(), &findings, &violations).to_js()
     }
 
     /// Bytes of the recorded index (what seeking uses), for memory accounting.

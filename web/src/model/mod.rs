@@ -9,7 +9,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use kvscope_core::analysis::{AnalysisConfig, EventIndex, Finding, Job, Rule};
+use kvscope_core::analysis::{AnalysisConfig, EventIndex, FindingRef, Job, Rule};
 use kvscope_core::event::{KvEvent, Tier};
 use kvscope_core::replay::{BuildPhase, BuildProgress, Replay, ReplayBuilder, ViolationFilter};
 use kvscope_core::trace::{EventMap, Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
@@ -172,7 +172,7 @@ pub struct Edge {
 
 /// A finding of the core's analysis (child-before-parent violations of every class, at every
 /// level, plus the other rules' warn/deny findings), as the violation list shows it: the
-/// core's [`Finding`] in the page's compact indices, nothing decided here.
+/// core's compact finding ([`FindingRef`]) in the page's compact indices, nothing decided here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
     /// The offending event (the child delivered first, the removal, ...).
@@ -196,16 +196,17 @@ pub struct Violation {
 }
 
 impl Violation {
-    /// The page's row of finding `f`, whose id in the replay engine is `id`.
-    fn new(id: usize, f: &Finding) -> Violation {
+    /// The page's row of finding `f` (compact, not rendered), whose id in the replay engine
+    /// is `id`.
+    fn new(id: usize, f: &FindingRef<'_>) -> Violation {
         Violation {
             event: f.event.min(u32::MAX as usize) as u32,
             id: id.min(u32::MAX as usize) as u32,
             rule: f.rule.name(),
             level: f.level.name(),
-            class: f.class.map(|c| c.name()),
-            evidence: f.evidence.map(|e| e.name()),
-            related: f.related_event.map(|e| e.min(u32::MAX as usize) as u32),
+            class: f.class().map(|c| c.name()),
+            evidence: f.evidence().map(|e| e.name()),
+            related: f.related_event().map(|e| e.min(u32::MAX as usize) as u32),
             marks_order: ViolationFilter::for_rule(None).keeps(f.rule),
         }
     }
@@ -250,6 +251,9 @@ pub struct Model {
     /// The analysis' findings, once analysed (nothing before: the page shows no opinion of
     /// its own while the analysis runs).
     analysed: OnceLock<Vec<Violation>>,
+    /// The findings listed so far, once the replay engine is done (a million are listed a
+    /// slice at a time, see [`Model::analyse_some`]).
+    listing: Mutex<Vec<Violation>>,
     /// The events with a violation of the rules [`rule_matches`] keeps by default, ascending
     /// and distinct (set with `analysed`): what the timeline paints red, read per redraw.
     order_events: OnceLock<Vec<u32>>,
@@ -387,6 +391,7 @@ impl Model {
             config: AnalysisConfig::default(),
             replay: OnceLock::new(),
             analysed: OnceLock::new(),
+            listing: Mutex::new(Vec::new()),
             order_events: OnceLock::new(),
             batch_count,
             batch_starts,
@@ -437,19 +442,36 @@ impl Model {
     /// then available). The app calls this in slices of a few tens of milliseconds so the page
     /// stays responsive.
     ///
-    /// The end is spread over three calls, so no single slice does all of it at a million
+    /// The end is spread over several calls, so no single slice does all of it at a million
     /// events: the last slice of the core's work, then `ReplayBuilder::finish` (the replay
-    /// engine is available after it), then the findings in the page's form.
+    /// engine is available after it), then the findings in the page's form, about `budget`
+    /// per call (progress in [`BuildPhase::Done`] counts them).
     pub fn analyse_some(&self, budget: usize) -> Option<BuildProgress> {
         if self.analysed.get().is_some() {
             return None;
         }
         if let Some(replay) = self.replay() {
-            let violations: Vec<Violation> = replay
-                .findings_with_ids()
-                .map(|(k, f)| Violation::new(k, f))
-                .collect();
+            // The findings in the page's form, about `budget` at a time (a million take a few
+            // hundred milliseconds): sized once, not grown by doubling.
+            let total = replay.finding_count();
+            let mut listing = self.listing.lock().unwrap_or_else(|e| e.into_inner());
+            let from = listing.len();
+            if listing.capacity() < total {
+                listing.reserve_exact(total - from);
+            }
+            for (k, f) in replay.findings_from(from).take(budget.max(1)) {
+                listing.push(Violation::new(k, &f));
+            }
             drop(replay);
+            if listing.len() < total {
+                return Some(BuildProgress {
+                    phase: BuildPhase::Done,
+                    done: listing.len(),
+                    total,
+                });
+            }
+            let violations = std::mem::take(&mut *listing);
+            drop(listing);
             let mut order: Vec<u32> = Vec::new();
             for v in &violations {
                 if v.marks_order && order.last() != Some(&v.event) {
@@ -594,7 +616,7 @@ impl Model {
     /// the replay engine: not inside [`Model::with_event`] or [`Model::with_trace`].
     pub fn message(&self, v: &Violation) -> String {
         self.replay()
-            .and_then(|r| r.finding(v.id as usize).map(|f| f.message.clone()))
+            .and_then(|r| r.finding(v.id as usize).map(|f| f.message))
             .unwrap_or_default()
     }
 

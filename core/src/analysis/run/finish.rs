@@ -164,7 +164,7 @@ impl Run {
                     workers: self.workers,
                 });
                 let fin = &mut self.fin;
-                fin.step = if self.index.streaming {
+                fin.step = if self.index.streaming || self.compact {
                     FinishStep::Done
                 } else {
                     FinishStep::Render

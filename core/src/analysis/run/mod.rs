@@ -17,7 +17,7 @@ mod recycle;
 mod seq;
 mod violations;
 
-use super::findings::Rec;
+use super::findings::{FindingStore, Rec};
 use super::identity::GroupIds;
 use super::roots::Places;
 use super::{
@@ -141,6 +141,9 @@ pub(crate) struct Run {
     /// The routing-precondition watcher.
     pre: crate::analysis::preconditions::Preconditions,
     next: usize,
+    /// Keep the findings compact ([`Run::finish_parts`] returns the store): the replay renders
+    /// one only when it is shown, so [`Analysis::findings`] and `violations` stay empty.
+    pub(crate) compact: bool,
 }
 
 impl Run {
@@ -204,6 +207,7 @@ impl Run {
             fin: Finishing::default(),
             pre: Default::default(),
             next: 0,
+            compact: false,
         }
     }
 
@@ -437,8 +441,12 @@ impl Run {
         self.finish_parts(trace).0
     }
 
-    /// [`Run::finish`], also returning the analysis' block ids.
-    pub(crate) fn finish_parts(mut self, trace: &Trace) -> (Analysis, BlockKeys) {
+    /// [`Run::finish`], also returning the analysis' block ids and, when [`Run::compact`],
+    /// the findings (whose verdicts and loss summaries are the analysis').
+    pub(crate) fn finish_parts(
+        mut self,
+        trace: &Trace,
+    ) -> (Analysis, BlockKeys, Option<FindingStore>) {
         while self.stage != Stage::Done {
             self.advance(trace, usize::MAX, None, None);
         }
@@ -449,6 +457,7 @@ impl Run {
             interner,
             kinds,
             fin,
+            compact,
             ..
         } = self;
         let keys = if index.multi_group {
@@ -457,11 +466,15 @@ impl Run {
             keys.by_hash(interner)
         };
         let mut fin = fin;
+        // A compact run's store keeps rendering its findings: the analysis gets copies (a
+        // verdict byte per event and model, the loss summaries).
         let verdict_kinds = match fin.store.as_mut() {
+            Some(s) if compact => s.kinds.clone(),
             Some(s) => s.take_kinds(),
             None => kinds,
         };
         let losses = match fin.store.as_mut() {
+            Some(s) if compact => s.loss_summaries(),
             Some(s) => s.take_losses(),
             None => fin.losses,
         };
@@ -473,6 +486,6 @@ impl Run {
             verdict_kinds,
             losses,
         };
-        (analysis, keys)
+        (analysis, keys, fin.store.filter(|_| compact))
     }
 }
