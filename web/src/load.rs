@@ -71,29 +71,42 @@ async fn progress(st: AppState, name: &str, done: usize, total: usize, events: u
     yield_now().await;
 }
 
-/// Parse bytes into a trace through the core's resumable reader (`wire::stream::Decoder`, the
-/// one the CLI and the package read with), [`CHUNK`] bytes at a time, reporting progress
-/// (bytes, events, events/s) after each chunk. Records, numbering and errors (byte offset or
-/// line) are the core's; on an error, the batches complete before it and the bytes they span
-/// ([`Broken`]). `current` says whether this load is still wanted (a newer one cancels it:
-/// `None`).
+/// Parse a trace through the core's resumable reader (`wire::stream::Decoder`, the one the CLI
+/// and the package read with), [`CHUNK`] bytes at a time, reporting progress (bytes, events,
+/// events/s) after each chunk. The input stays a `Blob` outside wasm memory: each chunk is read
+/// from it while the one before is decoded, so a large file is never copied whole (reading it,
+/// copying it into wasm and keeping copies for Compare and for reloads took seconds at 1M
+/// events). Records, numbering and errors (byte offset or line) are the core's; on an error,
+/// the batches complete before it and the bytes they span ([`Broken`]). `current` says whether
+/// this load is still wanted (a newer one cancels it: `None`).
 async fn parse(
     st: AppState,
     name: &str,
-    bytes: &[u8],
+    blob: &web_sys::Blob,
     t0: f64,
     current: impl Fn() -> bool,
-) -> Option<Result<Trace, Broken>> {
+) -> Option<Result<Trace, Failed>> {
     let mut records: Vec<TraceRecord> = Vec::new();
     let mut events = 0usize;
     let mut batches = 0usize;
     let mut decoder =
         Decoder::with_floats(kvscope_core::trace::stream_source_name(name), json_float);
-    let mut chunks = bytes.chunks(CHUNK);
+    let total = blob.size() as usize;
+    let read = |at: usize| read_part(blob, at, (at + CHUNK).min(total));
+    let mut next = (total > 0).then(|| read(0));
+    let mut at = 0;
     loop {
-        let more = match chunks.next() {
-            Some(c) => {
-                decoder.push(c);
+        let more = match next.take() {
+            Some(part) => {
+                let chunk = match part.await {
+                    Ok(c) => c,
+                    Err(e) => return Some(Err(Failed::Read(e))),
+                };
+                at += chunk.len();
+                if at < total && !chunk.is_empty() {
+                    next = Some(read(at)); // read ahead while this chunk is decoded
+                }
+                decoder.push(&chunk);
                 true
             }
             None => {
@@ -112,24 +125,60 @@ async fn parse(
                 }
                 Ok(None) => break,
                 Err(error) => {
-                    return Some(Err(Broken {
+                    return Some(Err(Failed::Broken(Broken {
                         error,
                         batches,
                         complete_bytes: usize::try_from(decoder.position()).unwrap_or(0),
-                    }))
+                    })))
                 }
             }
         }
         if !more {
             break;
         }
-        let done = usize::try_from(decoder.position()).unwrap_or(bytes.len());
-        progress(st, name, done, bytes.len(), events, t0).await;
+        let done = usize::try_from(decoder.position()).unwrap_or(total);
+        progress(st, name, done, total, events, t0).await;
         if !current() {
             return None;
         }
     }
     Some(Ok(Trace { records }))
+}
+
+/// Why a load failed: the browser could not read the input, or the core could not decode it.
+enum Failed {
+    Read(String),
+    Broken(Broken),
+}
+
+/// Bytes `at..end` of `blob`, read by the browser (started now, awaited later).
+fn read_part(
+    blob: &web_sys::Blob,
+    at: usize,
+    end: usize,
+) -> impl std::future::Future<Output = Result<Vec<u8>, String>> {
+    let promise = blob
+        .slice_with_f64_and_f64(at as f64, end as f64)
+        .map(|part| JsFuture::from(part.array_buffer()));
+    async move {
+        let buf = promise
+            .map_err(|e| js_text(&e))?
+            .await
+            .map_err(|e| format!("could not read the file: {}", js_text(&e)))?;
+        Ok(js_sys::Uint8Array::new(&buf).to_vec())
+    }
+}
+
+/// The whole of `blob`, read by the browser (a recovered prefix, a trace compared with).
+pub async fn read_blob(blob: &web_sys::Blob) -> Result<Vec<u8>, String> {
+    read_part(blob, 0, blob.size() as usize).await
+}
+
+/// Bytes made in the page (a paste, the demo, a generated trace) as a `Blob`, the form
+/// [`load_blob`] reads.
+pub fn blob_of(bytes: &[u8]) -> Result<web_sys::Blob, String> {
+    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(bytes));
+    web_sys::Blob::new_with_u8_array_sequence(&parts).map_err(|e| js_text(&e))
 }
 
 /// Target duration of one slice of the analysis, ms: long enough to amortise the yield,
@@ -299,13 +348,29 @@ pub fn load_bytes(
     origin: TraceOrigin,
     link: Option<LinkState>,
 ) {
+    match blob_of(&bytes) {
+        Ok(blob) => load_blob(st, name, blob, origin, link),
+        Err(message) => st.status.set(LoadStatus::Error { name, message }),
+    }
+}
+
+/// Load a trace (any supported format) from a `Blob` (a picked or dropped file, a fetched
+/// URL, a kept trace, [`blob_of`] bytes) under a display name.
+pub fn load_blob(
+    st: AppState,
+    name: String,
+    blob: web_sys::Blob,
+    origin: TraceOrigin,
+    link: Option<LinkState>,
+) {
     st.playing.set(false);
     st.recovery.set(None);
     let gen = begin_load(st);
+    let size = blob.size() as usize;
     st.status.set(LoadStatus::Loading {
         name: name.clone(),
         done: 0,
-        total: bytes.len(),
+        total: size,
         events: 0,
         events_per_s: 0.0,
     });
@@ -316,15 +381,23 @@ pub fn load_bytes(
         }
         let t0 = now_ms();
         mark("kvscope:bytes");
-        let trace = match parse(st, &name, &bytes, t0, move || is_current(st, gen)).await {
+        let trace = match parse(st, &name, &blob, t0, move || is_current(st, gen)).await {
             None => return, // a newer load took over
             Some(Ok(t)) => t,
-            Some(Err(broken)) => {
+            Some(Err(Failed::Read(message))) => {
+                st.status.set(LoadStatus::Error { name, message });
+                resume_analysis(st);
+                return;
+            }
+            Some(Err(Failed::Broken(broken))) => {
                 st.status.set(LoadStatus::Error {
                     name: name.clone(),
                     message: broken.error.to_string(),
                 });
-                st.recovery.set(Recovery::offer(&name, &broken, bytes));
+                // The complete leading records, read back from the input for the offer.
+                if let Ok(bytes) = read_part(&blob, 0, broken.complete_bytes.min(size)).await {
+                    st.recovery.set(Recovery::offer(&name, &broken, bytes));
+                }
                 resume_analysis(st);
                 return;
             }
@@ -333,8 +406,8 @@ pub fn load_bytes(
         let n = trace.event_count();
         st.status.set(LoadStatus::Loading {
             name: name.clone(),
-            done: bytes.len(),
-            total: bytes.len(),
+            done: size,
+            total: size,
             events: n,
             events_per_s: n as f64 / (parse_ms / 1000.0).max(1e-3),
         });
@@ -386,7 +459,7 @@ pub fn load_bytes(
         // (A local trace counts as in the link until its inlining fails: no flicker of the
         // "view only" note for the small ones.)
         st.keeping.set(match (&keep_id, &origin) {
-            (None, TraceOrigin::Kept(_)) => Keeping::Kept { bytes: bytes.len() },
+            (None, TraceOrigin::Kept(_)) => Keeping::Kept { bytes: size },
             _ => Keeping::InLink,
         });
         st.analysis.set(AnalysisStatus::Running {
@@ -397,7 +470,7 @@ pub fn load_bytes(
             indexing: true,
         });
         #[cfg(feature = "compare")]
-        crate::compare::remember(&name, &bytes);
+        crate::compare::remember(&name, &blob);
         st.origin.set(Some(origin));
         st.model.set(Some(Arc::new(model)));
         if st.lane_mode.get_untracked() != mode {
@@ -435,7 +508,7 @@ pub fn load_bytes(
         }
         spawn_analysis(st);
         if let Some(id) = keep_id {
-            crate::keep::inline_or_keep(st, &id, &name, &bytes, move || is_current(st, gen)).await;
+            crate::keep::inline_or_keep(st, &id, &name, &blob, move || is_current(st, gen)).await;
         }
     });
 }
@@ -461,18 +534,8 @@ pub fn load_file(st: AppState, file: web_sys::File) {
         events: 0,
         events_per_s: 0.0,
     });
-    leptos::task::spawn_local(async move {
-        match JsFuture::from(file.array_buffer()).await {
-            Ok(buf) => {
-                let bytes = js_sys::Uint8Array::new(&buf).to_vec();
-                load_bytes(st, name, bytes, TraceOrigin::Local, None);
-            }
-            Err(e) => st.status.set(LoadStatus::Error {
-                name,
-                message: format!("could not read the file: {}", js_text(&e)),
-            }),
-        }
-    });
+    // Read a chunk at a time while decoding (`parse`), not whole first.
+    load_blob(st, name, file.into(), TraceOrigin::Local, None);
 }
 
 /// A JS exception's text: an `Error`'s message, a thrown string, or its debug form (shared by
@@ -508,7 +571,7 @@ pub fn load_url(st: AppState, url: String, link: Option<LinkState>) {
         events_per_s: 0.0,
     });
     leptos::task::spawn_local(async move {
-        let result: Result<Vec<u8>, String> = async {
+        let result: Result<web_sys::Blob, String> = async {
             let href = same_origin(&url)?;
             let resp = JsFuture::from(window().fetch_with_str(&href))
                 .await
@@ -519,14 +582,14 @@ pub fn load_url(st: AppState, url: String, link: Option<LinkState>) {
             if !resp.ok() {
                 return Err(format!("HTTP {} {}", resp.status(), resp.status_text()));
             }
-            let buf = JsFuture::from(resp.array_buffer().map_err(|e| js_text(&e))?)
+            let blob = JsFuture::from(resp.blob().map_err(|e| js_text(&e))?)
                 .await
                 .map_err(|e| js_text(&e))?;
-            Ok(js_sys::Uint8Array::new(&buf).to_vec())
+            Ok(blob.unchecked_into())
         }
         .await;
         match result {
-            Ok(bytes) => load_bytes(st, url.clone(), bytes, TraceOrigin::Url(url), link),
+            Ok(blob) => load_blob(st, url.clone(), blob, TraceOrigin::Url(url), link),
             Err(message) => st.status.set(LoadStatus::Error { name: url, message }),
         }
     });
