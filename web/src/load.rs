@@ -22,8 +22,13 @@ use crate::permalink::{LinkState, TraceOrigin};
 use crate::recover::{Broken, Recovery};
 use crate::{AnalysisStatus, AppState, LoadStatus, Viewport, DEMO_TRACE};
 
-/// Input is pushed to the reader in chunks of this many bytes.
-const CHUNK: usize = 4 << 20;
+/// Input is pushed to the reader in chunks of this many bytes (a JSON Lines chunk decodes in a
+/// few tens of milliseconds: the page answers input between chunks).
+const CHUNK: usize = 2 << 20;
+
+/// Input is read from its `Blob` in parts of this many bytes: each read costs the page's thread
+/// about a millisecond of its own (slicing, the browser's reply), so fewer, larger reads.
+const READ: usize = 16 << 20;
 
 /// Milliseconds since page start.
 pub fn now_ms() -> f64 {
@@ -50,12 +55,19 @@ pub async fn after_paint() {
     yield_now().await;
 }
 
-/// Yield to the browser so it can paint (a zero-delay timeout).
+#[wasm_bindgen::prelude::wasm_bindgen(inline_js = "const ch = new MessageChannel(), q = [];
+ch.port1.onmessage = () => q.shift()();
+export function next_task() { return new Promise((r) => { q.push(r); ch.port2.postMessage(0); }); }")]
+extern "C" {
+    /// A promise resolved in a new task (a message to ourselves).
+    fn next_task() -> js_sys::Promise;
+}
+
+/// Yield to the browser (input, a due frame) and resume in a new task: a message to ourselves,
+/// not a zero-delay timeout, which browsers clamp to 4 ms once timeouts nest (40 ms of idle
+/// per 10 slices: a tenth of a million-event load).
 pub async fn yield_now() {
-    let p = js_sys::Promise::new(&mut |resolve, _| {
-        let _ = window().set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
-    });
-    let _ = JsFuture::from(p).await;
+    let _ = JsFuture::from(next_task()).await;
 }
 
 /// Report parsing progress (`done` of the bytes, `events` so far) and let the page paint.
@@ -92,28 +104,35 @@ async fn parse(
     let mut decoder =
         Decoder::with_floats(kvscope_core::trace::stream_source_name(name), json_float);
     let total = blob.size() as usize;
-    let read = |at: usize| read_part(blob, at, (at + CHUNK).min(total));
+    let read = |at: usize| read_part(blob, at, (at + READ).min(total));
+    // The part read last, how far into it the decoder is, and the part being read.
+    let mut part = js_sys::Uint8Array::new_with_length(0);
+    let mut used = 0u32;
+    let mut read_at = 0;
     let mut next = (total > 0).then(|| read(0));
-    let mut at = 0;
     loop {
-        let more = match next.take() {
-            Some(part) => {
-                let chunk = match part.await {
-                    Ok(c) => c,
+        if used >= part.length() {
+            if let Some(p) = next.take() {
+                part = match p.await {
+                    Ok(p) => p,
                     Err(e) => return Some(Err(Failed::Read(e))),
                 };
-                at += chunk.len();
-                if at < total && !chunk.is_empty() {
-                    next = Some(read(at)); // read ahead while this chunk is decoded
+                used = 0;
+                read_at += part.length() as usize;
+                if read_at < total && part.length() > 0 {
+                    next = Some(read(read_at)); // read ahead while this part is decoded
                 }
-                decoder.push(&chunk);
-                true
             }
-            None => {
-                decoder.finish();
-                false
-            }
-        };
+        }
+        let more = used < part.length();
+        if more {
+            let end = part.length().min(used.saturating_add(CHUNK as u32));
+            let piece = part.subarray(used, end);
+            decoder.push_with(piece.length() as usize, |room| piece.copy_to(room));
+            used = end;
+        } else {
+            decoder.finish();
+        }
         loop {
             match decoder.next_record() {
                 Ok(Some(r)) => {
@@ -151,12 +170,13 @@ enum Failed {
     Broken(Broken),
 }
 
-/// Bytes `at..end` of `blob`, read by the browser (started now, awaited later).
+/// Bytes `at..end` of `blob`, read by the browser (started now, awaited later), outside wasm
+/// memory.
 fn read_part(
     blob: &web_sys::Blob,
     at: usize,
     end: usize,
-) -> impl std::future::Future<Output = Result<Vec<u8>, String>> {
+) -> impl std::future::Future<Output = Result<js_sys::Uint8Array, String>> {
     let promise = blob
         .slice_with_f64_and_f64(at as f64, end as f64)
         .map(|part| JsFuture::from(part.array_buffer()));
@@ -165,13 +185,18 @@ fn read_part(
             .map_err(|e| js_text(&e))?
             .await
             .map_err(|e| format!("could not read the file: {}", js_text(&e)))?;
-        Ok(js_sys::Uint8Array::new(&buf).to_vec())
+        Ok(js_sys::Uint8Array::new(&buf))
     }
 }
 
-/// The whole of `blob`, read by the browser (a recovered prefix, a trace compared with).
+/// Bytes `0..end` of `blob` (a recovered prefix, a kept trace in tests).
+pub async fn read_prefix(blob: &web_sys::Blob, end: usize) -> Result<Vec<u8>, String> {
+    Ok(read_part(blob, 0, end).await?.to_vec())
+}
+
+/// The whole of `blob`.
 pub async fn read_blob(blob: &web_sys::Blob) -> Result<Vec<u8>, String> {
-    read_part(blob, 0, blob.size() as usize).await
+    read_prefix(blob, blob.size() as usize).await
 }
 
 /// Bytes made in the page (a paste, the demo, a generated trace) as a `Blob`, the form
@@ -395,7 +420,7 @@ pub fn load_blob(
                     message: broken.error.to_string(),
                 });
                 // The complete leading records, read back from the input for the offer.
-                if let Ok(bytes) = read_part(&blob, 0, broken.complete_bytes.min(size)).await {
+                if let Ok(bytes) = read_prefix(&blob, broken.complete_bytes.min(size)).await {
                     st.recovery.set(Recovery::offer(&name, &broken, bytes));
                 }
                 resume_analysis(st);

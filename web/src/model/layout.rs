@@ -72,74 +72,94 @@ impl Model {
         };
         let (tmp_ids, tmp_lanes) = self.with_trace(|t| {
             let mut ids: HashMap<Key<'_>, u16> = HashMap::default();
+            // The first few keys, looked up by comparison before hashing: a trace has a
+            // handful of lanes, and hashing every event's key was most of this loop at a
+            // million events.
+            let mut recent: Vec<(Key<'_>, u16)> = Vec::new();
             let mut lanes: Vec<Lane> = Vec::new();
             let mut out = Vec::with_capacity(self.events.len());
-            for (ei, r) in self.events.iter().enumerate() {
-                let Some(b) = batch_of(t, r) else {
-                    out.push(NONE);
-                    continue;
-                };
-                let (medium, ownership, group) = match b.events.get(r.pos as usize) {
-                    Some(KvEvent::BlockStored(e)) => {
-                        (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
-                    }
-                    Some(KvEvent::BlockRemoved(e)) => {
-                        (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
-                    }
-                    _ => {
-                        out.push(NONE);
+            // Batch by batch, in delivery order (the order of `self.events`).
+            let batches = t.records.iter().enumerate().filter_map(|(k, r)| match r {
+                TraceRecord::Batch(b) => Some((k, b)),
+                _ => None,
+            });
+            for (record, b) in batches {
+                for (pos, ev) in b.events.iter().enumerate() {
+                    let ei = out.len();
+                    let (medium, ownership, group) = match ev {
+                        KvEvent::BlockStored(e) => {
+                            (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
+                        }
+                        KvEvent::BlockRemoved(e) => {
+                            (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
+                        }
+                        KvEvent::AllBlocksCleared => {
+                            out.push(NONE);
+                            continue;
+                        }
+                    };
+                    let prov_tier = match (medium, ownership) {
+                        (Some("STORAGE" | "FS" | "OBJ"), None) => b
+                            .provenance
+                            .as_ref()
+                            .and_then(|p| p.get(pos))
+                            .map(|p| p.tier.as_str()),
+                        _ => None,
+                    };
+                    let job = match mode {
+                        LaneMode::TierJob => {
+                            let j = event_jobs.get(ei).copied().unwrap_or(u32::MAX);
+                            // Jobs sharing the overflow lane share one key per tier.
+                            match job_lanes.get(j as usize) {
+                                Some(JobLane::More) => Some(u32::MAX - 1),
+                                Some(_) => Some(j),
+                                None => Some(u32::MAX),
+                            }
+                        }
+                        _ => None,
+                    };
+                    let split_source = mode == LaneMode::SourceTier
+                        || (many_sources && job.is_some_and(|j| j != u32::MAX));
+                    let source = split_source.then_some(b.source.as_str());
+                    let group = group.unwrap_or(0);
+                    let key = (
+                        medium,
+                        ownership,
+                        prov_tier,
+                        group,
+                        source,
+                        source.and(b.dp_rank),
+                        job,
+                    );
+                    if let Some(&(_, id)) = recent.iter().find(|(k, _)| *k == key) {
+                        out.push(id);
                         continue;
                     }
-                };
-                let prov_tier = match (medium, ownership) {
-                    (Some("STORAGE" | "FS" | "OBJ"), None) => b
-                        .provenance
-                        .as_ref()
-                        .and_then(|p| p.get(r.pos as usize))
-                        .map(|p| p.tier.as_str()),
-                    _ => None,
-                };
-                let job = match mode {
-                    LaneMode::TierJob => {
-                        let j = event_jobs.get(ei).copied().unwrap_or(u32::MAX);
-                        // Jobs sharing the overflow lane share one key per tier.
-                        match job_lanes.get(j as usize) {
-                            Some(JobLane::More) => Some(u32::MAX - 1),
-                            Some(_) => Some(j),
-                            None => Some(u32::MAX),
+                    let id = match ids.get(&key) {
+                        Some(id) => *id,
+                        None => {
+                            let id = lanes.len().min(NONE as usize - 1) as u16;
+                            let job_lane = job.map(|j| match j {
+                                u32::MAX => JobLane::NoJob,
+                                _ => job_lanes.get(j as usize).cloned().unwrap_or(JobLane::More),
+                            });
+                            let at = EventAt {
+                                batch: 0,
+                                record: record as u32,
+                                pos: pos as u32,
+                            };
+                            if let Some(l) = lane_key(t, at, group, split_source, job_lane) {
+                                lanes.push(l);
+                            }
+                            ids.insert(key, id);
+                            if recent.len() < 8 {
+                                recent.push((key, id));
+                            }
+                            id
                         }
-                    }
-                    _ => None,
-                };
-                let split_source = mode == LaneMode::SourceTier
-                    || (many_sources && job.is_some_and(|j| j != u32::MAX));
-                let source = split_source.then_some(b.source.as_str());
-                let group = group.unwrap_or(0);
-                let key = (
-                    medium,
-                    ownership,
-                    prov_tier,
-                    group,
-                    source,
-                    source.and(b.dp_rank),
-                    job,
-                );
-                let id = match ids.get(&key) {
-                    Some(id) => *id,
-                    None => {
-                        let id = lanes.len().min(NONE as usize - 1) as u16;
-                        let job_lane = job.map(|j| match j {
-                            u32::MAX => JobLane::NoJob,
-                            _ => job_lanes.get(j as usize).cloned().unwrap_or(JobLane::More),
-                        });
-                        if let Some(l) = lane_key(t, r, group, split_source, job_lane) {
-                            lanes.push(l);
-                        }
-                        ids.insert(key, id);
-                        id
-                    }
-                };
-                out.push(id);
+                    };
+                    out.push(id);
+                }
             }
             (out, lanes)
         });
