@@ -55,12 +55,20 @@ pub async fn after_paint() {
     yield_now().await;
 }
 
+// JS glue rather than web-sys bindings: fewer imports (the app's size budget).
 #[wasm_bindgen::prelude::wasm_bindgen(inline_js = "const ch = new MessageChannel(), q = [];
 ch.port1.onmessage = () => q.shift()();
-export function next_task() { return new Promise((r) => { q.push(r); ch.port2.postMessage(0); }); }")]
+export function next_task() { return new Promise((r) => { q.push(r); ch.port2.postMessage(0); }); }
+export function blob_part(blob, at, end) { return blob.slice(at, end).arrayBuffer().then((b) => new Uint8Array(b)); }
+export function blob_of(bytes) { return new Blob([bytes]); }")]
 extern "C" {
     /// A promise resolved in a new task (a message to ourselves).
     fn next_task() -> js_sys::Promise;
+    /// Bytes `at..end` of `blob`: a promise of a `Uint8Array`.
+    fn blob_part(blob: &web_sys::Blob, at: f64, end: f64) -> js_sys::Promise;
+    /// Bytes made in the page (a paste, the demo, a generated trace) as a `Blob` (a copy), the
+    /// form [`load_blob`] reads.
+    pub fn blob_of(bytes: &[u8]) -> web_sys::Blob;
 }
 
 /// Yield to the browser (input, a due frame) and resume in a new task: a message to ourselves,
@@ -177,15 +185,11 @@ fn read_part(
     at: usize,
     end: usize,
 ) -> impl std::future::Future<Output = Result<js_sys::Uint8Array, String>> {
-    let promise = blob
-        .slice_with_f64_and_f64(at as f64, end as f64)
-        .map(|part| JsFuture::from(part.array_buffer()));
+    let read = JsFuture::from(blob_part(blob, at as f64, end as f64));
     async move {
-        let buf = promise
-            .map_err(|e| js_text(&e))?
-            .await
-            .map_err(|e| format!("could not read the file: {}", js_text(&e)))?;
-        Ok(js_sys::Uint8Array::new(&buf))
+        read.await
+            .map(JsCast::unchecked_into)
+            .map_err(|e| format!("could not read the file: {}", js_text(&e)))
     }
 }
 
@@ -197,13 +201,6 @@ pub async fn read_prefix(blob: &web_sys::Blob, end: usize) -> Result<Vec<u8>, St
 /// The whole of `blob`.
 pub async fn read_blob(blob: &web_sys::Blob) -> Result<Vec<u8>, String> {
     read_prefix(blob, blob.size() as usize).await
-}
-
-/// Bytes made in the page (a paste, the demo, a generated trace) as a `Blob`, the form
-/// [`load_blob`] reads.
-pub fn blob_of(bytes: &[u8]) -> Result<web_sys::Blob, String> {
-    let parts = js_sys::Array::of1(&js_sys::Uint8Array::from(bytes));
-    web_sys::Blob::new_with_u8_array_sequence(&parts).map_err(|e| js_text(&e))
 }
 
 /// Target duration of one slice of the analysis, ms: long enough to amortise the yield,
@@ -373,10 +370,7 @@ pub fn load_bytes(
     origin: TraceOrigin,
     link: Option<LinkState>,
 ) {
-    match blob_of(&bytes) {
-        Ok(blob) => load_blob(st, name, blob, origin, link),
-        Err(message) => st.status.set(LoadStatus::Error { name, message }),
-    }
+    load_blob(st, name, blob_of(&bytes), origin, link);
 }
 
 /// Load a trace (any supported format) from a `Blob` (a picked or dropped file, a fetched

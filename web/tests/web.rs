@@ -607,7 +607,7 @@ async fn overview_stays_put_when_lanes_scroll() {
 async fn inline_permalinks_round_trip_in_the_browser() {
     use kvscope_web::permalink::{inline_trace, uninline_trace, INLINE_LIMIT};
     let inline = |b: &[u8]| {
-        let blob = kvscope_web::load::blob_of(b).expect("a blob");
+        let blob = kvscope_web::load::blob_of(b);
         async move { inline_trace(&blob).await }
     };
     let demo = kvscope_web::DEMO_TRACE.as_bytes();
@@ -900,14 +900,12 @@ async fn a_kept_trace_comes_back_by_its_id() {
     };
     let (a, b) = (new_id(), new_id());
     assert_ne!(a, b);
-    keep(&a, "a.jsonl", &blob_of(b"first").unwrap())
-        .await
-        .expect("kept");
+    keep(&a, "a.jsonl", &blob_of(b"first")).await.expect("kept");
     assert_eq!(
         back(a.clone()).await,
         Some(("a.jsonl".into(), b"first".to_vec()))
     );
-    keep(&b, "b.jsonl", &blob_of(b"second").unwrap())
+    keep(&b, "b.jsonl", &blob_of(b"second"))
         .await
         .expect("kept");
     assert_eq!(back(a).await, None, "one trace is kept: the last");

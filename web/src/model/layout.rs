@@ -72,10 +72,6 @@ impl Model {
         };
         let (tmp_ids, tmp_lanes) = self.with_trace(|t| {
             let mut ids: HashMap<Key<'_>, u16> = HashMap::default();
-            // The first few keys, looked up by comparison before hashing: a trace has a
-            // handful of lanes, and hashing every event's key was most of this loop at a
-            // million events.
-            let mut recent: Vec<(Key<'_>, u16)> = Vec::new();
             let mut lanes: Vec<Lane> = Vec::new();
             let mut out = Vec::with_capacity(self.events.len());
             // Batch by batch, in delivery order (the order of `self.events`).
@@ -131,10 +127,6 @@ impl Model {
                         source.and(b.dp_rank),
                         job,
                     );
-                    if let Some(&(_, id)) = recent.iter().find(|(k, _)| *k == key) {
-                        out.push(id);
-                        continue;
-                    }
                     let id = match ids.get(&key) {
                         Some(id) => *id,
                         None => {
@@ -152,9 +144,6 @@ impl Model {
                                 lanes.push(l);
                             }
                             ids.insert(key, id);
-                            if recent.len() < 8 {
-                                recent.push((key, id));
-                            }
                             id
                         }
                     };
