@@ -17,7 +17,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::keep::Keeping;
-use crate::model::Model;
+use crate::model::{LaneMode, Model, Scan};
 use crate::permalink::{LinkState, TraceOrigin};
 use crate::recover::{Broken, Recovery};
 use crate::{AnalysisStatus, AppState, LoadStatus, Viewport, DEMO_TRACE};
@@ -105,8 +105,9 @@ async fn parse(
     blob: &web_sys::Blob,
     t0: f64,
     current: impl Fn() -> bool,
-) -> Option<Result<Trace, Failed>> {
+) -> Option<Result<(Trace, Scan), Failed>> {
     let mut records: Vec<TraceRecord> = Vec::new();
+    let mut scan = Scan::default();
     let mut events = 0usize;
     let mut batches = 0usize;
     let mut decoder =
@@ -149,6 +150,7 @@ async fn parse(
                         batches += 1;
                     }
                     records.push(r);
+                    scan.batch(&records, records.len() - 1); // while the batch is in the cache
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -169,7 +171,7 @@ async fn parse(
             return None;
         }
     }
-    Some(Ok(Trace { records }))
+    Some(Ok((Trace { records }, scan)))
 }
 
 /// Why a load failed: the browser could not read the input, or the core could not decode it.
@@ -400,9 +402,9 @@ pub fn load_blob(
         }
         let t0 = now_ms();
         mark("kvscope:bytes");
-        let trace = match parse(st, &name, &blob, t0, move || is_current(st, gen)).await {
+        let (trace, scan) = match parse(st, &name, &blob, t0, move || is_current(st, gen)).await {
             None => return, // a newer load took over
-            Some(Ok(t)) => t,
+            Some(Ok(read)) => read,
             Some(Err(Failed::Read(message))) => {
                 st.status.set(LoadStatus::Error { name, message });
                 resume_analysis(st);
@@ -434,8 +436,9 @@ pub fn load_blob(
         if !is_current(st, gen) {
             return;
         }
-        // Lay the timeline out in two steps (flatten, lanes), yielding in between so no single
-        // task blocks the page for the whole layout of a large trace. The parent→child edges
+        // Lay the timeline out in two steps (flatten, lanes: in the default mode gathered while
+        // reading, `Scan`), yielding in between so no single task blocks the page for the
+        // whole layout of a large trace. The parent→child edges
         // are indexed after the first paint (`index_edges`): they are drawn only zoomed in.
         let mut phases = vec![("parse", now_ms() - t0)];
         let mut last = now_ms();
@@ -462,7 +465,10 @@ pub fn load_blob(
             return;
         }
         let mode = st.lane_mode.get_untracked();
-        model.layout_lanes(mode);
+        match mode {
+            LaneMode::Tier => model.layout_scanned(scan),
+            _ => model.layout_lanes(mode),
+        }
         phase("lanes");
         yield_now().await;
         let ms = now_ms() - t0;
