@@ -607,7 +607,7 @@ async fn overview_stays_put_when_lanes_scroll() {
 async fn inline_permalinks_round_trip_in_the_browser() {
     use kvscope_web::permalink::{inline_trace, uninline_trace, INLINE_LIMIT};
     let inline = |b: &[u8]| {
-        let blob = kvscope_web::load::blob_of(b);
+        let blob = kvscope_web::read::blob_of(b);
         async move { inline_trace(&blob).await }
     };
     let demo = kvscope_web::DEMO_TRACE.as_bytes();
@@ -890,7 +890,7 @@ async fn a_cut_trace_offers_its_complete_batches() {
 #[wasm_bindgen_test]
 async fn a_kept_trace_comes_back_by_its_id() {
     use kvscope_web::keep::{keep, kept, new_id};
-    use kvscope_web::load::{blob_of, read_blob};
+    use kvscope_web::read::{blob_of, read_blob};
     // What comes back: the name and the bytes (read out of the kept `Blob`).
     let back = |id: String| async move {
         match kept(&id).await.unwrap() {
