@@ -11,7 +11,7 @@ use std::io::{BufReader, Read};
 use std::path::Path;
 use std::rc::Rc;
 
-use kvscope_core::trace::{Trace, TraceRecord};
+use kvscope_core::trace::{stream_source_name, Trace, TraceRecord};
 use kvscope_core::wire::stream::{ReadError, TraceReader};
 use kvscope_core::wire::InputFormat;
 
@@ -27,6 +27,20 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
         return Ok(buf);
     }
     std::fs::read(path).map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())).into())
+}
+
+/// The source name a bare msgpack stream read from `path` gets: the file name up to its first
+/// dot, as the debugger and the npm package name it (`trace::stream_source_name`), so
+/// `pod-a.trace.msgpack` is `pod-a` everywhere; `stdin` for `-`.
+pub fn source_name(path: &Path) -> String {
+    if path == Path::new("-") {
+        return "stdin".into();
+    }
+    let name = path.file_name().map(|s| s.to_string_lossy());
+    match name {
+        Some(name) => stream_source_name(&name).to_owned(),
+        None => "trace".into(),
+    }
 }
 
 /// What [`Tap`] saw of the bytes going to the decoder.

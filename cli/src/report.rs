@@ -17,7 +17,7 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use kvscope_core::analysis::{Finding, Level, Report, Rule};
-use kvscope_core::text::Count;
+use kvscope_core::text::{Count, Thousands};
 
 /// How many findings of each rule the text and github reports show: `Some(n)`, or `None` =
 /// all of them.
@@ -162,10 +162,12 @@ pub fn text(a: &Report, name: &str, msgpack: bool, max: MaxFindings) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "kvscope check {name}: {} events, {} sources, {} jobs: {deny} error(s), {warn} warning(s)",
-        a.events,
-        a.sources.len(),
-        a.jobs
+        "kvscope check {name}: {}, {}, {}: {}, {}",
+        Count(a.events, "event", "events"),
+        Count(a.sources.len(), "source", "sources"),
+        Count(a.jobs, "job", "jobs"),
+        Count(deny, "error", "errors"),
+        Count(warn, "warning", "warnings"),
     );
     let groups = by_rule(a, max);
     if !groups.is_empty() {
@@ -175,13 +177,17 @@ pub fn text(a: &Report, name: &str, msgpack: bool, max: MaxFindings) -> String {
             .map(|g| g.rule.name().len())
             .max()
             .unwrap_or(0);
-        for g in &groups {
+        let totals: Vec<String> = groups
+            .iter()
+            .map(|g| Thousands(g.total).to_string())
+            .collect();
+        let count_width = totals.iter().map(String::len).max().unwrap_or(0).max(6);
+        for (g, total) in groups.iter().zip(&totals) {
             let _ = writeln!(
                 out,
-                "  {:<width$}  {:<7}  {:>6}  first at {}, source {:?}",
+                "  {:<width$}  {:<7}  {total:>count_width$}  first at {}, source {:?}",
                 g.rule.name(),
                 level_word(g.level),
-                g.total,
                 location(&g.first, msgpack),
                 g.first.source,
             );
@@ -214,7 +220,11 @@ pub fn text(a: &Report, name: &str, msgpack: bool, max: MaxFindings) -> String {
             render_finding(&mut out, f, msgpack);
         }
         if more > 0 {
-            let _ = writeln!(out, "... {more} more (see --json or --max-findings all)");
+            let _ = writeln!(
+                out,
+                "... {} more (see --json or --max-findings all)",
+                Thousands(more)
+            );
         }
     }
     out
@@ -309,14 +319,15 @@ pub fn github(a: &Report, file: &str, msgpack: bool, max: MaxFindings) -> String
         }
     }
     let mut totals = format!(
-        "kvscope check: {} error(s), {} warning(s)",
-        count(a, Level::Deny),
-        count(a, Level::Warn)
+        "kvscope check: {}, {}",
+        Count(count(a, Level::Deny), "error", "errors"),
+        Count(count(a, Level::Warn), "warning", "warnings"),
     );
     if hidden > 0 {
         let _ = write!(
             totals,
-            "; {hidden} more finding(s) not annotated (see --json or --max-findings all)"
+            "; {} not annotated (see --json or --max-findings all)",
+            Count(hidden, "more finding", "more findings")
         );
     }
     let _ = writeln!(

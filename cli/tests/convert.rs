@@ -161,3 +161,16 @@ fn raw_payloads_across_read_chunks_are_kept_exactly() {
         "payload bytes changed"
     );
 }
+
+/// A bare msgpack stream is named by its file name up to the first dot, as the debugger and the
+/// npm package name it, so `pod-a.trace.msgpack` is `pod-a` in every tool.
+#[test]
+fn a_stream_is_named_up_to_the_first_dot_like_the_page_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mp = dir.path().join("pod-a.trace.msgpack");
+    std::fs::copy(fixture("stream.msgpack"), &mp).unwrap();
+    let o = kvscope(&["convert", mp.to_str().unwrap(), "--to", "jsonl"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.starts_with(r#"{"source": "pod-a", "#), "{text}");
+}

@@ -104,13 +104,15 @@ mod tests {
     }
 }
 
-/// A count and its noun, singular for exactly one: `Count(1, "block", "blocks")` shows
-/// `1 block`, `Count(7, "block", "blocks")` shows `7 blocks`.
+/// A count and its noun, singular for exactly one, the number grouped by [`Thousands`]:
+/// `Count(1, "block", "blocks")` shows `1 block`, `Count(7, "block", "blocks")` shows
+/// `7 blocks`.
 ///
 /// ```
 /// use kvscope_core::text::Count;
 /// assert_eq!(Count(1, "event", "events").to_string(), "1 event");
 /// assert_eq!(Count(0, "prefix", "prefixes").to_string(), "0 prefixes");
+/// assert_eq!(Count(1_048_576, "event", "events").to_string(), "1,048,576 events");
 /// ```
 #[derive(Clone, Copy)]
 pub struct Count<'a>(pub usize, pub &'a str, pub &'a str);
@@ -118,6 +120,33 @@ pub struct Count<'a>(pub usize, pub &'a str, pub &'a str);
 impl Display for Count<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         let noun = if self.0 == 1 { self.1 } else { self.2 };
-        write!(f, "{} {noun}", self.0)
+        write!(f, "{} {noun}", Thousands(self.0))
+    }
+}
+
+/// A number with its digits grouped in threes by commas, as a person reads a count at trace
+/// scale: `Thousands(1000000)` shows `1,000,000`, `Thousands(999)` shows `999`. For counts
+/// only: identifiers (hashes, event indices, sequence numbers) are written plain, so they can
+/// be searched for and pasted.
+///
+/// ```
+/// use kvscope_core::text::Thousands;
+/// assert_eq!(Thousands(0).to_string(), "0");
+/// assert_eq!(Thousands(12_345).to_string(), "12,345");
+/// ```
+#[derive(Clone, Copy)]
+pub struct Thousands(pub usize);
+
+impl Display for Thousands {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let digits = self.0.to_string();
+        let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+        for (i, d) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(d);
+        }
+        f.pad(&out)
     }
 }

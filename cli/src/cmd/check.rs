@@ -103,12 +103,10 @@ pub fn load(path: &Path) -> anyhow::Result<(Trace, InputFormat)> {
     open(path)?.read_all()
 }
 
-/// Open a trace for reading record by record (its file stem names a msgpack stream's source).
+/// Open a trace for reading record by record (its file name names a msgpack stream's source:
+/// [`crate::input::source_name`]).
 pub fn open(path: &Path) -> anyhow::Result<TraceInput> {
-    let source = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "trace".into());
+    let source = crate::input::source_name(path);
     TraceInput::open(path, &path.display().to_string(), &source, false)
 }
 

@@ -47,7 +47,8 @@ pub struct Args {
     /// Event encoding for msgpack output.
     #[arg(long, value_enum, default_value_t = Encoding::Map)]
     pub encoding: Encoding,
-    /// Source name for the batches of a msgpack stream (default: the input file's stem).
+    /// Source name for the batches of a msgpack stream (default: the input file name up to its
+    /// first dot, as the debugger names it; `stdin` for `-`).
     #[arg(long)]
     pub source: Option<String>,
     /// With msgpack input and JSONL output: keep each payload's exact bytes as `raw` (base64).
@@ -69,14 +70,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         args.input.display().to_string()
     };
-    let source = args.source.clone().unwrap_or_else(|| {
-        args.input
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .filter(|s| *s != "-")
-            .unwrap_or("stdin")
-            .to_owned()
-    });
+    let source = args
+        .source
+        .clone()
+        .unwrap_or_else(|| crate::input::source_name(&args.input));
     let mut input = TraceInput::open(&args.input, &name, &source, args.raw)?;
     // The first record settles the format, and bad input from the start fails before the
     // output is touched.

@@ -69,8 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let trace = match &args.trace {
         Some(p) => {
             let bytes = crate::input::read(p)?;
-            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("trace");
-            wire::read_trace(&bytes, stem)
+            wire::read_trace(&bytes, &crate::input::source_name(p))
                 .map_err(|e| BadInput(format!("{}: {e}", p.display())))?;
             Some(bytes)
         }
