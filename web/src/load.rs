@@ -30,8 +30,8 @@ pub fn now_ms() -> f64 {
         .unwrap_or_else(js_sys::Date::now)
 }
 
-/// A `performance.mark` (for benchmarks: `kvscope:bytes`, `kvscope:first-timeline`,
-/// `kvscope:analysed`).
+/// A `performance.mark` (for benchmarks: `kvscope:bytes` when a load starts reading its input,
+/// `kvscope:first-timeline`, `kvscope:analysed`).
 pub fn mark(name: &str) {
     if let Some(p) = window().performance() {
         let _ = p.mark(name);
