@@ -64,7 +64,8 @@ measure() {
     log=$(mktemp)
     /usr/bin/time -v "$kv" check --max-findings 0 "$file" >"$log.out" 2>"$log" || true
     local events rss wall
-    events=$(head -1 "$log.out" | sed -E 's/.*: ([0-9]+) events.*/\1/')
+    # The report's first line: "...: 1,000,000 events, ..." (thousands grouped).
+    events=$(head -1 "$log.out" | sed -E 's/.*: ([0-9,]+) events?.*/\1/' | tr -d ,)
     rss=$(awk -F: '/Maximum resident/ {print int($2 / 1024)}' "$log")
     wall=$(awk '/Elapsed \(wall clock\)/ {n = split($NF, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s}' "$log")
     python3 -c "import sys; e, r, w = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]); print(f'{sys.argv[1]:8} {e:>9} events  peak {r:>5} MB  {w:6.1f} s  {e / w / 1e3:7.0f}k events/s')" "$name" "$events" "$rss" "$wall"

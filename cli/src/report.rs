@@ -198,17 +198,17 @@ pub fn text(a: &Report, name: &str, msgpack: bool, max: MaxFindings) -> String {
         let _ = write!(
             out,
             "  {:<7} {}, {} lost; {}",
-            l.consumer,
-            Count(l.events_lost, "event", "events"),
-            Count(l.blocks_lost, "block", "blocks"),
+            l.consumer(),
+            Count(l.events_lost(), "event", "events"),
+            Count(l.blocks_lost(), "block", "blocks"),
             Count(
-                l.unreachable_prefixes.len(),
+                l.prefix_count(),
                 "unreachable prefix",
                 "unreachable prefixes"
             ),
         );
-        if l.pending_at_end > 0 {
-            let events = Count(l.pending_at_end, "event", "events");
+        if l.pending_at_end() > 0 {
+            let events = Count(l.pending_at_end(), "event", "events");
             let _ = write!(out, "; {events} still pending");
         }
         out.push('\n');
@@ -257,13 +257,14 @@ pub fn write_json(a: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
         }
     }
     buf.extend_from_slice(b"],\"losses\":");
-    // The losses straight to `out` (a trace can have a loss root per event per router: not
-    // one buffer of all of them).
+    // The losses straight to `out`, each prefix rebuilt as it is written (a trace can have a
+    // loss root per event per router: not one buffer of all of them).
     out.write_all(&buf).context("writing stdout")?;
     buf.clear();
     {
         let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut *out);
-        serde_json::to_writer(&mut w, a.losses()).context("writing the losses")?;
+        let losses: Vec<_> = a.losses().collect();
+        serde_json::to_writer(&mut w, &losses).context("writing the losses")?;
         w.flush().context("writing stdout")?;
     }
     buf.extend_from_slice(b",\"rules\":");

@@ -5,6 +5,7 @@
 //! imply (`consumer-loss`, one per unreachable prefix) are not stored at all: the
 //! [`FindingStore`] derives them from the loss roots when it is read.
 
+use super::roots::{Losses, Places, Root, RootAt};
 use super::UnreachablePrefix;
 use super::{Evidence, Finding, Level, LossSummary, ReorderClass, Rule, RuleLevels};
 use crate::consumers::{ConsumerKind, Hashes, VerdictKind};
@@ -104,14 +105,6 @@ pub(crate) enum Why {
     Mixed,
 }
 
-/// Where a loss root is (its batch's line, its position, its source id).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct RootAt {
-    pub(crate) line: u64,
-    pub(crate) pos: u32,
-    pub(crate) source: u32,
-}
-
 /// Every finding of a run, compact, with what rendering them needs: read them in order with
 /// [`FindingStore::iter`] and render the ones shown with [`FindingRef::render`].
 #[derive(Clone, Debug, Default)]
@@ -119,14 +112,16 @@ pub struct FindingStore {
     recs: Vec<Rec>,
     /// Indices into `recs` in (event, rule) order (stable).
     order: Vec<u32>,
-    /// Per model (in `consumers` order): its loss summary, whose unreachable prefixes are
-    /// the loss roots (one copy of them: a trace can have a root per event per model).
+    /// Per model (in `consumers` order): its loss summary, without its unreachable prefixes:
+    /// those are the loss roots, kept compact in `roots` (a trace can have a root per event
+    /// per model) and rebuilt when shown.
     losses: Vec<LossSummary>,
+    roots: Vec<Vec<Root>>,
     /// Per model: the roots replayed later (no finding, no prefix, but still the cascade of
     /// their event).
-    replayed: Vec<Vec<UnreachablePrefix>>,
-    /// Where each loss root is, by root event (ascending; shared by the models).
-    places: Vec<(u32, RootAt)>,
+    replayed: Vec<Vec<Root>>,
+    /// Where each loss root is and its hashes (shared by the models).
+    places: Places,
     consumers: Vec<ConsumerKind>,
     /// Per model: the final verdict of every event.
     pub(crate) kinds: Vec<Vec<VerdictKind>>,
@@ -142,8 +137,9 @@ pub struct FindingStore {
 pub(crate) struct StoreParts {
     pub(crate) recs: Vec<Rec>,
     pub(crate) losses: Vec<LossSummary>,
-    pub(crate) replayed: Vec<Vec<UnreachablePrefix>>,
-    pub(crate) places: Vec<(u32, RootAt)>,
+    pub(crate) roots: Vec<Vec<Root>>,
+    pub(crate) replayed: Vec<Vec<Root>>,
+    pub(crate) places: Places,
     pub(crate) consumers: Vec<ConsumerKind>,
     pub(crate) kinds: Vec<Vec<VerdictKind>>,
     pub(crate) levels: RuleLevels,
@@ -207,6 +203,7 @@ impl FindingStore {
             recs: p.recs,
             order,
             losses: p.losses,
+            roots: p.roots,
             replayed: p.replayed,
             places: p.places,
             consumers: p.consumers,
@@ -288,7 +285,7 @@ impl FindingStore {
                 .map_or((Rule::SeqGap, 0), |r| (r.rule, r.event)),
             What::Loss(c, j) => (
                 Rule::ConsumerLoss,
-                self.root(c, j).map_or(0, |(r, _)| r.event),
+                self.roots.get(c).and_then(|r| r.get(j)).map_or(0, Root::at),
             ),
         };
         FindingRef {
@@ -300,45 +297,53 @@ impl FindingStore {
         }
     }
 
-    /// The loss summaries, per model (in the configuration's order).
-    pub fn losses(&self) -> &[LossSummary] {
-        &self.losses
+    /// The loss summaries, per model (in the configuration's order), their unreachable
+    /// prefixes rebuilt from the compact roots as they are read.
+    pub fn losses(&self) -> impl ExactSizeIterator<Item = Losses<'_>> + '_ {
+        self.losses.iter().enumerate().map(move |(c, l)| {
+            let roots = self.roots.get(c).map_or(&[][..], Vec::as_slice);
+            Losses::new(l, roots, &self.places, c)
+        })
     }
 
-    /// Move the loss summaries out (the store then renders no `consumer-loss` findings).
+    /// Move the loss summaries out, with their prefixes (the store then renders no
+    /// `consumer-loss` findings).
     pub(crate) fn take_losses(&mut self) -> Vec<LossSummary> {
-        std::mem::take(&mut self.losses)
+        let mut losses = std::mem::take(&mut self.losses);
+        let roots = std::mem::take(&mut self.roots);
+        for (c, (l, roots)) in losses.iter_mut().zip(&roots).enumerate() {
+            let mut prefixes = Vec::with_capacity(roots.len());
+            for r in roots {
+                prefixes.push(self.places.prefix(c, r));
+            }
+            l.unreachable_prefixes = prefixes;
+        }
+        losses
     }
 
     /// Events lost later because `event` was lost, for the `c`-th model.
     fn cascade(&self, c: usize, event: usize) -> usize {
-        let find = |roots: &[UnreachablePrefix]| {
-            let i = roots.binary_search_by_key(&event, |r| r.event).ok()?;
-            roots.get(i).map(|r| r.events.saturating_sub(1))
+        let find = |roots: &[Root]| {
+            let i = roots.binary_search_by_key(&event, Root::at).ok()?;
+            roots.get(i).map(|r| r.events.saturating_sub(1) as usize)
         };
-        self.losses
+        self.roots
             .get(c)
-            .and_then(|l| find(&l.unreachable_prefixes))
+            .and_then(|r| find(r))
             .or_else(|| self.replayed.get(c).and_then(|r| find(r)))
             .unwrap_or(0)
     }
 
-    fn root(&self, c: usize, j: usize) -> Option<(&UnreachablePrefix, RootAt)> {
-        let root = self.losses.get(c)?.unreachable_prefixes.get(j)?;
-        let at = self
-            .places
-            .binary_search_by_key(&root.event, |p| p.0 as usize)
-            .ok()
-            .and_then(|k| self.places.get(k))
-            .map_or_else(RootAt::default, |p| p.1);
-        Some((root, at))
+    fn root(&self, c: usize, j: usize) -> Option<(UnreachablePrefix, RootAt)> {
+        let root = self.roots.get(c)?.get(j)?;
+        Some((self.places.prefix(c, root), self.places.at(root.event)))
     }
 
     /// The next finding at any level (the prefixes leave out the loss roots replayed later:
     /// no finding).
     pub(crate) fn next(&self, cur: &mut Cursor) -> Option<FindingRef<'_>> {
-        if cur.roots.len() < self.losses.len() {
-            cur.roots.resize(self.losses.len(), 0);
+        if cur.roots.len() < self.roots.len() {
+            cur.roots.resize(self.roots.len(), 0);
         }
         // The smallest (event, rule) among the records and each model's next root; ties go
         // to the records, then to the models in order.
@@ -348,11 +353,7 @@ impl FindingStore {
                 .map(|r| (r.key(), What::Rec(*k as usize)))
         });
         for (c, pos) in cur.roots.iter().enumerate() {
-            let Some(root) = self
-                .losses
-                .get(c)
-                .and_then(|l| l.unreachable_prefixes.get(*pos))
-            else {
+            let Some(root) = self.roots.get(c).and_then(|r| r.get(*pos)) else {
                 continue;
             };
             let key = ((root.event as u64) << 5) | Rule::ConsumerLoss as u64;

@@ -27,6 +27,8 @@ pub(crate) struct BlockKeys {
     ids: HashMap<(u32, u64), u32>,
     keys: Vec<(u32, u64)>,
     hashes: Option<Interner>,
+    /// Streaming: whether [`BlockKeys::index_keys`] ran.
+    indexed: bool,
 }
 
 impl BlockKeys {
@@ -39,18 +41,23 @@ impl BlockKeys {
     }
 
     /// A trace first seen with one KV group turned out to have more (a streaming run learns it
-    /// late): index the names given so far (group 0, the models' hash ids) so that
-    /// [`GroupIds::fill`] goes on with the same ids.
-    /// Ids the run released (`interner`: the models' ids, the same as these so far) are
-    /// left out: their hash may have come back under another id.
+    /// late): name the ids given so far (group 0, the models' hash ids, `interner`), which a
+    /// streaming run does not copy while the trace has one group (16 bytes a block), so that
+    /// [`GroupIds::fill`] goes on with the same ids. Ids the run released are left out of the
+    /// look-up: their hash may have come back under another id.
     pub(crate) fn index_keys(&mut self, interner: &Interner) {
-        if self.ids.len() == self.keys.len() {
+        if self.indexed {
             return;
         }
-        for (id, key) in self.keys.iter().enumerate() {
-            if interner.live(id as u32) {
-                self.ids.insert(*key, id as u32);
+        self.indexed = true;
+        self.keys.clear();
+        let mut id = 0u32;
+        while let Some(h) = interner.hash(id) {
+            self.keys.push((0, h));
+            if interner.live(id) {
+                self.ids.insert((0, h), id);
             }
+            id += 1;
         }
     }
 
@@ -114,17 +121,22 @@ pub(crate) struct GroupIds {
 }
 
 impl GroupIds {
-    /// The ids of a single-group trace's event: the models' hash ids (see [`BlockKeys::by_hash`]).
+    /// The ids of a single-group trace's event: the models' hash ids (see [`BlockKeys::by_hash`]);
+    /// `name`: keep the reverse table (not while streaming: [`BlockKeys::index_keys`]).
     pub(crate) fn copy(
         &mut self,
         keys: &mut BlockKeys,
         ids: &crate::consumers::EventIds,
         ev: &KvEvent,
+        name: bool,
     ) {
         self.group = 0;
         self.blocks.clear();
         self.blocks.extend_from_slice(&ids.blocks);
         self.parent = ids.parent;
+        if !name {
+            return;
+        }
         // The models' ids are dense in first-seen order (blocks, then the parent): extend the
         // reverse table with the new ones, and name the ids a streaming run took again.
         for (&id, &h) in ids.blocks.iter().zip(&ids.hashes) {

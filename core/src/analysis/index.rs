@@ -192,6 +192,8 @@ pub(crate) struct IndexBuilder {
     parent: HashMap<usize, usize>,
     /// Whether some event names a KV group other than 0.
     pub(crate) multi_group: bool,
+    /// Scratch of [`IndexBuilder::gpu_jobs`]: the batch's events' GPU store jobs.
+    gpu_out: Vec<Option<(u32, u32)>>,
 }
 
 impl IndexBuilder {
@@ -285,6 +287,7 @@ impl IndexBuilder {
             });
         }
         self.batch_order(first, b);
+        self.gpu_out = gpu_jobs;
         sid
     }
 
@@ -304,7 +307,10 @@ impl IndexBuilder {
         // not increase starts the next request.
         let mut request = 0u32;
         let mut last_group: Option<u32> = None;
-        let mut out = vec![None; b.events.len()];
+        // Reused from batch to batch (`IndexBuilder::gpu_out`).
+        let mut out = std::mem::take(&mut self.gpu_out);
+        out.clear();
+        out.resize(b.events.len(), None);
         // Per tier label: whether some connector store of it has no GPU store.
         let mut uncovered: Vec<Option<&str>> = Vec::new();
         let mut any = false;
@@ -313,7 +319,9 @@ impl IndexBuilder {
                 continue;
             };
             let group = group_of(ev);
-            if matches!(ev.tier(), Some(Tier::Gpu) | None) {
+            // `Tier::from_medium`'s GPU tier, without building the tier (an owned `String`
+            // for STORAGE and other media).
+            if matches!(st.medium.as_deref(), None | Some("GPU")) {
                 if last_group.is_some_and(|g| group <= g) {
                     request += 1;
                 }

@@ -26,6 +26,7 @@ mod preconditions;
 #[cfg(not(feature = "preconditions"))]
 #[path = "preconditions/off.rs"]
 mod preconditions;
+mod roots;
 pub mod rules;
 mod run;
 mod watch;
@@ -42,6 +43,7 @@ pub(crate) use identity::BlockKeys;
 pub(crate) use index::IndexBuilder;
 pub use index::{BatchOrder, EventIndex, EventLoc, Job, JobEvidence};
 pub use pairs::SortedPairs;
+pub use roots::Losses;
 pub use rules::{Level, Rule, RuleError, RuleLevels};
 pub(crate) use run::{Recorder, Run, Stage};
 
@@ -440,8 +442,8 @@ pub struct Report {
 }
 
 impl Report {
-    /// Per consumer (in `config.consumers` order): loss summary.
-    pub fn losses(&self) -> &[LossSummary] {
+    /// Per consumer (in `config.consumers` order): its losses (prefixes rebuilt as read).
+    pub fn losses(&self) -> impl ExactSizeIterator<Item = Losses<'_>> + '_ {
         self.findings.losses()
     }
 

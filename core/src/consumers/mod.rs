@@ -302,26 +302,32 @@ impl Consumer for AnyConsumer {
 
 /// A stand-in content hash of a block's tokens (and salt), used where a consumer recomputes
 /// its own hash from `token_ids` (llm-d request keys, Dynamo `LocalBlockHash`). Only equality
-/// matters: these hash spaces never need to match the real ones.
+/// matters: these hash spaces never need to match the real ones, and no output shows them.
+///
+/// Fx-style words (two tokens per 64-bit word, one rotate, xor and multiply each, every step a
+/// bijection of the state for a fixed word and of the word for a fixed state), then one
+/// folded multiply to spread the bits for the hash maps these keys go into. It was SipHash-1-3:
+/// about 375 instructions per 16-token block, twice per stored block (llm-d and Dynamo), a
+/// tenth of the analysis' instructions on the anchor stream (`docs/performance.md`).
 pub(crate) fn content_hash(parent: u64, tokens: &[u32], salt: Option<&str>) -> u64 {
-    use std::hash::Hasher;
-    let mut h =
-        siphasher::sip::SipHasher13::new_with_keys(0x6b76_7363_6f70_6501, 0x0102_0304_0506_0708);
-    h.write_u64(parent);
-    h.write_usize(tokens.len());
-    // The tokens' little-endian bytes, written 64 tokens at a time: the same byte stream (so
-    // the same hash) as one `write_u32` per token, at about a third of the instructions.
-    let mut buf = [0u8; 256];
-    for chunk in tokens.chunks(64) {
-        for (b, t) in buf.chunks_exact_mut(4).zip(chunk) {
-            b.copy_from_slice(&t.to_le_bytes());
-        }
-        h.write(&buf[..chunk.len() * 4]);
+    /// rustc-hash 2's multiplier (as in [`str_hash`]).
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+    let step = |h: u64, w: u64| (h.rotate_left(26) ^ w).wrapping_mul(K);
+    let mut h = step(step(0x6b76_7363_6f70_6501, parent), tokens.len() as u64);
+    let mut pairs = tokens.chunks_exact(2);
+    for p in &mut pairs {
+        h = step(h, u64::from(p[0]) | u64::from(p[1]) << 32);
     }
-    if let Some(s) = salt {
-        h.write(s.as_bytes());
+    if let [t] = pairs.remainder() {
+        h = step(h, u64::from(*t));
     }
-    h.finish()
+    // No salt and an empty one hash the same (as before: SipHash wrote no bytes for either).
+    if let Some(s) = salt.filter(|s| !s.is_empty()) {
+        h = step(h, s.len() as u64 | 1 << 63);
+        h = step(h, str_hash(s));
+    }
+    let m = u128::from(h) * u128::from(K ^ 0x0102_0304_0506_0708);
+    (m as u64) ^ (m >> 64) as u64
 }
 
 #[cfg(any(test, feature = "testkit"))]
@@ -329,42 +335,35 @@ pub mod testkit;
 
 #[cfg(test)]
 mod content_hash_tests {
-    use std::hash::Hasher;
-
-    /// The hash as first written: one `write_u32` per token.
-    fn per_token(parent: u64, tokens: &[u32], salt: Option<&str>) -> u64 {
-        let mut h = siphasher::sip::SipHasher13::new_with_keys(
-            0x6b76_7363_6f70_6501,
-            0x0102_0304_0506_0708,
-        );
-        h.write_u64(parent);
-        h.write_usize(tokens.len());
-        for t in tokens {
-            h.write_u32(*t);
-        }
-        if let Some(s) = salt {
-            h.write(s.as_bytes());
-        }
-        h.finish()
-    }
+    use super::content_hash;
 
     #[test]
-    fn bulk_write_hashes_the_same_bytes_as_one_write_per_token() {
-        for n in [0usize, 1, 3, 16, 63, 64, 65, 200] {
-            let tokens: Vec<u32> = (0..n as u32)
-                .map(|i| i.wrapping_mul(0x9e37_79b9) ^ 0xdead_beef)
-                .collect();
-            for salt in [None, Some("lora-a")] {
-                assert_eq!(
-                    super::content_hash(7, &tokens, salt),
-                    per_token(7, &tokens, salt),
-                    "{n} tokens, salt {salt:?}"
-                );
+    fn equal_inputs_hash_equal_and_any_difference_changes_the_hash() {
+        let tokens: Vec<u32> = (0..200u32)
+            .map(|i| i.wrapping_mul(0x9e37_79b9) ^ 0xdead_beef)
+            .collect();
+        let mut seen = std::collections::HashMap::new();
+        for n in [0usize, 1, 2, 3, 16, 17, 63, 64, 65, 200] {
+            for parent in [0u64, 7, u64::MAX] {
+                for salt in [None, Some("lora-a"), Some("lora-b"), Some("lora-a\0")] {
+                    let h = content_hash(parent, &tokens[..n], salt);
+                    assert_eq!(h, content_hash(parent, &tokens[..n], salt));
+                    let key = (n, parent, salt);
+                    if let Some(other) = seen.insert(h, key) {
+                        panic!("{key:?} and {other:?} hash the same");
+                    }
+                }
             }
         }
+        // One token more or less, a zero token, one token changed: all differ.
+        assert_ne!(content_hash(0, &[1], None), content_hash(0, &[2], None));
+        assert_ne!(content_hash(0, &[0], None), content_hash(0, &[], None));
+        assert_ne!(content_hash(0, &[0, 0], None), content_hash(0, &[0], None));
         assert_ne!(
-            super::content_hash(0, &[1], None),
-            super::content_hash(0, &[2], None)
+            content_hash(0, &[1, 2], None),
+            content_hash(0, &[2, 1], None)
         );
+        // No salt and an empty salt are the same (an empty `lora_name` is the base model).
+        assert_eq!(content_hash(3, &[1], None), content_hash(3, &[1], Some("")));
     }
 }

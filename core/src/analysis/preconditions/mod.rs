@@ -71,29 +71,67 @@ impl Tally {
 #[derive(Debug)]
 struct Tallies<K> {
     list: Vec<(K, Tally)>,
-    index: Map<u64, u32>,
+    index: Places,
 }
 
 impl<K> Default for Tallies<K> {
     fn default() -> Self {
         Tallies {
             list: Vec::new(),
-            index: Map::default(),
+            index: Places::default(),
         }
+    }
+}
+
+/// Places in a [`Tallies`] list by packed key (not generic: one copy of this code).
+#[derive(Debug)]
+struct Places {
+    map: Map<u64, u32>,
+    /// Recent keys and their places, direct-mapped by the key's low bits (`u32::MAX`: none):
+    /// consecutive events mostly share their keys, one per model (a probe of `map` per model
+    /// per event was a tenth of the watcher's time).
+    recent: [(u64, u32); 8],
+}
+
+impl Default for Places {
+    fn default() -> Self {
+        Places {
+            map: Map::default(),
+            recent: [(0, u32::MAX); 8],
+        }
+    }
+}
+
+impl Places {
+    /// The place of `packed`, or else `next` (recorded as its place) and `false`.
+    fn place(&mut self, packed: u64, next: usize) -> (usize, bool) {
+        let slot = ((packed ^ packed >> 32) & 7) as usize;
+        if let Some(&(p, i)) = self.recent.get(slot) {
+            if p == packed && i != u32::MAX {
+                return (i as usize, true);
+            }
+        }
+        let (i, found) = match self.map.get(&packed) {
+            Some(i) => (*i as usize, true),
+            None => {
+                self.map.insert(packed, next as u32);
+                (next, false)
+            }
+        };
+        if let Some(r) = self.recent.get_mut(slot) {
+            *r = (packed, i as u32);
+        }
+        (i, found)
     }
 }
 
 impl<K> Tallies<K> {
     /// The tally of `key` (packed: `packed`), new at `at` with `hashes` if unseen.
     fn get(&mut self, packed: u64, key: K, at: At, hashes: &[u64]) -> &mut Tally {
-        let i = match self.index.get(&packed) {
-            Some(i) => *i as usize,
-            None => {
-                self.index.insert(packed, self.list.len() as u32);
-                self.list.push((key, Tally::new(at, hashes)));
-                self.list.len() - 1
-            }
-        };
+        let (i, found) = self.index.place(packed, self.list.len());
+        if !found {
+            self.list.push((key, Tally::new(at, hashes)));
+        }
         &mut self.list[i].1
     }
 }

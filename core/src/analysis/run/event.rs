@@ -2,11 +2,10 @@
 
 use super::violations::{PrimaryPairs, Scope, Waiter};
 use super::{Recorder, Run};
-use crate::analysis::findings::{Msg, Rec, RootAt, Why};
+use crate::analysis::findings::{Msg, Rec, Why};
+use crate::analysis::roots::{Root, RootAt};
 use crate::analysis::IndexBuilder;
-use crate::analysis::{
-    EventLoc, Evidence, JobEvidence, ReorderClass, Rule, UnreachablePrefix, VerdictSink,
-};
+use crate::analysis::{EventLoc, Evidence, JobEvidence, ReorderClass, Rule, VerdictSink};
 use crate::consumers::{Hashes, VerdictKind};
 use crate::event::KvEvent;
 use crate::event::Tier;
@@ -35,22 +34,27 @@ impl Run {
         if self.index.multi_group {
             self.gids.fill(&mut self.keys, ev);
         } else {
-            self.gids.copy(&mut self.keys, &self.ids, ev);
+            self.gids
+                .copy(&mut self.keys, &self.ids, ev, !self.index.streaming);
         }
         let group = self.gids.group;
         let parent_id = self.gids.parent;
         if let Some(r) = recorder.as_mut() {
             r.event(i, &loc, ev, &self.gids.blocks, parent_id);
         }
-        let engine = {
-            let slot = self
-                .engines
-                .entry((loc.source as u64) << 32 | loc.dp_rank as u64);
-            if *slot == 0 {
-                self.engine_count += 1;
-                *slot = self.engine_count;
+        let engine_key = (loc.source as u64) << 32 | loc.dp_rank as u64;
+        let engine = match self.last_engine {
+            // The events of a batch share their engine: one look-up per batch.
+            Some((k, e)) if k == engine_key => e,
+            _ => {
+                let slot = self.engines.entry(engine_key);
+                if *slot == 0 {
+                    self.engine_count += 1;
+                    *slot = self.engine_count;
+                }
+                self.last_engine = Some((engine_key, *slot - 1));
+                *slot - 1
             }
-            *slot - 1
         };
         let at = self.precondition_at(i, &loc, origin);
         self.pre.event(b, at, ev);
@@ -108,45 +112,44 @@ impl Run {
                     // Roots are made in event order: a new root is the last (on the anchor
                     // stream a search of Dynamo's 500k roots per orphan was 6% of the time).
                     let found = match t.roots.last() {
-                        Some(last) if last.event == root => Ok(t.roots.len() - 1),
-                        Some(last) if last.event < root => Err(t.roots.len()),
+                        Some(last) if last.at() == root => Ok(t.roots.len() - 1),
+                        Some(last) if last.at() < root => Err(t.roots.len()),
                         None => Err(0),
-                        Some(_) => t.roots.binary_search_by_key(&root, |r| r.event),
+                        Some(_) => t.roots.binary_search_by_key(&root, Root::at),
                     };
                     let at = match found {
                         Ok(at) => at,
                         Err(at) => {
                             // A new root is this event (the models share its place).
-                            if self.places.last().is_none_or(|p| p.0 as usize != i) {
-                                self.places.push((
-                                    i as u32,
-                                    RootAt {
-                                        line: origin,
-                                        pos: loc.pos,
-                                        source: loc.source,
-                                    },
-                                ));
-                            }
-                            t.roots.insert(
-                                at,
-                                UnreachablePrefix {
-                                    event: root,
-                                    missing_parent: v.missing_parent,
-                                    first_block: lost.first().copied(),
-                                    events: 0,
-                                    blocks: 0,
-                                },
+                            let place = RootAt::new(origin, loc.pos, loc.source);
+                            let r = self.places.root(
+                                c,
+                                root as u32,
+                                place,
+                                v.missing_parent,
+                                lost.first().copied(),
                             );
+                            t.roots.insert(at, r);
                             at
                         }
                     };
+                    let n = u32::try_from(lost.len()).unwrap_or(u32::MAX);
                     if let Some(entry) = t.roots.get_mut(at) {
-                        entry.events += 1;
-                        entry.blocks += lost.len();
+                        entry.events = entry.events.saturating_add(1);
+                        entry.blocks = entry.blocks.saturating_add(n);
                     }
-                    t.lost_events.push((i as u32, root as u32));
-                    t.lost_counts
-                        .push(u32::try_from(lost.len()).unwrap_or(u32::MAX));
+                    if self.index.streaming {
+                        // Totals only (a list per lost event is what `analyze` keeps for the
+                        // replay); a pending event can still be replayed.
+                        t.lost_total.0 += 1;
+                        t.lost_total.1 += lost.len();
+                        if v.verdict == VerdictKind::Pending {
+                            t.lost_pending.push((i as u32, n));
+                        }
+                    } else {
+                        t.lost_events.push((i as u32, root as u32));
+                        t.lost_counts.push(n);
+                    }
                     for (k, b) in v.blocks.iter().enumerate() {
                         if matches!(b.verdict, VerdictKind::Applied | VerdictKind::Replayed) {
                             continue;
@@ -338,7 +341,13 @@ impl Run {
                     raw.push(r);
                 }
             }
-            KvEvent::AllBlocksCleared => presence.clear_source(engine),
+            KvEvent::AllBlocksCleared => {
+                let cleared = presence.clear_source(engine);
+                if index.streaming {
+                    // Ids the engine held, for `Run::recycle` (as a removal's).
+                    self.removed.extend_from_slice(&cleared);
+                }
+            }
         }
         if matches!(ev, KvEvent::BlockRemoved(_)) && self.index.streaming {
             self.removed.extend_from_slice(&self.ids.blocks);

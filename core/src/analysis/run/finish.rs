@@ -2,9 +2,10 @@
 //! order, consumer-loss findings from the loss roots) and, for an [`crate::analysis::Analysis`],
 //! the findings rendered.
 
-use super::violations::Waiter;
+use super::violations::Leftovers;
 use super::Run;
 use crate::analysis::findings::{Cursor, FindingStore, Msg, Rec, StoreParts};
+use crate::analysis::roots::Root;
 use crate::analysis::Rule;
 use crate::analysis::{Finding, LossSummary, SortedPairs};
 use crate::consumers::VerdictKind;
@@ -13,7 +14,7 @@ impl Run {
     /// Enter the finishing stage: list the children whose parent never arrived.
     pub(super) fn start_finish(&mut self) {
         // Plain loops (no iterator-adapter `collect` instances).
-        let leftovers: Vec<(u64, Waiter)> = self.waiting.take_all();
+        let leftovers = self.waiting.take_all();
         // In no particular order: a child waits for one parent, so each gives the only
         // `unknown-parent` finding of its event, and the store sorts the findings by event.
         let roots: usize = self.tracks.iter().map(|t| t.roots.len()).sum();
@@ -39,10 +40,7 @@ impl Run {
                 // event).
                 while let Some((p, w)) = fin.leftovers.pop() {
                     work += 1;
-                    if fin.leftovers.len().is_multiple_of(65_536) {
-                        fin.leftovers.shrink_to_fit();
-                    }
-                    if !self.presence.ever(Some(p as u32)) {
+                    if !self.presence.ever(Some(p)) {
                         let mut r = Rec::new(
                             Rule::UnknownParent,
                             w.child,
@@ -96,8 +94,14 @@ impl Run {
                 }
                 let verdicts = SortedPairs::from_sorted(counts);
                 // Events still lost (not replayed later) and their blocks.
-                let mut events_lost = 0usize;
-                let mut blocks_lost = 0usize;
+                let (mut events_lost, mut blocks_lost) = track.lost_total;
+                for &(e, n) in &track.lost_pending {
+                    if replayed(e as usize) {
+                        events_lost -= 1;
+                        blocks_lost -= n as usize;
+                    }
+                }
+                track.lost_pending = Vec::new();
                 for (&(e, _), &n) in track.lost_events.iter().zip(&track.lost_counts) {
                     if !replayed(e as usize) {
                         events_lost += 1;
@@ -114,19 +118,20 @@ impl Run {
                 drop(lost);
                 crate::sort::sort_u64(&mut hashes);
                 hashes.dedup();
-                // The roots move into the summary (the store reads them there); the few
-                // replayed later stay aside for their cascades.
-                let mut prefixes = std::mem::take(&mut track.roots);
+                // The roots move to the store (the summary's prefixes are rebuilt from them
+                // when read); the few replayed later stay aside for their cascades.
+                let mut roots = std::mem::take(&mut track.roots);
                 let mut aside = Vec::new();
-                if prefixes.iter().any(|r| replayed(r.event)) {
-                    for r in &prefixes {
-                        if replayed(r.event) {
-                            aside.push(r.clone());
+                if roots.iter().any(|r| replayed(r.at())) {
+                    for r in &roots {
+                        if replayed(r.at()) {
+                            aside.push(*r);
                         }
                     }
-                    prefixes.retain(|r| !replayed(r.event));
+                    roots.retain(|r| !replayed(r.at()));
                 }
                 fin.replayed.push(aside);
+                fin.roots.push(roots);
                 // Moved, not copied (the store reads only the roots).
                 let mut lost_events = std::mem::take(&mut track.lost_events);
                 lost_events.retain(|&(e, r)| !replayed(e as usize) && !replayed(r as usize));
@@ -136,7 +141,7 @@ impl Run {
                     events_lost,
                     pending_at_end: verdicts.get(&VerdictKind::Pending).copied().unwrap_or(0),
                     verdicts,
-                    unreachable_prefixes: prefixes,
+                    unreachable_prefixes: Vec::new(),
                     lost_hashes: hashes,
                     lost_events,
                 });
@@ -148,6 +153,7 @@ impl Run {
                 let store = FindingStore::new(StoreParts {
                     recs: std::mem::take(&mut self.raw),
                     losses: std::mem::take(&mut self.fin.losses),
+                    roots: std::mem::take(&mut self.fin.roots),
                     replayed: std::mem::take(&mut self.fin.replayed),
                     places: std::mem::take(&mut self.places),
                     consumers: self.config.consumers.clone(),
@@ -220,15 +226,16 @@ pub(super) enum FinishStep {
 #[derive(Default)]
 pub(super) struct Finishing {
     pub(super) step: FinishStep,
-    pub(super) leftovers: Vec<(u64, Waiter)>,
+    pub(super) leftovers: Leftovers,
     /// Position in the findings (`Render`).
     pub(super) cursor: Cursor,
     pub(super) store: Option<FindingStore>,
     pub(super) violations: Vec<Finding>,
     pub(super) findings: Vec<Finding>,
     pub(super) losses: Vec<LossSummary>,
-    /// Per model: its loss roots replayed later (see [`FindingStore`]).
-    pub(super) replayed: Vec<Vec<crate::analysis::UnreachablePrefix>>,
+    /// Per model: its loss roots, and those replayed later (see [`FindingStore`]).
+    pub(super) roots: Vec<Vec<Root>>,
+    pub(super) replayed: Vec<Vec<Root>>,
     pub(super) done: usize,
     pub(super) total: usize,
 }

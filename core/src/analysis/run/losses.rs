@@ -1,6 +1,6 @@
 //! Per-consumer loss bookkeeping: unreachable prefixes and their cascades.
 
-use super::super::UnreachablePrefix;
+use crate::analysis::roots::Root;
 use crate::consumers::VerdictKind;
 
 type HashMap<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
@@ -15,16 +15,22 @@ pub(crate) struct LossTrack {
     /// every block: one-event batches whose parents are never stored); others in `other`.
     root_of: Vec<u32>,
     root_of_other: HashMap<(u32, u64), u32>,
-    /// Unreachable prefixes, by root event (ascending: a root is created at the event being
-    /// processed). Its cascade (later events lost because of it) is `events - 1`.
-    pub(crate) roots: Vec<UnreachablePrefix>,
+    /// Unreachable prefixes, compact, by root event (ascending: a root is created at the
+    /// event being processed). Its cascade (later events lost because of it) is `events - 1`.
+    pub(crate) roots: Vec<Root>,
     /// Final verdict counts (kept up to date as pending events resolve).
     pub(crate) counts: [usize; VerdictKind::COUNT],
-    /// Every event with a lost block and the root event it was lost under, ascending by event.
+    /// Every event with a lost block and the root event it was lost under, ascending by event
+    /// (only for [`crate::analysis::analyze`]: the replay's lens reads them).
     pub(crate) lost_events: Vec<(u32, u32)>,
     /// How many blocks each of `lost_events` lost (parallel to it): the loss summary's block
     /// count without a list of every lost block (kept only where `compare` needs the hashes).
     pub(crate) lost_counts: Vec<u32>,
+    /// Streaming: events with a lost block and their lost blocks, in total, and the events
+    /// among them still pending at delivery, with their lost block counts (only a pending event
+    /// can be replayed later, which takes it out of the totals).
+    pub(crate) lost_total: (usize, usize),
+    pub(crate) lost_pending: Vec<(u32, u32)>,
 }
 
 impl LossTrack {

@@ -17,8 +17,9 @@ mod recycle;
 mod seq;
 mod violations;
 
-use super::findings::{Rec, RootAt};
+use super::findings::Rec;
 use super::identity::GroupIds;
+use super::roots::Places;
 use super::{
     Analysis, AnalysisConfig, BlockKeys, EventIndex, EventLoc, Finding, IndexBuilder, Report,
     VerdictSink,
@@ -88,9 +89,9 @@ pub(crate) struct Run {
     /// only for [`super::analyze`] (`compare` reads them), not a streaming run.
     lost_blocks: Vec<Vec<(usize, u64)>>,
     tracks: Vec<LossTrack>,
-    /// Where each loss root is, by root event (ascending): a root is always the event being
-    /// delivered, so the models share one row per root event.
-    places: Vec<(u32, RootAt)>,
+    /// Where each loss root is and its hashes, by root event (ascending): a root is always the
+    /// event being delivered, so the models share one row per root event.
+    places: Places,
     presence: Presence,
     /// The models' block ids (by hash).
     interner: Interner,
@@ -112,6 +113,8 @@ pub(crate) struct Run {
     /// (engine, tier).
     engines: SlabMap<u32>,
     engine_count: u32,
+    /// The last event's engine key and id.
+    last_engine: Option<(u64, u32)>,
     /// Workers reporting the store jobs ([`AnalysisConfig::workers_for`]); whether a header
     /// gave them (streaming).
     workers: u32,
@@ -175,7 +178,7 @@ impl Run {
             kinds: Vec::new(),
             lost_blocks: Vec::new(),
             tracks: Vec::new(),
-            places: Vec::new(),
+            places: Places::default(),
             presence: Presence::default(),
             interner: Interner::default(),
             keys: BlockKeys::default(),
@@ -187,6 +190,7 @@ impl Run {
             gids: GroupIds::default(),
             engines: SlabMap::default(),
             engine_count: 0,
+            last_engine: None,
             workers: config.workers.unwrap_or(1).max(1),
             header_workers: false,
             started: false,
@@ -348,6 +352,7 @@ impl Run {
         self.interner = Interner::default();
         self.keys = BlockKeys::default();
         self.engines = SlabMap::default();
+        self.last_engine = None;
         self.pre = Default::default();
         self.start_finish();
         self.stage = Stage::Finish;

@@ -14,6 +14,10 @@
 //! block: a hash-map entry would cost about 27 at its load, 140 MB on the 10M-event churn
 //! trace).
 //!
+//! The ids of an engine's blocks cleared by `AllBlocksCleared` are looked at the same way
+//! (llm-d keeps the blocks' engine mappings across a clear, so with the llm-d model they stay
+//! taken).
+//!
 //! Only for single-group traces (the models' ids are then also the analysis' ids), and never
 //! for `analyze` or replay (their tables keep every id). An id stays taken while a block is in
 //! Dynamo's device tree (its nodes are never freed), while the ideal model holds orphans, or
@@ -137,7 +141,55 @@ impl Run {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Run;
     use super::Gone;
+    use crate::analysis::AnalysisConfig;
+    use crate::consumers::testkit::{batch, h, removed, stored};
+    use crate::event::KvEvent;
+
+    /// The id a new hash gets after `rounds` rounds of a block stored then taken away by
+    /// `gone`, on a streaming run of the models `models`.
+    fn next_id(models: &str, rounds: u64, gone: impl Fn(u64) -> KvEvent) -> u32 {
+        let config = AnalysisConfig {
+            consumers: models
+                .split(',')
+                .filter_map(crate::consumers::ConsumerKind::parse)
+                .collect(),
+            ..AnalysisConfig::default()
+        };
+        let mut run = Run::streaming(&config);
+        let cpu = Some("CPU");
+        for k in 0..rounds {
+            run.push(
+                &batch("a", 2 * k, vec![stored(&[100 + k], None, cpu, 4)]),
+                None,
+            );
+            run.recycle();
+            run.push(&batch("a", 2 * k + 1, vec![gone(100 + k)]), None);
+            run.recycle();
+        }
+        run.interner.intern(h(1))
+    }
+
+    #[test]
+    fn removed_and_cleared_blocks_give_their_ids_back() {
+        let cpu = Some("CPU");
+        for models in ["sglang,smg,ideal,dynamo", "llmd"] {
+            // Removed one by one: the ids are reused.
+            assert!(
+                next_id(models, 3000, |k| removed(&[k], cpu)) < 8,
+                "{models}"
+            );
+        }
+        // Cleared with the whole engine: the same, except where llm-d keeps the blocks' engine
+        // mappings across a clear (its `uses`), as upstream does.
+        assert!(
+            next_id("sglang,smg,ideal,dynamo", 3000, |_| {
+                KvEvent::AllBlocksCleared
+            }) < 8
+        );
+        assert_eq!(next_id("llmd", 3000, |_| KvEvent::AllBlocksCleared), 3000);
+    }
 
     #[test]
     fn gone_keeps_every_hash_across_merges() {

@@ -126,21 +126,59 @@ impl Waiting {
         true
     }
 
-    /// Every waiter with its parent's id (lists by parent id, each list in order); leaves
-    /// `self` empty.
-    pub(super) fn take_all(&mut self) -> Vec<(u64, Waiter)> {
-        let mut out = Vec::with_capacity(self.slots.len());
-        for (parent, &(first, _)) in self.lists.iter().enumerate() {
+    /// Every waiter left, with its parent's id, to be taken from the end ([`Leftovers::pop`]);
+    /// leaves `self` empty. The waiters stay in their slots: a copy of them all cost their size
+    /// again at the end of a trace where every event waits (one-event batches whose parents are
+    /// never stored).
+    pub(super) fn take_all(&mut self) -> Leftovers {
+        let mut parent = vec![NONE; self.slots.len()];
+        for (p, &(first, _)) in self.lists.iter().enumerate() {
             let mut at = first;
             while at != NONE {
-                if let Some(w) = self.slots.get_mut(at as usize).and_then(Option::take) {
-                    out.push((parent as u64, w));
+                if let Some(x) = parent.get_mut(at as usize) {
+                    *x = p as u32;
                 }
                 at = self.next.get(at as usize).copied().unwrap_or(NONE);
             }
         }
+        let slots = std::mem::take(&mut self.slots);
         *self = Waiting::default();
-        out
+        Leftovers { slots, parent }
+    }
+}
+
+/// The waiters left at the end (see [`Waiting::take_all`]).
+#[derive(Default)]
+pub(super) struct Leftovers {
+    slots: Vec<Option<Waiter>>,
+    /// Per slot: its waiter's parent id.
+    parent: Vec<u32>,
+}
+
+impl Leftovers {
+    /// Slots left (free ones included).
+    pub(super) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether none is left.
+    pub(super) fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The last waiter left and its parent's id, giving the memory back as it goes.
+    pub(super) fn pop(&mut self) -> Option<(u32, Waiter)> {
+        loop {
+            let slot = self.slots.pop()?;
+            let parent = self.parent.pop().unwrap_or(NONE);
+            if self.slots.len().is_multiple_of(65_536) {
+                self.slots.shrink_to_fit();
+                self.parent.shrink_to_fit();
+            }
+            if let Some(w) = slot {
+                return Some((parent, w));
+            }
+        }
     }
 }
 
@@ -234,15 +272,17 @@ impl Presence {
         };
         h.lanes.remove(lane(s, t))
     }
-    pub(super) fn clear_source(&mut self, s: u32) {
+    pub(super) fn clear_source(&mut self, s: u32) -> Vec<u32> {
         let Some(list) = self.by_source.get_mut(s as usize) else {
-            return;
+            return Vec::new();
         };
-        for id in std::mem::take(list) {
-            if let Some(h) = self.held.get_mut(id as usize) {
+        let ids = std::mem::take(list);
+        for id in &ids {
+            if let Some(h) = self.held.get_mut(*id as usize) {
                 h.lanes.drop_source(s, None);
             }
         }
+        ids
     }
     pub(super) fn scope_missing(&self, id: Option<u32>, s: u32, t: u32) -> Option<Scope> {
         let Some(h) = id.and_then(|id| self.held.get(id as usize)) else {

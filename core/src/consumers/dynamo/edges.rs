@@ -38,14 +38,57 @@ impl Edges {
     }
 
     /// The child of `key`.
-    pub(super) fn get(&self, key: &EdgeKey) -> Option<u64> {
+    #[cfg(test)]
+    fn get(&self, key: &EdgeKey) -> Option<u64> {
         self.find(key)
             .and_then(|i| self.entries.get(i))
             .and_then(|e| e.1)
     }
 
+    /// The child of `key`, or else (no edge) set it to `child` and return `None`:
+    /// [`Edges::get`] then [`Edges::insert`] in one probe (once per lower-tier block).
+    pub(super) fn get_or_insert(&mut self, key: EdgeKey, child: u64) -> Option<u64> {
+        let id = match self.free.last() {
+            Some(&slot) => slot,
+            None => u32::try_from(self.entries.len()).unwrap_or(u32::MAX),
+        };
+        let entries = &self.entries;
+        let found = self.chain.find_or_push(key_hash(&key), id, |id| {
+            entries.get(id as usize).is_some_and(|e| e.0 == key)
+        });
+        match found {
+            Some(i) => {
+                let e = self.entries.get_mut(i as usize)?;
+                if e.1.is_none() {
+                    e.1 = Some(child);
+                    self.live += 1;
+                    return None;
+                }
+                e.1
+            }
+            None => {
+                self.push_new(key, child);
+                None
+            }
+        }
+    }
+
+    /// Fill the slot [`HashChain::find_or_push`] was given for a new edge.
+    fn push_new(&mut self, key: EdgeKey, child: u64) {
+        match self.free.pop() {
+            Some(slot) => {
+                if let Some(e) = self.entries.get_mut(slot as usize) {
+                    *e = (key, Some(child));
+                }
+            }
+            None => self.entries.push((key, Some(child))),
+        }
+        self.live += 1;
+    }
+
     /// Set the child of `key`.
-    pub(super) fn insert(&mut self, key: EdgeKey, child: u64) {
+    #[cfg(test)]
+    fn insert(&mut self, key: EdgeKey, child: u64) {
         // The slot a new edge takes: the last freed one, else a new entry.
         let id = match self.free.last() {
             Some(&slot) => slot,
@@ -63,17 +106,7 @@ impl Edges {
                     }
                 }
             }
-            None => {
-                match self.free.pop() {
-                    Some(slot) => {
-                        if let Some(e) = self.entries.get_mut(slot as usize) {
-                            *e = (key, Some(child));
-                        }
-                    }
-                    None => self.entries.push((key, Some(child))),
-                }
-                self.live += 1;
-            }
+            None => self.push_new(key, child),
         }
     }
 
@@ -129,5 +162,22 @@ mod tests {
             (Some(12), None, Some(30), 2)
         );
         assert_eq!(e.entries.len(), 2);
+    }
+
+    #[test]
+    fn get_or_insert_keeps_the_first_child() {
+        let mut e = Edges::default();
+        let k: EdgeKey = (StorageTier::HostPinned, (0, 0), Some(1), 7);
+        assert_eq!(e.get_or_insert(k, 10), None);
+        assert_eq!(
+            (e.get_or_insert(k, 11), e.get(&k), e.len()),
+            (Some(10), Some(10), 1)
+        );
+        e.remove(&k);
+        assert_eq!(
+            (e.get_or_insert(k, 12), e.get(&k), e.len()),
+            (None, Some(12), 1)
+        );
+        assert_eq!(e.entries.len(), 1);
     }
 }

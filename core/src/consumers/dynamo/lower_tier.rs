@@ -38,12 +38,12 @@ impl Dynamo {
                 break;
             }
             let ekey = (tier, w, parent, b.0);
-            match self.edges.get(&ekey) {
-                Some(child) if child != b.1 => break,
-                Some(_) => {}
-                None => {
-                    self.edges.insert(ekey, b.1);
-                }
+            if self
+                .edges
+                .get_or_insert(ekey, b.1)
+                .is_some_and(|c| c != b.1)
+            {
+                break;
             }
             let entry = LowerBlock {
                 tier,
