@@ -4,7 +4,7 @@
 // tokens each, mixed GPU/CPU media, a parent chain, 16 events per batch) as JSON Lines, converts
 // it to msgpack with `kvscope convert` (KVSCOPE_BIN, default target/release/kvscope), then loads
 // each into the page through the file input and reports:
-//   * the app's own figure: bytes in memory -> timeline model (parse + flatten + lanes; the
+//   * the app's own figure: load start -> timeline model (read + parse + flatten + lanes; the
 //     parent->child edge index is built in slices after the first paint, with the analysis), ms;
 //   * wall time: file input -> first rendered timeline (includes the browser reading the file);
 //   * the core analysis (consumer models, violation index; runs after the first paint), ms, and

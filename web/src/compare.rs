@@ -40,24 +40,25 @@ pub const SIM_WASM: &str = "./kvscope_sim_bg.wasm";
   });
 }
 let current, other;
-export function remember(name, bytes) { current = [name, bytes.slice()]; }
+export function remember(name, blob) { current = [name, blob]; }
 export function kept(left) { return left ? current : other; }
 export async function compare_file(sim, input, workers) {
   const file = input.files[0];
   input.value = '';
   if (!file) throw new Error('no file chosen');
   if (!current) throw new Error('load a trace first: it is compared with the trace you pick');
-  other = [file.name, new Uint8Array(await file.arrayBuffer())];
-  return sim.compare_loaded(current[1], current[0], other[1], other[0], workers);
+  other = [file.name, file];
+  const bytes = async (b) => new Uint8Array(await b.arrayBuffer());
+  return sim.compare_loaded(await bytes(current[1]), current[0], await bytes(file), file.name, workers);
 }")]
 extern "C" {
     /// Import the simulator's JS glue and instantiate its wasm; resolves to the module.
     #[wasm_bindgen(catch)]
     fn import_sim(js: &str, wasm: &str) -> Result<js_sys::Promise, JsValue>;
-    /// Keep the bytes of the trace just loaded (a copy outside wasm memory): what "Compare
+    /// Keep the trace just loaded (its `Blob`, outside wasm memory; no copy): what "Compare
     /// with trace" compares with.
-    pub fn remember(name: &str, bytes: &[u8]);
-    /// `[name, bytes]` of the loaded trace (`left`) or of the one compared with.
+    pub fn remember(name: &str, blob: &web_sys::Blob);
+    /// `[name, blob]` of the loaded trace (`left`) or of the one compared with.
     fn kept(left: bool) -> JsValue;
     /// Read the file picked in `input` and compare the loaded trace with it in the simulator
     /// module `sim` (`compare_loaded`); resolves to the comparison as JSON.
@@ -285,8 +286,15 @@ pub fn CompareDialog(
         // Two loaded traces come back without their texts: the page keeps both.
         let (name, bytes) = if c.left.is_empty() {
             let pair = js_sys::Array::from(&kept(left));
-            let bytes = js_sys::Uint8Array::new(&pair.get(1)).to_vec();
-            (pair.get(0).as_string().unwrap_or_default(), bytes)
+            open.set(false);
+            let name = pair.get(0).as_string().unwrap_or_default();
+            return load::load_blob(
+                st,
+                name,
+                pair.get(1).unchecked_into(),
+                TraceOrigin::Local,
+                None,
+            );
         } else if left {
             (format!("{} ({})", p.scenario, p.left), c.left.into_bytes())
         } else {

@@ -7,6 +7,7 @@
 
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::permalink::{LinkState, TraceOrigin};
@@ -87,12 +88,11 @@ function db() {
 function done(req) {
   return new Promise((res, rej) => { req.onsuccess = () => res(req.result); req.onerror = () => rej(req.error); });
 }
-export async function keep_trace(id, name, bytes) {
-  const copy = bytes.slice(); // a view into wasm memory: copy before the first await
+export async function keep_trace(id, name, blob) {
   const d = await db();
   try {
     const t = d.transaction('traces', 'readwrite');
-    t.objectStore('traces').put({ id, name, bytes: copy }, 'last');
+    t.objectStore('traces').put({ id, name, bytes: blob }, 'last');
     await new Promise((res, rej) => { t.oncomplete = res; t.onerror = () => rej(t.error); t.onabort = () => rej(t.error); });
   } finally { d.close(); }
 }
@@ -100,13 +100,13 @@ export async function kept_trace(id) {
   const d = await db();
   try {
     const v = await done(d.transaction('traces').objectStore('traces').get('last'));
-    return v && v.id === id ? [v.name, v.bytes] : undefined;
+    return v && v.id === id ? [v.name, v.bytes instanceof Blob ? v.bytes : new Blob([v.bytes])] : undefined;
   } finally { d.close(); }
 }
 "#)]
 extern "C" {
     #[wasm_bindgen(catch)]
-    fn keep_trace(id: &str, name: &str, bytes: &[u8]) -> Result<js_sys::Promise, JsValue>;
+    fn keep_trace(id: &str, name: &str, blob: &web_sys::Blob) -> Result<js_sys::Promise, JsValue>;
     #[wasm_bindgen(catch)]
     fn kept_trace(id: &str) -> Result<js_sys::Promise, JsValue>;
 }
@@ -120,14 +120,15 @@ fn reason(e: &JsValue) -> String {
         .unwrap_or_else(|| "browser storage is not available".into())
 }
 
-/// Keep trace `bytes` under `id` in this browser (replacing the one kept before).
-pub async fn keep(id: &str, name: &str, bytes: &[u8]) -> Result<(), String> {
-    let p = keep_trace(id, name, bytes).map_err(|e| reason(&e))?;
+/// Keep trace `blob` under `id` in this browser (replacing the one kept before). The browser
+/// stores the `Blob` itself: nothing is copied on the page's thread.
+pub async fn keep(id: &str, name: &str, blob: &web_sys::Blob) -> Result<(), String> {
+    let p = keep_trace(id, name, blob).map_err(|e| reason(&e))?;
     JsFuture::from(p).await.map(|_| ()).map_err(|e| reason(&e))
 }
 
 /// The trace kept under `id`: `(name, bytes)`; `Ok(None)` when this browser no longer has it.
-pub async fn kept(id: &str) -> Result<Option<(String, Vec<u8>)>, String> {
+pub async fn kept(id: &str) -> Result<Option<(String, web_sys::Blob)>, String> {
     let p = kept_trace(id).map_err(|e| reason(&e))?;
     let v = JsFuture::from(p).await.map_err(|e| reason(&e))?;
     if v.is_undefined() {
@@ -138,8 +139,7 @@ pub async fn kept(id: &str) -> Result<Option<(String, Vec<u8>)>, String> {
         .get(0)
         .as_string()
         .unwrap_or_else(|| "kept trace".into());
-    let bytes = js_sys::Uint8Array::new(&pair.get(1)).to_vec();
-    Ok(Some((name, bytes)))
+    Ok(Some((name, pair.get(1).unchecked_into())))
 }
 
 /// After a local trace's first paint: inline it in the permalink when the whole trace fits,
@@ -149,10 +149,10 @@ pub async fn inline_or_keep(
     st: crate::AppState,
     id: &str,
     name: &str,
-    bytes: &[u8],
+    blob: &web_sys::Blob,
     current: impl Fn() -> bool,
 ) {
-    if let Some(text) = crate::permalink::inline_trace(bytes).await {
+    if let Some(text) = crate::permalink::inline_trace(blob).await {
         if current() {
             st.origin.set(Some(TraceOrigin::Inline(text)));
             st.keeping.set(Keeping::InLink);
@@ -162,14 +162,12 @@ pub async fn inline_or_keep(
     if current() {
         st.keeping.set(Keeping::Saving);
     }
-    let kept = keep(id, name, bytes).await;
+    let kept = keep(id, name, blob).await;
+    let bytes = blob.size() as usize;
     if current() {
         st.keeping.set(match kept {
-            Ok(()) => Keeping::Kept { bytes: bytes.len() },
-            Err(reason) => Keeping::NotKept {
-                bytes: bytes.len(),
-                reason,
-            },
+            Ok(()) => Keeping::Kept { bytes },
+            Err(reason) => Keeping::NotKept { bytes, reason },
         });
     }
 }
@@ -179,8 +177,8 @@ pub async fn inline_or_keep(
 pub fn restore(st: crate::AppState, id: String, link: LinkState) {
     leptos::task::spawn_local(async move {
         let message = match kept(&id).await {
-            Ok(Some((name, bytes))) => {
-                return crate::load::load_bytes(st, name, bytes, TraceOrigin::Kept(id), Some(link));
+            Ok(Some((name, blob))) => {
+                return crate::load::load_blob(st, name, blob, TraceOrigin::Kept(id), Some(link));
             }
             Ok(None) => missing_sentence(None),
             Err(why) => missing_sentence(Some(&why)),

@@ -28,6 +28,7 @@ pub mod load;
 pub mod model;
 pub mod panels;
 pub mod permalink;
+pub mod read;
 pub mod recover;
 pub mod search;
 #[cfg(feature = "compare")]

@@ -1,7 +1,8 @@
 //! Loading traces: files (picker, drop), pasted text, same-origin URLs, permalinks and the demo.
 //!
-//! Input is read by the core's resumable reader (`wire::stream::Decoder`) a chunk at a time so
-//! the page can show progress (bytes, events, events/s) between chunks. The timeline is laid
+//! Input is read from its `Blob` by [`crate::read`] (the core's resumable reader,
+//! `wire::stream::Decoder`) a chunk at a time so the page can show progress (bytes, events,
+//! events/s) between chunks. The timeline is laid
 //! out and painted before the core's analysis runs ([`crate::model::Model::analyse`], after the
 //! first paint; [`crate::AnalysisStatus`] tracks it). Every failure ends in
 //! [`LoadStatus::Error`] with the core's located message (line or byte offset), never a blank
@@ -10,20 +11,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kvscope_core::trace::{Trace, TraceRecord};
-use kvscope_core::wire::stream::Decoder;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::keep::Keeping;
-use crate::model::Model;
+use crate::model::{LaneMode, Model};
 use crate::permalink::{LinkState, TraceOrigin};
-use crate::recover::{Broken, Recovery};
+use crate::read::{blob_of, parse, read_prefix, Failed};
+use crate::recover::Recovery;
 use crate::{AnalysisStatus, AppState, LoadStatus, Viewport, DEMO_TRACE};
-
-/// Input is pushed to the reader in chunks of this many bytes.
-const CHUNK: usize = 4 << 20;
 
 /// Milliseconds since page start.
 pub fn now_ms() -> f64 {
@@ -33,8 +30,8 @@ pub fn now_ms() -> f64 {
         .unwrap_or_else(js_sys::Date::now)
 }
 
-/// A `performance.mark` (for benchmarks: `kvscope:bytes`, `kvscope:first-timeline`,
-/// `kvscope:analysed`).
+/// A `performance.mark` (for benchmarks: `kvscope:bytes` when a load starts reading its input,
+/// `kvscope:first-timeline`, `kvscope:analysed`).
 pub fn mark(name: &str) {
     if let Some(p) = window().performance() {
         let _ = p.mark(name);
@@ -50,86 +47,19 @@ pub async fn after_paint() {
     yield_now().await;
 }
 
-/// Yield to the browser so it can paint (a zero-delay timeout).
+#[wasm_bindgen::prelude::wasm_bindgen(inline_js = "const ch = new MessageChannel(), q = [];
+ch.port1.onmessage = () => q.shift()();
+export function next_task() { return new Promise((r) => { q.push(r); ch.port2.postMessage(0); }); }")]
+extern "C" {
+    /// A promise resolved in a new task (a message to ourselves).
+    fn next_task() -> js_sys::Promise;
+}
+
+/// Yield to the browser (input, a due frame) and resume in a new task: a message to ourselves,
+/// not a zero-delay timeout, which browsers clamp to 4 ms once timeouts nest (40 ms of idle
+/// per 10 slices: a tenth of a million-event load).
 pub async fn yield_now() {
-    let p = js_sys::Promise::new(&mut |resolve, _| {
-        let _ = window().set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
-    });
-    let _ = JsFuture::from(p).await;
-}
-
-/// Report parsing progress (`done` of the bytes, `events` so far) and let the page paint.
-async fn progress(st: AppState, name: &str, done: usize, total: usize, events: usize, t0: f64) {
-    let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
-    st.status.set(LoadStatus::Loading {
-        name: name.to_owned(),
-        done,
-        total,
-        events,
-        events_per_s: events as f64 / secs,
-    });
-    yield_now().await;
-}
-
-/// Parse bytes into a trace through the core's resumable reader (`wire::stream::Decoder`, the
-/// one the CLI and the package read with), [`CHUNK`] bytes at a time, reporting progress
-/// (bytes, events, events/s) after each chunk. Records, numbering and errors (byte offset or
-/// line) are the core's; on an error, the batches complete before it and the bytes they span
-/// ([`Broken`]). `current` says whether this load is still wanted (a newer one cancels it:
-/// `None`).
-async fn parse(
-    st: AppState,
-    name: &str,
-    bytes: &[u8],
-    t0: f64,
-    current: impl Fn() -> bool,
-) -> Option<Result<Trace, Broken>> {
-    let mut records: Vec<TraceRecord> = Vec::new();
-    let mut events = 0usize;
-    let mut batches = 0usize;
-    let mut decoder =
-        Decoder::with_floats(kvscope_core::trace::stream_source_name(name), json_float);
-    let mut chunks = bytes.chunks(CHUNK);
-    loop {
-        let more = match chunks.next() {
-            Some(c) => {
-                decoder.push(c);
-                true
-            }
-            None => {
-                decoder.finish();
-                false
-            }
-        };
-        loop {
-            match decoder.next_record() {
-                Ok(Some(r)) => {
-                    if let TraceRecord::Batch(b) = &r {
-                        events += b.events.len();
-                        batches += 1;
-                    }
-                    records.push(r);
-                }
-                Ok(None) => break,
-                Err(error) => {
-                    return Some(Err(Broken {
-                        error,
-                        batches,
-                        complete_bytes: usize::try_from(decoder.position()).unwrap_or(0),
-                    }))
-                }
-            }
-        }
-        if !more {
-            break;
-        }
-        let done = usize::try_from(decoder.position()).unwrap_or(bytes.len());
-        progress(st, name, done, bytes.len(), events, t0).await;
-        if !current() {
-            return None;
-        }
-    }
-    Some(Ok(Trace { records }))
+    let _ = JsFuture::from(next_task()).await;
 }
 
 /// Target duration of one slice of the analysis, ms: long enough to amortise the yield,
@@ -299,13 +229,26 @@ pub fn load_bytes(
     origin: TraceOrigin,
     link: Option<LinkState>,
 ) {
+    load_blob(st, name, blob_of(&bytes), origin, link);
+}
+
+/// Load a trace (any supported format) from a `Blob` (a picked or dropped file, a fetched
+/// URL, a kept trace, [`blob_of`] bytes) under a display name.
+pub fn load_blob(
+    st: AppState,
+    name: String,
+    blob: web_sys::Blob,
+    origin: TraceOrigin,
+    link: Option<LinkState>,
+) {
     st.playing.set(false);
     st.recovery.set(None);
     let gen = begin_load(st);
+    let size = blob.size() as usize;
     st.status.set(LoadStatus::Loading {
         name: name.clone(),
         done: 0,
-        total: bytes.len(),
+        total: size,
         events: 0,
         events_per_s: 0.0,
     });
@@ -316,15 +259,23 @@ pub fn load_bytes(
         }
         let t0 = now_ms();
         mark("kvscope:bytes");
-        let trace = match parse(st, &name, &bytes, t0, move || is_current(st, gen)).await {
+        let (trace, scan) = match parse(st, &name, &blob, t0, move || is_current(st, gen)).await {
             None => return, // a newer load took over
-            Some(Ok(t)) => t,
-            Some(Err(broken)) => {
+            Some(Ok(read)) => read,
+            Some(Err(Failed::Read(message))) => {
+                st.status.set(LoadStatus::Error { name, message });
+                resume_analysis(st);
+                return;
+            }
+            Some(Err(Failed::Broken(broken))) => {
                 st.status.set(LoadStatus::Error {
                     name: name.clone(),
                     message: broken.error.to_string(),
                 });
-                st.recovery.set(Recovery::offer(&name, &broken, bytes));
+                // The complete leading records, read back from the input for the offer.
+                if let Ok(bytes) = read_prefix(&blob, broken.complete_bytes.min(size)).await {
+                    st.recovery.set(Recovery::offer(&name, &broken, bytes));
+                }
                 resume_analysis(st);
                 return;
             }
@@ -333,8 +284,8 @@ pub fn load_bytes(
         let n = trace.event_count();
         st.status.set(LoadStatus::Loading {
             name: name.clone(),
-            done: bytes.len(),
-            total: bytes.len(),
+            done: size,
+            total: size,
             events: n,
             events_per_s: n as f64 / (parse_ms / 1000.0).max(1e-3),
         });
@@ -342,8 +293,9 @@ pub fn load_bytes(
         if !is_current(st, gen) {
             return;
         }
-        // Lay the timeline out in two steps (flatten, lanes), yielding in between so no single
-        // task blocks the page for the whole layout of a large trace. The parent→child edges
+        // Lay the timeline out in two steps (flatten, lanes: in the default mode gathered while
+        // reading, `Scan`), yielding in between so no single task blocks the page for the
+        // whole layout of a large trace. The parent→child edges
         // are indexed after the first paint (`index_edges`): they are drawn only zoomed in.
         let mut phases = vec![("parse", now_ms() - t0)];
         let mut last = now_ms();
@@ -370,7 +322,10 @@ pub fn load_bytes(
             return;
         }
         let mode = st.lane_mode.get_untracked();
-        model.layout_lanes(mode);
+        match mode {
+            LaneMode::Tier => model.layout_scanned(scan),
+            _ => model.layout_lanes(mode),
+        }
         phase("lanes");
         yield_now().await;
         let ms = now_ms() - t0;
@@ -386,7 +341,7 @@ pub fn load_bytes(
         // (A local trace counts as in the link until its inlining fails: no flicker of the
         // "view only" note for the small ones.)
         st.keeping.set(match (&keep_id, &origin) {
-            (None, TraceOrigin::Kept(_)) => Keeping::Kept { bytes: bytes.len() },
+            (None, TraceOrigin::Kept(_)) => Keeping::Kept { bytes: size },
             _ => Keeping::InLink,
         });
         st.analysis.set(AnalysisStatus::Running {
@@ -397,7 +352,7 @@ pub fn load_bytes(
             indexing: true,
         });
         #[cfg(feature = "compare")]
-        crate::compare::remember(&name, &bytes);
+        crate::compare::remember(&name, &blob);
         st.origin.set(Some(origin));
         st.model.set(Some(Arc::new(model)));
         if st.lane_mode.get_untracked() != mode {
@@ -435,7 +390,7 @@ pub fn load_bytes(
         }
         spawn_analysis(st);
         if let Some(id) = keep_id {
-            crate::keep::inline_or_keep(st, &id, &name, &bytes, move || is_current(st, gen)).await;
+            crate::keep::inline_or_keep(st, &id, &name, &blob, move || is_current(st, gen)).await;
         }
     });
 }
@@ -461,18 +416,8 @@ pub fn load_file(st: AppState, file: web_sys::File) {
         events: 0,
         events_per_s: 0.0,
     });
-    leptos::task::spawn_local(async move {
-        match JsFuture::from(file.array_buffer()).await {
-            Ok(buf) => {
-                let bytes = js_sys::Uint8Array::new(&buf).to_vec();
-                load_bytes(st, name, bytes, TraceOrigin::Local, None);
-            }
-            Err(e) => st.status.set(LoadStatus::Error {
-                name,
-                message: format!("could not read the file: {}", js_text(&e)),
-            }),
-        }
-    });
+    // Read a chunk at a time while decoding (`parse`), not whole first.
+    load_blob(st, name, file.into(), TraceOrigin::Local, None);
 }
 
 /// A JS exception's text: an `Error`'s message, a thrown string, or its debug form (shared by
@@ -508,7 +453,7 @@ pub fn load_url(st: AppState, url: String, link: Option<LinkState>) {
         events_per_s: 0.0,
     });
     leptos::task::spawn_local(async move {
-        let result: Result<Vec<u8>, String> = async {
+        let result: Result<web_sys::Blob, String> = async {
             let href = same_origin(&url)?;
             let resp = JsFuture::from(window().fetch_with_str(&href))
                 .await
@@ -519,14 +464,14 @@ pub fn load_url(st: AppState, url: String, link: Option<LinkState>) {
             if !resp.ok() {
                 return Err(format!("HTTP {} {}", resp.status(), resp.status_text()));
             }
-            let buf = JsFuture::from(resp.array_buffer().map_err(|e| js_text(&e))?)
+            let blob = JsFuture::from(resp.blob().map_err(|e| js_text(&e))?)
                 .await
                 .map_err(|e| js_text(&e))?;
-            Ok(js_sys::Uint8Array::new(&buf).to_vec())
+            Ok(blob.unchecked_into())
         }
         .await;
         match result {
-            Ok(bytes) => load_bytes(st, url.clone(), bytes, TraceOrigin::Url(url), link),
+            Ok(blob) => load_blob(st, url.clone(), blob, TraceOrigin::Url(url), link),
             Err(message) => st.status.set(LoadStatus::Error { name: url, message }),
         }
     });
@@ -634,16 +579,3 @@ pub fn reanalyse(st: AppState) {
 pub fn after(ms: u64, f: impl FnOnce() + 'static) {
     set_timeout(f, Duration::from_millis(ms));
 }
-
-/// The JSON Lines reader's [`kvscope_core::wire::FloatParser`] in the page: the JavaScript engine's
-/// `parseFloat`, as in the npm package (`wasm/src/js.rs`), so the app links no float parser of
-/// its own. The reader hands it JSON number text only, which `parseFloat` reads whole and
-/// rounds correctly in every current engine (the package's `floats` tests check it).
-#[cfg(target_arch = "wasm32")]
-fn json_float(text: &str) -> Option<f64> {
-    Some(js_sys::Number::parse_float(text)).filter(|f| !f.is_nan())
-}
-
-/// Native builds (host-side unit tests) have no JavaScript engine: the core's own parser.
-#[cfg(not(target_arch = "wasm32"))]
-use kvscope_core::wire::parse_float as json_float;

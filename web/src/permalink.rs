@@ -107,27 +107,17 @@ pub const INFLATE_LIMIT: usize = 64 << 20;
 
 #[wasm_bindgen(inline_js = r#"
 const CHUNK = 65536;
-export async function deflate_raw_limited(bytes, limit) {
-  const cs = new CompressionStream('deflate-raw');
-  const writer = cs.writable.getWriter();
-  const reader = cs.readable.getReader();
+export async function deflate_raw_limited(blob, limit) {
+  const reader = blob.stream().pipeThrough(new CompressionStream('deflate-raw')).getReader();
   const parts = [];
-  let total = 0, over = false;
-  const pump = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      total += value.length;
-      if (total > limit) { over = true; await reader.cancel().catch(() => {}); return; }
-      parts.push(value);
-    }
-  })();
-  for (let i = 0; i < bytes.length && !over; i += CHUNK) {
-    await writer.write(bytes.slice(i, i + CHUNK)).catch(() => {});
+  let total = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    total += value.length;
+    if (total > limit) { await reader.cancel().catch(() => {}); return undefined; }
+    parts.push(value);
   }
-  if (!over) await writer.close().catch(() => {});
-  await pump;
-  if (over) return undefined;
   const out = new Uint8Array(total);
   let o = 0;
   for (const p of parts) { out.set(p, o); o += p.length; }
@@ -160,9 +150,9 @@ export async function inflate_raw_limited(bytes, limit) {
 }
 "#)]
 extern "C" {
-    /// Raw-deflate `bytes`; resolves to `undefined` as soon as the output exceeds `limit`.
+    /// Raw-deflate `blob`; resolves to `undefined` as soon as the output exceeds `limit`.
     #[wasm_bindgen(catch)]
-    fn deflate_raw_limited(bytes: &[u8], limit: u32) -> Result<js_sys::Promise, JsValue>;
+    fn deflate_raw_limited(blob: &web_sys::Blob, limit: u32) -> Result<js_sys::Promise, JsValue>;
     /// Inflate raw deflate; rejects on bad data or when the output exceeds `limit`.
     #[wasm_bindgen(catch)]
     fn inflate_raw_limited(bytes: &[u8], limit: u32) -> Result<js_sys::Promise, JsValue>;
@@ -176,13 +166,14 @@ fn js_message(v: &JsValue) -> String {
         .unwrap_or_else(|| "unknown error".into())
 }
 
-/// The inline form of trace bytes (raw deflate, base64url) for a permalink, or `None` when it
-/// would exceed [`INLINE_LIMIT`]: the compressor stops as soon as its output outgrows the
-/// limit, so a large trace costs only its first few hundred KB of deflate work. Browser only.
-pub async fn inline_trace(bytes: &[u8]) -> Option<String> {
+/// The inline form of a trace (raw deflate, base64url) for a permalink, or `None` when it
+/// would exceed [`INLINE_LIMIT`]: the compressor reads the `Blob` as a stream and stops as
+/// soon as its output outgrows the limit, so a large trace costs only its first few hundred KB
+/// of deflate work (and no copy of it). Browser only.
+pub async fn inline_trace(blob: &web_sys::Blob) -> Option<String> {
     // The base64url text must fit INLINE_LIMIT * 4 / 3 + 4 characters.
     let max_packed = (INLINE_LIMIT * 4 / 3 + 4) * 3 / 4;
-    let packed = JsFuture::from(deflate_raw_limited(bytes, max_packed as u32).ok()?)
+    let packed = JsFuture::from(deflate_raw_limited(blob, max_packed as u32).ok()?)
         .await
         .ok()?;
     let packed = packed.dyn_into::<js_sys::Uint8Array>().ok()?.to_vec();

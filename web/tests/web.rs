@@ -606,8 +606,12 @@ async fn overview_stays_put_when_lanes_scroll() {
 #[wasm_bindgen_test]
 async fn inline_permalinks_round_trip_in_the_browser() {
     use kvscope_web::permalink::{inline_trace, uninline_trace, INLINE_LIMIT};
+    let inline = |b: &[u8]| {
+        let blob = kvscope_web::read::blob_of(b);
+        async move { inline_trace(&blob).await }
+    };
     let demo = kvscope_web::DEMO_TRACE.as_bytes();
-    let text = inline_trace(demo).await.expect("the demo is small");
+    let text = inline(demo).await.expect("the demo is small");
     assert!(
         text.len() < demo.len() / 2,
         "{} of {}",
@@ -628,8 +632,8 @@ async fn inline_permalinks_round_trip_in_the_browser() {
             x as u8
         })
         .collect();
-    assert!(inline_trace(&noise).await.is_none());
-    assert!(inline_trace(&noise[..INLINE_LIMIT / 2]).await.is_some());
+    assert!(inline(&noise).await.is_none());
+    assert!(inline(&noise[..INLINE_LIMIT / 2]).await.is_some());
     let err = uninline_trace("AAAAAAAA").await.unwrap_err();
     assert!(err.contains("does not inflate"), "{err}");
     let err = uninline_trace("!!").await.unwrap_err();
@@ -886,17 +890,24 @@ async fn a_cut_trace_offers_its_complete_batches() {
 #[wasm_bindgen_test]
 async fn a_kept_trace_comes_back_by_its_id() {
     use kvscope_web::keep::{keep, kept, new_id};
+    use kvscope_web::read::{blob_of, read_blob};
+    // What comes back: the name and the bytes (read out of the kept `Blob`).
+    let back = |id: String| async move {
+        match kept(&id).await.unwrap() {
+            Some((name, blob)) => Some((name, read_blob(&blob).await.unwrap())),
+            None => None,
+        }
+    };
     let (a, b) = (new_id(), new_id());
     assert_ne!(a, b);
-    keep(&a, "a.jsonl", b"first").await.expect("kept");
+    keep(&a, "a.jsonl", &blob_of(b"first")).await.expect("kept");
     assert_eq!(
-        kept(&a).await.unwrap(),
+        back(a.clone()).await,
         Some(("a.jsonl".into(), b"first".to_vec()))
     );
-    keep(&b, "b.jsonl", b"second").await.expect("kept");
-    assert_eq!(kept(&a).await.unwrap(), None, "one trace is kept: the last");
-    assert_eq!(
-        kept(&b).await.unwrap(),
-        Some(("b.jsonl".into(), b"second".to_vec()))
-    );
+    keep(&b, "b.jsonl", &blob_of(b"second"))
+        .await
+        .expect("kept");
+    assert_eq!(back(a).await, None, "one trace is kept: the last");
+    assert_eq!(back(b).await, Some(("b.jsonl".into(), b"second".to_vec())));
 }

@@ -113,6 +113,17 @@ impl Decoder {
         self.end = self.buf.len();
     }
 
+    /// Append the next `len` bytes of the input, written by `fill` straight into the decoder's
+    /// buffer: the page copies each chunk out of a JavaScript buffer this way, once, instead of
+    /// into a fresh `Vec` first and then here (a second copy, and fresh memory per chunk).
+    pub fn push_with(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) {
+        self.buf.truncate(self.end);
+        self.compact();
+        self.buf.resize(self.end.saturating_add(len), 0);
+        fill(self.buf.get_mut(self.end..).unwrap_or_default());
+        self.end = self.buf.len();
+    }
+
     /// Drop the consumed bytes once they are half the input held (amortised O(1) per byte).
     fn compact(&mut self) {
         if self.start > self.end / 2 {

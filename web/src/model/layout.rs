@@ -3,6 +3,79 @@
 
 use super::*;
 
+/// An event without a lane while lanes are gathered (`AllBlocksCleared`: lane 0 in the end).
+const NO_LANE: u16 = u16::MAX;
+
+/// The lanes of lane mode [`LaneMode::Tier`] gathered a batch at a time ([`Scan::batch`]), as
+/// the loader reads them: the batch's events are still in the cache then, where a pass over a
+/// million decoded events afterwards spent about 100 ms waiting for memory (and was one long
+/// task).
+#[derive(Default)]
+pub struct Scan {
+    /// Per event so far, an index into `lanes` (or [`NO_LANE`]).
+    ids: Vec<u16>,
+    /// Each lane's first event (record, position), whose key (medium, ownership, provenance
+    /// tier, KV group) later events are compared with: a handful of lanes, no hashing.
+    firsts: Vec<(u32, u32)>,
+    lanes: Vec<Lane>,
+}
+
+/// A lane key in [`Scan`]: medium, ownership, provenance tier, KV group.
+type ScanKey<'t> = (Option<&'t str>, Option<&'t str>, Option<&'t str>, u32);
+
+/// Event `pos` of batch `b`'s lane key (`None`: no lane, `AllBlocksCleared`).
+fn scan_key(b: &TraceBatch, pos: usize) -> Option<ScanKey<'_>> {
+    let (medium, ownership, group) = match b.events.get(pos)? {
+        KvEvent::BlockStored(e) => (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx),
+        KvEvent::BlockRemoved(e) => (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx),
+        KvEvent::AllBlocksCleared => return None,
+    };
+    let prov_tier = match (medium, ownership) {
+        (Some("STORAGE" | "FS" | "OBJ"), None) => b
+            .provenance
+            .as_ref()
+            .and_then(|p| p.get(pos))
+            .map(|p| p.tier.as_str()),
+        _ => None,
+    };
+    Some((medium, ownership, prov_tier, group.unwrap_or(0)))
+}
+
+impl Scan {
+    /// Add the events of batch record `records[record]` (the batches in delivery order).
+    pub fn batch(&mut self, records: &[TraceRecord], record: usize) {
+        let Some(TraceRecord::Batch(b)) = records.get(record) else {
+            return;
+        };
+        for pos in 0..b.events.len() {
+            let Some(key) = scan_key(b, pos) else {
+                self.ids.push(NO_LANE);
+                continue;
+            };
+            let found = self
+                .firsts
+                .iter()
+                .position(|&(r, p)| match records.get(r as usize) {
+                    Some(TraceRecord::Batch(f)) => scan_key(f, p as usize) == Some(key),
+                    _ => false,
+                });
+            let id = match found {
+                Some(k) => k,
+                None => {
+                    let Some(lane) = lane_key(b, pos, key.3, false, None) else {
+                        self.ids.push(NO_LANE);
+                        continue;
+                    };
+                    self.lanes.push(lane);
+                    self.firsts.push((record as u32, pos as u32));
+                    self.firsts.len() - 1
+                }
+            };
+            self.ids.push(id.min(usize::from(NO_LANE) - 1) as u16);
+        }
+    }
+}
+
 impl Model {
     /// Per event, its job's lane (lane mode [`LaneMode::TierJob`]), from the analysis'
     /// [`EventIndex`] once analysed, else from an index built here (same jobs: provenance
@@ -52,6 +125,15 @@ impl Model {
 
     /// The lanes part of [`Model::layout`]: each event's lane and the coarse bins.
     pub fn layout_lanes(&mut self, mode: LaneMode) {
+        if mode == LaneMode::Tier {
+            let mut scan = Scan::default();
+            self.with_trace(|t| {
+                for k in 0..t.records.len() {
+                    scan.batch(&t.records, k);
+                }
+            });
+            return self.layout_scanned(scan);
+        }
         // (medium, ownership, provenance tier, group, source, dp_rank, job)
         type Key<'t> = (
             Option<&'t str>,
@@ -62,7 +144,7 @@ impl Model {
             Option<u32>,
             Option<u32>,
         );
-        const NONE: u16 = u16::MAX;
+        const NONE: u16 = NO_LANE;
         // Edges link events within a lane: index them again.
         self.edges_indexed = false;
         self.edge_build = None;
@@ -74,75 +156,94 @@ impl Model {
             let mut ids: HashMap<Key<'_>, u16> = HashMap::default();
             let mut lanes: Vec<Lane> = Vec::new();
             let mut out = Vec::with_capacity(self.events.len());
-            for (ei, r) in self.events.iter().enumerate() {
-                let Some(b) = batch_of(t, r) else {
-                    out.push(NONE);
-                    continue;
-                };
-                let (medium, ownership, group) = match b.events.get(r.pos as usize) {
-                    Some(KvEvent::BlockStored(e)) => {
-                        (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
-                    }
-                    Some(KvEvent::BlockRemoved(e)) => {
-                        (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
-                    }
-                    _ => {
-                        out.push(NONE);
-                        continue;
-                    }
-                };
-                let prov_tier = match (medium, ownership) {
-                    (Some("STORAGE" | "FS" | "OBJ"), None) => b
-                        .provenance
-                        .as_ref()
-                        .and_then(|p| p.get(r.pos as usize))
-                        .map(|p| p.tier.as_str()),
-                    _ => None,
-                };
-                let job = match mode {
-                    LaneMode::TierJob => {
-                        let j = event_jobs.get(ei).copied().unwrap_or(u32::MAX);
-                        // Jobs sharing the overflow lane share one key per tier.
-                        match job_lanes.get(j as usize) {
-                            Some(JobLane::More) => Some(u32::MAX - 1),
-                            Some(_) => Some(j),
-                            None => Some(u32::MAX),
+            // Batch by batch, in delivery order (the order of `self.events`).
+            let batches = t.records.iter().filter_map(|r| match r {
+                TraceRecord::Batch(b) => Some(b),
+                _ => None,
+            });
+            for b in batches {
+                for (pos, ev) in b.events.iter().enumerate() {
+                    let ei = out.len();
+                    let (medium, ownership, group) = match ev {
+                        KvEvent::BlockStored(e) => {
+                            (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
                         }
-                    }
-                    _ => None,
-                };
-                let split_source = mode == LaneMode::SourceTier
-                    || (many_sources && job.is_some_and(|j| j != u32::MAX));
-                let source = split_source.then_some(b.source.as_str());
-                let group = group.unwrap_or(0);
-                let key = (
-                    medium,
-                    ownership,
-                    prov_tier,
-                    group,
-                    source,
-                    source.and(b.dp_rank),
-                    job,
-                );
-                let id = match ids.get(&key) {
-                    Some(id) => *id,
-                    None => {
-                        let id = lanes.len().min(NONE as usize - 1) as u16;
-                        let job_lane = job.map(|j| match j {
-                            u32::MAX => JobLane::NoJob,
-                            _ => job_lanes.get(j as usize).cloned().unwrap_or(JobLane::More),
-                        });
-                        if let Some(l) = lane_key(t, r, group, split_source, job_lane) {
-                            lanes.push(l);
+                        KvEvent::BlockRemoved(e) => {
+                            (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
                         }
-                        ids.insert(key, id);
-                        id
-                    }
-                };
-                out.push(id);
+                        KvEvent::AllBlocksCleared => {
+                            out.push(NONE);
+                            continue;
+                        }
+                    };
+                    let prov_tier = match (medium, ownership) {
+                        (Some("STORAGE" | "FS" | "OBJ"), None) => b
+                            .provenance
+                            .as_ref()
+                            .and_then(|p| p.get(pos))
+                            .map(|p| p.tier.as_str()),
+                        _ => None,
+                    };
+                    let job = match mode {
+                        LaneMode::TierJob => {
+                            let j = event_jobs.get(ei).copied().unwrap_or(u32::MAX);
+                            // Jobs sharing the overflow lane share one key per tier.
+                            match job_lanes.get(j as usize) {
+                                Some(JobLane::More) => Some(u32::MAX - 1),
+                                Some(_) => Some(j),
+                                None => Some(u32::MAX),
+                            }
+                        }
+                        _ => None,
+                    };
+                    let split_source = mode == LaneMode::SourceTier
+                        || (many_sources && job.is_some_and(|j| j != u32::MAX));
+                    let source = split_source.then_some(b.source.as_str());
+                    let group = group.unwrap_or(0);
+                    let key = (
+                        medium,
+                        ownership,
+                        prov_tier,
+                        group,
+                        source,
+                        source.and(b.dp_rank),
+                        job,
+                    );
+                    let id = match ids.get(&key) {
+                        Some(id) => *id,
+                        None => {
+                            let id = lanes.len().min(NONE as usize - 1) as u16;
+                            let job_lane = job.map(|j| match j {
+                                u32::MAX => JobLane::NoJob,
+                                _ => job_lanes.get(j as usize).cloned().unwrap_or(JobLane::More),
+                            });
+                            if let Some(l) = lane_key(b, pos, group, split_source, job_lane) {
+                                lanes.push(l);
+                            }
+                            ids.insert(key, id);
+                            id
+                        }
+                    };
+                    out.push(id);
+                }
             }
             (out, lanes)
         });
+        self.set_lanes(&tmp_ids, tmp_lanes);
+    }
+
+    /// Lane mode [`LaneMode::Tier`] from a [`Scan`] of every batch (made while the trace was
+    /// read: the first paint needs no second pass over the events).
+    pub fn layout_scanned(&mut self, scan: Scan) {
+        self.edges_indexed = false;
+        self.edge_build = None;
+        self.set_lanes(&scan.ids, scan.lanes);
+    }
+
+    /// Each event's lane from `tmp_ids` (an index into `tmp_lanes` per event, [`NO_LANE`] for
+    /// none), with the lanes sorted and merged; then the coarse bins.
+    fn set_lanes(&mut self, tmp_ids: &[u16], tmp_lanes: Vec<Lane>) {
+        const NONE: u16 = NO_LANE;
         // A lane per KV group only when the trace has more than one.
         let mut tmp_lanes = tmp_lanes;
         let first_group = tmp_lanes.first().and_then(|l| l.group);
@@ -278,17 +379,16 @@ impl Model {
     }
 }
 
-fn lane_key(
-    t: &Trace,
-    r: EventAt,
+pub(super) fn lane_key(
+    b: &TraceBatch,
+    pos: usize,
     group: u32,
     split_source: bool,
     job: Option<JobLane>,
 ) -> Option<Lane> {
-    let b = batch_of(t, r)?;
-    let ev = b.events.get(r.pos as usize)?;
+    let ev = b.events.get(pos)?;
     let tier = ev.tier()?;
-    let prov = b.provenance.as_ref().and_then(|p| p.get(r.pos as usize));
+    let prov = b.provenance.as_ref().and_then(|p| p.get(pos));
     let label = match (&tier, prov) {
         (Tier::Storage(None), Some(p)) if !p.tier.is_empty() => p.tier.clone(),
         _ => tier.label(),

@@ -23,6 +23,7 @@ mod sort;
 mod tests;
 pub mod topology;
 
+pub use layout::Scan;
 pub use sort::{insertion_sort, sort_by_u64};
 
 pub use query::{match_note, next_match, Query, GRAMMAR};

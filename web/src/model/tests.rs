@@ -635,3 +635,34 @@ fn the_axis_names_batches_and_time() {
         ]
     );
 }
+
+/// The loader gathers the default lanes while it reads (`Scan`, a batch at a time as records
+/// arrive): the same lanes and per-event lanes as laying out the whole trace, with a cleared
+/// event in lane 0 and the tiers in their order.
+#[test]
+fn lanes_gathered_while_reading_match_the_layout() {
+    let records = vec![
+        batch(0, vec![stored(1, None, "CPU"), stored(2, None, "GPU")]),
+        TraceRecord::Header(TraceHeader::default()),
+        batch(
+            1,
+            vec![KvEvent::AllBlocksCleared, stored(3, Some(1), "CPU")],
+        ),
+        batch(2, vec![stored(4, None, "DISK"), stored(5, Some(2), "GPU")]),
+    ];
+    let mut read = Vec::new();
+    let mut scan = Scan::default();
+    for r in records.clone() {
+        read.push(r);
+        scan.batch(&read, read.len() - 1);
+    }
+    let mut streamed = Model::flatten("t", Trace { records: read }).unwrap();
+    streamed.layout_scanned(scan);
+    let whole = Model::from_trace("t", Trace { records }, LaneMode::Tier).unwrap();
+    let titles: Vec<String> = streamed.lanes.iter().map(Lane::title).collect();
+    assert_eq!(titles, ["GPU", "CPU", "DISK"]);
+    assert_eq!(streamed.lane_of, [1, 0, 0, 1, 2, 0]);
+    assert_eq!(streamed.lanes, whole.lanes);
+    assert_eq!(streamed.lane_of, whole.lane_of);
+    assert_eq!(streamed.blocks, whole.blocks);
+}
