@@ -36,7 +36,21 @@ tsc -p tests/node
 
 step "web: component tests in headless Chromium (wasm-bindgen-test)"
 export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
-cargo test -p kvscope-web --target wasm32-unknown-unknown --locked
+cargo test -p kvscope-web --target wasm32-unknown-unknown --locked --no-run
+# Since 2026-12-05 wasm-bindgen-test-runner sometimes never starts the test page (about one run
+# in three here, with no test output: it hangs before "running N tests"; not understood yet).
+# A run that has not finished in 2 minutes (a good one takes under 30 s, built) is stopped and
+# retried, at most twice, saying so; a failing test still fails the step at once.
+web_component_tests() {
+  timeout -k 10 120 cargo test -p kvscope-web --target wasm32-unknown-unknown --locked
+}
+for attempt in 1 2 3; do
+  rc=0
+  web_component_tests || rc=$?
+  [ "$rc" = 124 ] || break
+  echo "web component tests: the runner hung (no result in 120 s, attempt $attempt)" >&2
+done
+[ "$rc" = 0 ] || exit "$rc"
 
 step "web: clippy for wasm32"
 cargo clippy -p kvscope-web --target wasm32-unknown-unknown --all-targets --locked --no-deps -- -D warnings
