@@ -16,9 +16,9 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::keep::Keeping;
-use crate::model::{LaneMode, Model};
+use crate::model::LaneMode;
 use crate::permalink::{LinkState, TraceOrigin};
-use crate::read::{blob_of, parse, read_prefix, Failed};
+use crate::read::{blob_of, parse, read_prefix, Failed, Shown};
 use crate::recover::Recovery;
 use crate::{AnalysisStatus, AppState, LoadStatus, Viewport, DEMO_TRACE};
 
@@ -63,11 +63,25 @@ pub async fn yield_now() {
 }
 
 /// Target duration of one slice of the analysis, ms: long enough to amortise the yield,
-/// short enough that a pan or a click waits at most about this long.
+/// short enough that a pan or a click waits at most about this long. Wall time, checked
+/// between calls of about [`CALL_MS`]: on a busy machine a slice of fixed work took several
+/// times as long (slices of 100-450 ms at a million events under load 10).
 const SLICE_MS: f64 = 30.0;
 
-/// Budget (`ReplayBuilder::advance` units) of the first slice of each analysis phase.
-const FIRST_BUDGET: usize = 2_000;
+/// Target duration of one call into the analysis or the edge index within a slice, ms: a slice
+/// ends at the first call that ends after [`SLICE_MS`], so it overshoots by about this much
+/// (by more for a step that cannot be split: a sort, a model's summary).
+const CALL_MS: f64 = 4.0;
+
+/// Budget (`ReplayBuilder::advance` units) of the first call of each analysis phase.
+const FIRST_BUDGET: usize = 1_000;
+
+/// A budget of work units scaled so a call takes about [`CALL_MS`], given that the last one of
+/// `budget` units took `took` ms.
+fn rescale(budget: usize, took: f64, min: usize, max: usize) -> usize {
+    let scale = (CALL_MS / took.max(0.05)).clamp(0.25, 4.0);
+    ((budget as f64 * scale) as usize).clamp(min, max)
+}
 
 /// Start a new load: every load or analysis task of an earlier one stops at its next slice.
 /// Returns the new load's generation.
@@ -101,26 +115,33 @@ pub fn spawn_analysis(st: AppState) {
             if !is_current(st, gen) {
                 return; // a newer load took over
             }
-            let ts = now_ms();
-            let progress = st
-                .model
-                .with_untracked(|m| m.as_ref().and_then(|m| m.analyse_some(budget)));
-            let took = (now_ms() - ts).max(0.05);
+            // One slice: calls of about CALL_MS until SLICE_MS have passed.
+            let slice = now_ms();
+            let progress = loop {
+                let ts = now_ms();
+                let progress = st
+                    .model
+                    .with_untracked(|m| m.as_ref().and_then(|m| m.analyse_some(budget)));
+                let took = now_ms() - ts;
+                let Some(p) = progress else { break None };
+                // Adapt the budget so a call takes about CALL_MS; a new phase has other costs
+                // per unit (indexing counts batches, the analysis events): start small again. A
+                // call that did much less than its budget (a whole step that ends its call:
+                // freeing a model, a sort, a loss summary) says nothing about the cost per unit:
+                // keep the budget (growing it there let the findings' last step run a million
+                // units, seconds, in one call).
+                let did = p.done.saturating_sub(last_done);
+                last_done = p.done;
+                if phase.replace(p.phase).is_some_and(|q| q != p.phase) {
+                    budget = FIRST_BUDGET;
+                } else if did >= budget / 2 || took > CALL_MS {
+                    budget = rescale(budget, took, 64, 1 << 22);
+                }
+                if now_ms() - slice >= SLICE_MS {
+                    break Some(p);
+                }
+            };
             let Some(p) = progress else { break };
-            // Adapt the budget so a slice takes about SLICE_MS; a new phase has other costs
-            // per unit (indexing counts batches, the analysis events): start small again. A
-            // call that did much less than its budget (a whole step that ends its call: freeing
-            // a model, a sort, a loss summary) says nothing about the cost per unit: keep the
-            // budget (growing it there let the findings' last step run a million units, seconds,
-            // in one slice).
-            let did = p.done.saturating_sub(last_done);
-            last_done = p.done;
-            if phase.replace(p.phase).is_some_and(|q| q != p.phase) {
-                budget = FIRST_BUDGET;
-            } else if did >= budget / 2 || took > SLICE_MS {
-                let scale = (SLICE_MS / took).clamp(0.25, 4.0);
-                budget = ((budget as f64 * scale) as usize).clamp(64, 1 << 22);
-            }
             let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
             st.analysis.set(AnalysisStatus::Running {
                 events,
@@ -167,36 +188,39 @@ pub fn spawn_analysis(st: AppState) {
 /// to the status line's breakdown. Stops when a load newer than `gen` starts.
 async fn index_edges(st: AppState, gen: u64) {
     let t0 = now_ms();
-    let mut budget = 50_000usize;
+    let mut budget = 10_000usize;
     let mut worked = false;
-    loop {
+    let mut done = false;
+    while !done {
         if !is_current(st, gen) {
             return;
         }
-        let ts = now_ms();
-        let mut done = true;
-        st.model.update_untracked(|slot| {
-            let Some(arc) = slot.as_mut() else { return };
-            if arc.edges_indexed() {
-                return;
-            }
-            worked = true;
-            match Arc::get_mut(arc) {
-                Some(m) => done = m.index_edges_some(budget),
-                // Still shared (a render holds it): lay out a copy, edges included.
-                None => {
-                    if let Ok(m) = arc.relaid(st.lane_mode.get_untracked()) {
-                        *arc = Arc::new(m);
+        // One slice: calls of about CALL_MS until SLICE_MS have passed.
+        let slice = now_ms();
+        while !done && now_ms() - slice < SLICE_MS {
+            let ts = now_ms();
+            done = true;
+            st.model.update_untracked(|slot| {
+                let Some(arc) = slot.as_mut() else { return };
+                if arc.edges_indexed() {
+                    return;
+                }
+                worked = true;
+                match Arc::get_mut(arc) {
+                    Some(m) => done = m.index_edges_some(budget),
+                    // Still shared (a render holds it): lay out a copy, edges included.
+                    None => {
+                        if let Ok(m) = arc.relaid(st.lane_mode.get_untracked()) {
+                            *arc = Arc::new(m);
+                        }
                     }
                 }
-            }
-        });
-        if done {
-            break;
+            });
+            budget = rescale(budget, now_ms() - ts, 1 << 10, 1 << 24);
         }
-        let scale = (SLICE_MS / (now_ms() - ts).max(0.05)).clamp(0.25, 4.0);
-        budget = ((budget as f64 * scale) as usize).clamp(1 << 10, 1 << 24);
-        yield_now().await;
+        if !done {
+            yield_now().await;
+        }
     }
     if worked {
         st.model.update(|_| {}); // draw the edges
@@ -259,15 +283,22 @@ pub fn load_blob(
         }
         let t0 = now_ms();
         mark("kvscope:bytes");
-        let (trace, scan) = match parse(st, &name, &blob, t0, move || is_current(st, gen)).await {
+        let mut shown = Shown::default();
+        let parsed = parse(st, &name, &blob, t0, &mut shown, move || {
+            is_current(st, gen)
+        })
+        .await;
+        let (mut model, scan) = match parsed {
             None => return, // a newer load took over
             Some(Ok(read)) => read,
             Some(Err(Failed::Read(message))) => {
+                shown.restore(st);
                 st.status.set(LoadStatus::Error { name, message });
                 resume_analysis(st);
                 return;
             }
             Some(Err(Failed::Broken(broken))) => {
+                shown.restore(st);
                 st.status.set(LoadStatus::Error {
                     name: name.clone(),
                     message: broken.error.to_string(),
@@ -280,54 +311,19 @@ pub fn load_blob(
                 return;
             }
         };
-        let parse_ms = now_ms() - t0;
-        let n = trace.event_count();
-        st.status.set(LoadStatus::Loading {
-            name: name.clone(),
-            done: size,
-            total: size,
-            events: n,
-            events_per_s: n as f64 / (parse_ms / 1000.0).max(1e-3),
-        });
-        yield_now().await;
-        if !is_current(st, gen) {
-            return;
-        }
-        // Lay the timeline out in two steps (flatten, lanes: in the default mode gathered while
-        // reading, `Scan`), yielding in between so no single task blocks the page for the
-        // whole layout of a large trace. The parent→child edges
-        // are indexed after the first paint (`index_edges`): they are drawn only zoomed in.
-        let mut phases = vec![("parse", now_ms() - t0)];
-        let mut last = now_ms();
-        let mut phase = |p: &'static str| {
-            let t = now_ms();
-            phases.push((p, t - last));
-            last = t;
-        };
-        let mut model = match Model::flatten(&name, trace) {
-            Ok(m) => m,
-            Err(e) => {
-                st.status.set(LoadStatus::Error {
-                    name,
-                    message: e.to_string(),
-                });
-                resume_analysis(st);
-                return;
-            }
-        };
+        // The whole trace is in `model` (taken out of the page, which showed it while reading):
+        // lay out its lanes (in the default mode gathered while reading, `Scan`) and show it,
+        // with no yield in between. The parent→child edges are indexed after the first paint
+        // (`index_edges`): they are drawn only zoomed in.
+        let read_ms = now_ms() - t0;
         model.set_workers(st.workers.get_untracked());
-        phase("flatten");
-        yield_now().await;
-        if !is_current(st, gen) {
-            return;
-        }
         let mode = st.lane_mode.get_untracked();
         match mode {
-            LaneMode::Tier => model.layout_scanned(scan),
+            LaneMode::Tier => model.layout_scanned(&scan),
             _ => model.layout_lanes(mode),
         }
-        phase("lanes");
-        yield_now().await;
+        drop(scan);
+        let phases = [("parse", read_ms), ("lanes", now_ms() - t0 - read_ms)];
         let ms = now_ms() - t0;
         let n = model.len();
         // A local trace goes into permalinks inline if it compresses small enough, else it is
@@ -555,6 +551,11 @@ pub fn relayout(st: AppState) {
 /// core's findings change with it (`docs/rules.md`, "Jobs and evidence"). The timeline stays;
 /// the findings are the core's once its pass is done ("analysing…" meanwhile).
 pub fn reanalyse(st: AppState) {
+    // While a trace is read, the model shown is part of it: the load applies the worker
+    // count when it ends.
+    if matches!(st.status.get_untracked(), LoadStatus::Loading { .. }) {
+        return;
+    }
     let mode = st.lane_mode.get_untracked();
     let Some(Ok(mut m)) = st
         .model

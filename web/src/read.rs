@@ -4,16 +4,18 @@
 //! one before is decoded, so a large file is never copied whole (reading it first, copying it
 //! into wasm and keeping copies for Compare and for reloads took seconds at a million events).
 
-use kvscope_core::trace::{Trace, TraceRecord};
+use std::sync::Arc;
+
+use kvscope_core::trace::TraceRecord;
 use kvscope_core::wire::stream::Decoder;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::load::{js_text, now_ms, yield_now};
-use crate::model::Scan;
+use crate::load::{js_text, mark, now_ms, yield_now};
+use crate::model::{LaneMode, Model, ModelError, Scan};
 use crate::recover::Broken;
-use crate::{AppState, LoadStatus};
+use crate::{AnalysisStatus, AppState, LoadStatus, Viewport};
 
 /// Input is pushed to the reader in chunks of this many bytes (a JSON Lines chunk decodes in a
 /// few tens of milliseconds: the page answers input between chunks).
@@ -49,6 +51,11 @@ async fn progress(st: AppState, name: &str, done: usize, total: usize, events: u
     yield_now().await;
 }
 
+/// While reading, the timeline grows to the records read so far at most this often, ms: each
+/// time costs a pass over the lanes of the events read and a redraw (tens of ms at a million
+/// events on a busy machine).
+const GROW_MS: f64 = 500.0;
+
 /// Parse a trace through the core's resumable reader (`wire::stream::Decoder`, the one the CLI
 /// and the package read with), [`CHUNK`] bytes at a time, reporting progress (bytes, events,
 /// events/s) after each chunk. The input stays a `Blob` outside wasm memory: each chunk is read
@@ -57,17 +64,26 @@ async fn progress(st: AppState, name: &str, done: usize, total: usize, events: u
 /// events). Records, numbering and errors (byte offset or line) are the core's; on an error,
 /// the batches complete before it and the bytes they span ([`Broken`]). `current` says whether
 /// this load is still wanted (a newer one cancels it: `None`).
+///
+/// The timeline does not wait for the end: the records read so far go into a model in
+/// [`AppState::model`] after the first chunk, which grows every [`GROW_MS`] (the first paint
+/// needs a chunk, not the file). At the end the model, taken back, holds the whole trace (its
+/// lanes are the caller's to lay out); meanwhile the page says how far reading is. On an error
+/// or a cancel the model shown is this load's partial one ([`Shown`] puts the earlier back).
 pub(crate) async fn parse(
     st: AppState,
     name: &str,
     blob: &web_sys::Blob,
     t0: f64,
+    shown: &mut Shown,
     current: impl Fn() -> bool,
-) -> Option<Result<(Trace, Scan), Failed>> {
-    let mut records: Vec<TraceRecord> = Vec::new();
+) -> Option<Result<(Model, Scan), Failed>> {
+    // The records read since the timeline last grew.
+    let mut fresh: Vec<TraceRecord> = Vec::new();
     let mut scan = Scan::default();
     let mut events = 0usize;
     let mut batches = 0usize;
+    let mut grown_at = f64::NEG_INFINITY;
     let mut decoder =
         Decoder::with_floats(kvscope_core::trace::stream_source_name(name), json_float);
     let total = blob.size() as usize;
@@ -106,9 +122,9 @@ pub(crate) async fn parse(
                     if let TraceRecord::Batch(b) = &r {
                         events += b.events.len();
                         batches += 1;
+                        scan.batch(b); // while the batch is in the cache
                     }
-                    records.push(r);
-                    scan.batch(&records, records.len() - 1); // while the batch is in the cache
+                    fresh.push(r);
                 }
                 Ok(None) => break,
                 Err(error) => {
@@ -124,17 +140,114 @@ pub(crate) async fn parse(
             break;
         }
         let done = usize::try_from(decoder.position()).unwrap_or(total);
+        if events > 0 && now_ms() - grown_at >= GROW_MS {
+            if let Err(e) = shown.grow(st, name, &mut fresh, &scan, done, total) {
+                return Some(Err(Failed::Read(e.to_string())));
+            }
+            grown_at = now_ms();
+        }
         progress(st, name, done, total, events, t0).await;
         if !current() {
             return None;
         }
     }
-    Some(Ok((Trace { records }, scan)))
+    // The whole trace: the model shown, taken back (a copy if something still holds it).
+    let mut model = match shown.take(st) {
+        Some(m) => m,
+        None => Model::empty(name),
+    };
+    match model.extend(&mut fresh) {
+        Ok(()) => Some(Ok((model, scan))),
+        Err(e) => Some(Err(Failed::Read(e.to_string()))),
+    }
+}
+
+/// A load's partial model in [`AppState::model`] while it reads, and the model shown before it
+/// (put back if the load fails).
+#[derive(Default)]
+pub(crate) struct Shown {
+    /// Whether `AppState::model` holds this load's model.
+    ours: bool,
+    /// The model shown before this load's first one.
+    before: Option<Arc<Model>>,
+}
+
+impl Shown {
+    /// Move `fresh` into this load's model (made and shown the first time) and lay out its
+    /// lanes; the first time, the viewport is sized for the whole trace (`done` of `total`
+    /// bytes read), so the timeline grows from the left as reading goes on. A render still
+    /// holding the model defers this to the next call.
+    fn grow(
+        &mut self,
+        st: AppState,
+        name: &str,
+        fresh: &mut Vec<TraceRecord>,
+        scan: &Scan,
+        done: usize,
+        total: usize,
+    ) -> Result<(), ModelError> {
+        let first = !self.ours;
+        if first {
+            self.before = st.model.get_untracked();
+            self.ours = true;
+            // Not analysed yet: the views that need the analysis wait ("analysing 0%").
+            st.analysis.set(AnalysisStatus::Running {
+                events: 0,
+                fraction: 0.0,
+                done: 0,
+                events_per_s: 0.0,
+                indexing: true,
+            });
+        }
+        let mode = st.lane_mode.get_untracked();
+        let mut r = Ok(());
+        st.model.update(|slot| {
+            if first {
+                *slot = Some(Arc::new(Model::empty(name)));
+            }
+            if let Some(m) = slot.as_mut().and_then(Arc::get_mut) {
+                r = m.extend(fresh).map(|()| match mode {
+                    LaneMode::Tier => m.layout_scanned(scan),
+                    _ => m.layout_lanes(mode),
+                });
+            }
+        });
+        if first {
+            let n = st.len() as f64 * total as f64 / done.max(1) as f64;
+            let w = st.plot_width.get_untracked().max(50.0);
+            st.viewport.set(Viewport {
+                start: 0.0,
+                per_px: (n / w).max(1.0 / 48.0),
+            });
+            // For benchmarks: the first timeline of this load, painted at the next frame.
+            mark("kvscope:first-paint");
+        }
+        r
+    }
+
+    /// This load's model, taken out of [`AppState::model`] (a copy if something still holds
+    /// it); `None` if none was shown.
+    fn take(&mut self, st: AppState) -> Option<Model> {
+        if !std::mem::take(&mut self.ours) {
+            return None;
+        }
+        let arc = st.model.update_untracked(Option::take)?;
+        Arc::try_unwrap(arc)
+            .or_else(|arc| arc.relaid(LaneMode::Tier))
+            .ok()
+    }
+
+    /// A failed load: show the model from before it again (its partial one goes).
+    pub(crate) fn restore(self, st: AppState) {
+        if self.ours {
+            st.model.set(self.before);
+        }
+    }
 }
 
 /// Why a load failed: the browser could not read the input, or the core could not decode it.
 pub(crate) enum Failed {
-    /// The browser's words.
+    /// The browser's words (or the debugger's limit on events).
     Read(String),
     /// The core's located error, after the complete batches.
     Broken(Broken),

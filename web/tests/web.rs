@@ -372,6 +372,8 @@ struct Seen {
     analysis_bar: bool,
     /// Analysis fractions seen, in order.
     fractions: Vec<f64>,
+    /// A timeline of part of the trace shown while it was read.
+    partial_timeline: bool,
 }
 
 /// A large msgpack stream (above the loader's chunk size) shows byte/event progress while it is
@@ -413,6 +415,11 @@ async fn large_trace_shows_progress_and_stays_interactive() {
             if done > 0 && done < total && events > 0 && events_per_s > 0.0 {
                 s.borrow_mut().partial_load = true;
             }
+            // The timeline does not wait for the end of the file: the events read so far.
+            let shown = st.model.with(|m| m.as_ref().map_or(0, |m| m.len()));
+            if shown > 0 && shown < 6000 {
+                s.borrow_mut().partial_timeline = true;
+            }
         }
         if let AnalysisStatus::Running { fraction, .. } = st.analysis.get() {
             let mut s = s.borrow_mut();
@@ -452,6 +459,7 @@ async fn large_trace_shows_progress_and_stays_interactive() {
     }
     let s = seen.borrow().clone();
     assert!(s.partial_load, "{s:?}");
+    assert!(s.partial_timeline, "{s:?}");
     assert!(s.load_bar, "{s:?}");
     assert!(s.partial_analysis && s.analysis_bar, "{s:?}");
     assert!(stepped, "stepped during the analysis: {s:?}");

@@ -9,16 +9,20 @@ const NO_LANE: u16 = u16::MAX;
 /// The lanes of lane mode [`LaneMode::Tier`] gathered a batch at a time ([`Scan::batch`]), as
 /// the loader reads them: the batch's events are still in the cache then, where a pass over a
 /// million decoded events afterwards spent about 100 ms waiting for memory (and was one long
-/// task).
+/// task). Each lane keeps its own key, so a scan does not refer back to the records (the loader
+/// hands the records read so far to the timeline while it reads on).
 #[derive(Default)]
 pub struct Scan {
     /// Per event so far, an index into `lanes` (or [`NO_LANE`]).
     ids: Vec<u16>,
-    /// Each lane's first event (record, position), whose key (medium, ownership, provenance
-    /// tier, KV group) later events are compared with: a handful of lanes, no hashing.
-    firsts: Vec<(u32, u32)>,
+    /// Each lane's key (medium, ownership, provenance tier, KV group), which later events are
+    /// compared with: a handful of lanes, no hashing.
+    keys: Vec<OwnedKey>,
     lanes: Vec<Lane>,
 }
+
+/// A lane's key as [`Scan`] keeps it.
+type OwnedKey = (Option<String>, Option<String>, Option<String>, u32);
 
 /// A lane key in [`Scan`]: medium, ownership, provenance tier, KV group.
 type ScanKey<'t> = (Option<&'t str>, Option<&'t str>, Option<&'t str>, u32);
@@ -42,23 +46,17 @@ fn scan_key(b: &TraceBatch, pos: usize) -> Option<ScanKey<'_>> {
 }
 
 impl Scan {
-    /// Add the events of batch record `records[record]` (the batches in delivery order).
-    pub fn batch(&mut self, records: &[TraceRecord], record: usize) {
-        let Some(TraceRecord::Batch(b)) = records.get(record) else {
-            return;
-        };
+    /// Add the events of the next batch (batches in delivery order).
+    pub fn batch(&mut self, b: &TraceBatch) {
         for pos in 0..b.events.len() {
             let Some(key) = scan_key(b, pos) else {
                 self.ids.push(NO_LANE);
                 continue;
             };
             let found = self
-                .firsts
+                .keys
                 .iter()
-                .position(|&(r, p)| match records.get(r as usize) {
-                    Some(TraceRecord::Batch(f)) => scan_key(f, p as usize) == Some(key),
-                    _ => false,
-                });
+                .position(|k| (k.0.as_deref(), k.1.as_deref(), k.2.as_deref(), k.3) == key);
             let id = match found {
                 Some(k) => k,
                 None => {
@@ -67,8 +65,9 @@ impl Scan {
                         continue;
                     };
                     self.lanes.push(lane);
-                    self.firsts.push((record as u32, pos as u32));
-                    self.firsts.len() - 1
+                    let own = |s: Option<&str>| s.map(str::to_owned);
+                    self.keys.push((own(key.0), own(key.1), own(key.2), key.3));
+                    self.keys.len() - 1
                 }
             };
             self.ids.push(id.min(usize::from(NO_LANE) - 1) as u16);
@@ -128,11 +127,13 @@ impl Model {
         if mode == LaneMode::Tier {
             let mut scan = Scan::default();
             self.with_trace(|t| {
-                for k in 0..t.records.len() {
-                    scan.batch(&t.records, k);
+                for r in &t.records {
+                    if let TraceRecord::Batch(b) = r {
+                        scan.batch(b);
+                    }
                 }
             });
-            return self.layout_scanned(scan);
+            return self.layout_scanned(&scan);
         }
         // (medium, ownership, provenance tier, group, source, dp_rank, job)
         type Key<'t> = (
@@ -234,10 +235,10 @@ impl Model {
 
     /// Lane mode [`LaneMode::Tier`] from a [`Scan`] of every batch (made while the trace was
     /// read: the first paint needs no second pass over the events).
-    pub fn layout_scanned(&mut self, scan: Scan) {
+    pub fn layout_scanned(&mut self, scan: &Scan) {
         self.edges_indexed = false;
         self.edge_build = None;
-        self.set_lanes(&scan.ids, scan.lanes);
+        self.set_lanes(&scan.ids, scan.lanes.clone());
     }
 
     /// Each event's lane from `tmp_ids` (an index into `tmp_lanes` per event, [`NO_LANE`] for

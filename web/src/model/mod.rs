@@ -246,53 +246,75 @@ impl Model {
     /// [`Model::layout_lanes`] and [`Model::index_edges`] (or [`Model::layout`]) next. The
     /// loader yields to the browser between these steps.
     pub fn flatten(name: &str, trace: Trace) -> Result<Model, ModelError> {
-        let header = trace.records.iter().find_map(|r| match r {
-            TraceRecord::Header(h) => Some(h.clone()),
-            _ => None,
-        });
-        let gaps = trace.gaps().count();
-        let total = trace.event_count();
-        if total > u32::MAX as usize || trace.records.len() > u32::MAX as usize {
-            return Err(ModelError::TooLarge(total));
-        }
-        let events = EventMap::new(&trace);
-        let batch_count = events.batch_count();
-        let mut kinds = Vec::with_capacity(total);
-        let mut batch_starts = Vec::with_capacity(batch_count);
-        for rec in &trace.records {
-            if let TraceRecord::Batch(b) = rec {
-                batch_starts.push(kinds.len() as u32);
-                for ev in &b.events {
-                    kinds.push(match ev {
-                        KvEvent::BlockStored(_) => EventKind::Stored,
-                        KvEvent::BlockRemoved(_) => EventKind::Removed,
-                        KvEvent::AllBlocksCleared => EventKind::Cleared,
-                    });
-                }
-            }
-        }
-        Ok(Model {
+        let mut m = Model::empty(name);
+        m.extend(&mut { trace.records })?;
+        Ok(m)
+    }
+
+    /// A model of no records yet ([`Model::extend`] adds them).
+    pub fn empty(name: &str) -> Model {
+        Model {
             name: name.to_owned(),
-            header,
-            pending: Mutex::new(Pending::Trace(trace)),
+            header: None,
+            pending: Mutex::new(Pending::Trace(Trace::default())),
             config: AnalysisConfig::default(),
             replay: OnceLock::new(),
             analysed: OnceLock::new(),
             listing: Mutex::new(Vec::new()),
             order_events: OnceLock::new(),
-            batch_count,
-            batch_starts,
-            gaps,
-            events,
+            batch_count: 0,
+            batch_starts: Vec::new(),
+            gaps: 0,
+            events: EventMap::default(),
             lanes: Vec::new(),
-            kinds,
+            kinds: Vec::new(),
             lane_of: Vec::new(),
             edges: Vec::new(),
             by_parent: Vec::new(),
             edges_indexed: false,
             edge_build: None,
             blocks: Vec::new(),
-        })
+        }
+    }
+
+    /// Move `records` (read since) to the end of the trace (the loader shows the trace read so
+    /// far while it reads on); lay the lanes out again after. Before the analysis only: once it
+    /// has started, or past the debugger's limit (the error), `records` stay where they are.
+    pub fn extend(&mut self, records: &mut Vec<TraceRecord>) -> Result<(), ModelError> {
+        let Pending::Trace(t) = self.pending.get_mut().unwrap_or_else(|e| e.into_inner()) else {
+            return Ok(());
+        };
+        let more: usize = records
+            .iter()
+            .map(|r| match r {
+                TraceRecord::Batch(b) => b.events.len(),
+                _ => 0,
+            })
+            .sum();
+        let total = self.kinds.len() + more;
+        if total > u32::MAX as usize || t.records.len() + records.len() > u32::MAX as usize {
+            return Err(ModelError::TooLarge(total));
+        }
+        self.kinds.reserve(more);
+        for rec in records.drain(..) {
+            match &rec {
+                TraceRecord::Header(h) if self.header.is_none() => self.header = Some(h.clone()),
+                TraceRecord::Gap(_) => self.gaps += 1,
+                TraceRecord::Batch(b) => {
+                    self.events.push(t.records.len(), b.events.len());
+                    self.batch_starts.push(self.kinds.len() as u32);
+                    self.kinds.extend(b.events.iter().map(|ev| match ev {
+                        KvEvent::BlockStored(_) => EventKind::Stored,
+                        KvEvent::BlockRemoved(_) => EventKind::Removed,
+                        KvEvent::AllBlocksCleared => EventKind::Cleared,
+                    }));
+                }
+                _ => {}
+            }
+            t.records.push(rec);
+        }
+        self.batch_count = self.events.batch_count();
+        Ok(())
     }
 
     /// Set the worker count the analysis assumes (`None`: the trace header's `world_size`, else

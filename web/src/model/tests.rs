@@ -653,11 +653,13 @@ fn lanes_gathered_while_reading_match_the_layout() {
     let mut read = Vec::new();
     let mut scan = Scan::default();
     for r in records.clone() {
+        if let TraceRecord::Batch(b) = &r {
+            scan.batch(b);
+        }
         read.push(r);
-        scan.batch(&read, read.len() - 1);
     }
     let mut streamed = Model::flatten("t", Trace { records: read }).unwrap();
-    streamed.layout_scanned(scan);
+    streamed.layout_scanned(&scan);
     let whole = Model::from_trace("t", Trace { records }, LaneMode::Tier).unwrap();
     let titles: Vec<String> = streamed.lanes.iter().map(Lane::title).collect();
     assert_eq!(titles, ["GPU", "CPU", "DISK"]);
@@ -665,4 +667,55 @@ fn lanes_gathered_while_reading_match_the_layout() {
     assert_eq!(streamed.lanes, whole.lanes);
     assert_eq!(streamed.lane_of, whole.lane_of);
     assert_eq!(streamed.blocks, whole.blocks);
+}
+
+/// The loader shows the records read so far and extends the model as it reads on
+/// (`Model::extend`): a model grown a record at a time, laid out from the scan, is the model of
+/// the whole trace (events, kinds, batches, gaps, header, lanes, bins, edges).
+#[test]
+fn a_model_extended_while_reading_matches_the_whole_trace() {
+    let records = vec![
+        TraceRecord::Header(TraceHeader::default()),
+        batch(0, vec![stored(1, None, "CPU"), stored(2, None, "GPU")]),
+        batch(1, vec![]),
+        batch(
+            2,
+            vec![KvEvent::AllBlocksCleared, stored(3, Some(1), "CPU")],
+        ),
+        batch(
+            3,
+            vec![stored(4, Some(2), "GPU"), stored(5, Some(4), "GPU")],
+        ),
+    ];
+    let mut grown = Model::empty("t");
+    let mut scan = Scan::default();
+    for r in records.clone() {
+        if let TraceRecord::Batch(b) = &r {
+            scan.batch(b);
+        }
+        let mut fresh = vec![r];
+        grown.extend(&mut fresh).unwrap();
+        assert!(fresh.is_empty(), "moved into the model");
+        grown.layout_scanned(&scan);
+    }
+    grown.index_edges();
+    let whole = Model::from_trace("t", Trace { records }, LaneMode::Tier).unwrap();
+    assert_eq!(grown.len(), 6);
+    assert_eq!(grown.len(), whole.len());
+    assert_eq!(grown.kinds, whole.kinds);
+    assert_eq!(grown.batch_count, whole.batch_count);
+    assert_eq!(grown.batch_starts, whole.batch_starts);
+    assert_eq!(grown.gaps, whole.gaps);
+    assert_eq!(grown.header, whole.header);
+    assert_eq!(grown.events, whole.events);
+    assert_eq!(grown.lanes, whole.lanes);
+    assert_eq!(grown.lane_of, whole.lane_of);
+    assert_eq!(grown.blocks, whole.blocks);
+    assert_eq!(grown.edges, whole.edges);
+    for i in 0..6 {
+        let kids = |m: &Model| m.children_of(i).copied().collect::<Vec<_>>();
+        assert_eq!(kids(&grown), kids(&whole));
+    }
+    grown.analyse();
+    assert_eq!(grown.violations(), whole.violations());
 }
