@@ -172,6 +172,19 @@ pub enum AnalysisStatus {
     },
 }
 
+impl AnalysisStatus {
+    /// The analysis of `events` events, queued.
+    pub fn queued(events: usize) -> AnalysisStatus {
+        AnalysisStatus::Running {
+            events,
+            fraction: 0.0,
+            done: 0,
+            events_per_s: 0.0,
+            indexing: true,
+        }
+    }
+}
+
 /// The viewport of the timeline.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Viewport {
@@ -392,7 +405,11 @@ impl AppState {
 
     /// Fit the whole trace into the viewport.
     pub fn fit(&self) {
-        let n = f64::from(self.len().max(1));
+        self.fit_events(f64::from(self.len().max(1)));
+    }
+
+    /// Fit `n` events into the viewport (a trace being read: as many as the whole file holds).
+    pub fn fit_events(&self, n: f64) {
         let w = self.plot_width.get_untracked().max(50.0);
         self.viewport.set(Viewport {
             start: 0.0,

@@ -340,13 +340,7 @@ pub fn load_blob(
             (None, TraceOrigin::Kept(_)) => Keeping::Kept { bytes: size },
             _ => Keeping::InLink,
         });
-        st.analysis.set(AnalysisStatus::Running {
-            events: n,
-            fraction: 0.0,
-            done: 0,
-            events_per_s: 0.0,
-            indexing: true,
-        });
+        st.analysis.set(AnalysisStatus::queued(n));
         #[cfg(feature = "compare")]
         crate::compare::remember(&name, &blob);
         st.origin.set(Some(origin));
@@ -404,16 +398,9 @@ pub fn load_demo(st: AppState, link: Option<LinkState>) {
 
 /// Read a `File` (picker or drop) and load it.
 pub fn load_file(st: AppState, file: web_sys::File) {
-    let name = file.name();
-    st.status.set(LoadStatus::Loading {
-        name: name.clone(),
-        done: 0,
-        total: file.size() as usize,
-        events: 0,
-        events_per_s: 0.0,
-    });
-    // Read a chunk at a time while decoding (`parse`), not whole first.
-    load_blob(st, name, file.into(), TraceOrigin::Local, None);
+    // Read a chunk at a time while decoding (`parse`), not whole first (`load_blob` says
+    // "Loading" at once).
+    load_blob(st, file.name(), file.into(), TraceOrigin::Local, None);
 }
 
 /// A JS exception's text: an `Error`'s message, a thrown string, or its debug form (shared by
@@ -565,13 +552,7 @@ pub fn reanalyse(st: AppState) {
     };
     m.set_workers(st.workers.get_untracked());
     begin_load(st);
-    st.analysis.set(AnalysisStatus::Running {
-        events: m.len(),
-        fraction: 0.0,
-        done: 0,
-        events_per_s: 0.0,
-        indexing: true,
-    });
+    st.analysis.set(AnalysisStatus::queued(m.len()));
     st.model.set(Some(Arc::new(m)));
     spawn_analysis(st);
 }

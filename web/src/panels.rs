@@ -55,7 +55,7 @@ pub fn StatusBanner() -> impl IntoView {
                         {if done == 0 {
                             format!("Loading {name} ({}): reading…", fmt_bytes(total))
                         } else {
-                            format!("Reading {name}: {}% ({} of {}) · {events} events · {} events/s", fixed(pct.floor(), 0), fmt_bytes(done), fmt_bytes(total), fixed(events_per_s, 0))
+                            format!("Reading {name}: {} of {} · {events} events · {} events/s", fmt_bytes(done), fmt_bytes(total), fixed(events_per_s, 0))
                         }}
                         <progress max="100" prop:value=pct aria-label="Loading progress" data-testid="load-progress"></progress>
                     </div>

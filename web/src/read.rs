@@ -15,7 +15,7 @@ use wasm_bindgen_futures::JsFuture;
 use crate::load::{js_text, mark, now_ms, yield_now};
 use crate::model::{LaneMode, Model, ModelError, Scan};
 use crate::recover::Broken;
-use crate::{AnalysisStatus, AppState, LoadStatus, Viewport};
+use crate::{AnalysisStatus, AppState, LoadStatus};
 
 /// Input is pushed to the reader in chunks of this many bytes (a JSON Lines chunk decodes in a
 /// few tens of milliseconds: the page answers input between chunks).
@@ -191,13 +191,7 @@ impl Shown {
             self.before = st.model.get_untracked();
             self.ours = true;
             // Not analysed yet: the views that need the analysis wait ("analysing 0%").
-            st.analysis.set(AnalysisStatus::Running {
-                events: 0,
-                fraction: 0.0,
-                done: 0,
-                events_per_s: 0.0,
-                indexing: true,
-            });
+            st.analysis.set(AnalysisStatus::queued(0));
         }
         let mode = st.lane_mode.get_untracked();
         let mut r = Ok(());
@@ -213,12 +207,7 @@ impl Shown {
             }
         });
         if first {
-            let n = st.len() as f64 * total as f64 / done.max(1) as f64;
-            let w = st.plot_width.get_untracked().max(50.0);
-            st.viewport.set(Viewport {
-                start: 0.0,
-                per_px: (n / w).max(1.0 / 48.0),
-            });
+            st.fit_events(f64::from(st.len()) * total as f64 / done.max(1) as f64);
             // For benchmarks: the first timeline of this load, painted at the next frame.
             mark("kvscope:first-paint");
         }

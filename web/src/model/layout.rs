@@ -9,20 +9,18 @@ const NO_LANE: u16 = u16::MAX;
 /// The lanes of lane mode [`LaneMode::Tier`] gathered a batch at a time ([`Scan::batch`]), as
 /// the loader reads them: the batch's events are still in the cache then, where a pass over a
 /// million decoded events afterwards spent about 100 ms waiting for memory (and was one long
-/// task). Each lane keeps its own key, so a scan does not refer back to the records (the loader
-/// hands the records read so far to the timeline while it reads on).
+/// task). Each lane keeps a copy of its first event's batch, so a scan does not refer back to
+/// the records (the loader hands the records read so far to the timeline while it reads on).
 #[derive(Default)]
 pub struct Scan {
     /// Per event so far, an index into `lanes` (or [`NO_LANE`]).
     ids: Vec<u16>,
-    /// Each lane's key (medium, ownership, provenance tier, KV group), which later events are
-    /// compared with: a handful of lanes, no hashing.
-    keys: Vec<OwnedKey>,
+    /// Each lane's first event (a copy of its batch, and its position), whose key (medium,
+    /// ownership, provenance tier, KV group) later events are compared with: a handful of
+    /// lanes, no hashing.
+    firsts: Vec<(TraceBatch, u32)>,
     lanes: Vec<Lane>,
 }
-
-/// A lane's key as [`Scan`] keeps it.
-type OwnedKey = (Option<String>, Option<String>, Option<String>, u32);
 
 /// A lane key in [`Scan`]: medium, ownership, provenance tier, KV group.
 type ScanKey<'t> = (Option<&'t str>, Option<&'t str>, Option<&'t str>, u32);
@@ -54,9 +52,9 @@ impl Scan {
                 continue;
             };
             let found = self
-                .keys
+                .firsts
                 .iter()
-                .position(|k| (k.0.as_deref(), k.1.as_deref(), k.2.as_deref(), k.3) == key);
+                .position(|(f, p)| scan_key(f, *p as usize) == Some(key));
             let id = match found {
                 Some(k) => k,
                 None => {
@@ -65,9 +63,8 @@ impl Scan {
                         continue;
                     };
                     self.lanes.push(lane);
-                    let own = |s: Option<&str>| s.map(str::to_owned);
-                    self.keys.push((own(key.0), own(key.1), own(key.2), key.3));
-                    self.keys.len() - 1
+                    self.firsts.push((b.clone(), pos as u32));
+                    self.firsts.len() - 1
                 }
             };
             self.ids.push(id.min(usize::from(NO_LANE) - 1) as u16);

@@ -279,28 +279,21 @@ impl Model {
 
     /// Move `records` (read since) to the end of the trace (the loader shows the trace read so
     /// far while it reads on); lay the lanes out again after. Before the analysis only: once it
-    /// has started, or past the debugger's limit (the error), `records` stay where they are.
+    /// has started, `records` stay where they are. Past the debugger's limit, the error (the
+    /// load stops there).
     pub fn extend(&mut self, records: &mut Vec<TraceRecord>) -> Result<(), ModelError> {
         let Pending::Trace(t) = self.pending.get_mut().unwrap_or_else(|e| e.into_inner()) else {
             return Ok(());
         };
-        let more: usize = records
-            .iter()
-            .map(|r| match r {
-                TraceRecord::Batch(b) => b.events.len(),
-                _ => 0,
-            })
-            .sum();
-        let total = self.kinds.len() + more;
-        if total > u32::MAX as usize || t.records.len() + records.len() > u32::MAX as usize {
-            return Err(ModelError::TooLarge(total));
-        }
-        self.kinds.reserve(more);
         for rec in records.drain(..) {
             match &rec {
                 TraceRecord::Header(h) if self.header.is_none() => self.header = Some(h.clone()),
                 TraceRecord::Gap(_) => self.gaps += 1,
                 TraceRecord::Batch(b) => {
+                    let total = self.kinds.len() + b.events.len();
+                    if total > u32::MAX as usize || t.records.len() >= u32::MAX as usize {
+                        return Err(ModelError::TooLarge(total));
+                    }
                     self.events.push(t.records.len(), b.events.len());
                     self.batch_starts.push(self.kinds.len() as u32);
                     self.kinds.extend(b.events.iter().map(|ev| match ev {
