@@ -30,27 +30,9 @@ pub const SIM_JS: &str = "./kvscope_sim.js";
 pub const SIM_WASM: &str = "./kvscope_sim_bg.wasm";
 
 // The loaded trace's name and bytes (`current`) and the trace last compared with (`other`)
-// stay in JS arrays, outside wasm memory; the JS below reads the picked file and hands both to
+// stay in JS arrays, outside wasm memory; the JS in `browser.js` reads the picked file and hands both to
 // the simulator module (glue here rather than Rust: the app's size budget).
-#[wasm_bindgen(inline_js = "export function import_sim(js, wasm) {
-  const base = document.baseURI;
-  return import(new URL(js, base).href).then(async (m) => {
-    await m.default({ module_or_path: new URL(wasm, base).href });
-    return m;
-  });
-}
-let current, other;
-export function remember(name, blob) { current = [name, blob]; }
-export function kept(left) { return left ? current : other; }
-export async function compare_file(sim, input, workers) {
-  const file = input.files[0];
-  input.value = '';
-  if (!file) throw new Error('no file chosen');
-  if (!current) throw new Error('load a trace first: it is compared with the trace you pick');
-  other = [file.name, file];
-  const bytes = async (b) => new Uint8Array(await b.arrayBuffer());
-  return sim.compare_loaded(await bytes(current[1]), current[0], await bytes(file), file.name, workers);
-}")]
+#[wasm_bindgen(module = "/src/browser.js")]
 extern "C" {
     /// Import the simulator's JS glue and instantiate its wasm; resolves to the module.
     #[wasm_bindgen(catch)]
