@@ -19,7 +19,7 @@
 //     response time of a pan key pressed during the analysis (measured from Node: includes any
 //     wait for a busy main thread);
 //   * the app's wasm size, raw and gzip -9 (plus any lazily loaded wasm in dist/).
-// KVSCOPE_SHOTS=1: instead of timing, take 1280x720 screenshots while loading, while analysing
+// KVSCOPE_SHOTS=1: instead of timing, take 1440x900 screenshots while loading, while analysing
 // and when ready (msgpack in the light theme, JSONL in the dark one) into tests/e2e/screenshots/.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, createWriteStream, readFileSync, readdirSync, existsSync, rmSync, statSync } from 'node:fs';
@@ -88,7 +88,8 @@ const port = await freePort();
 const server = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', dist], { stdio: 'ignore' });
 await new Promise((r) => setTimeout(r, 800));
 const ctx = await chromium.launchPersistentContext(join(tmp, 'profile'), {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium', headless: true, viewport: { width: 1280, height: 720 },
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium', headless: true,
+  viewport: process.env.KVSCOPE_SHOTS ? { width: 1440, height: 900 } : { width: 1280, height: 720 },
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
 // Long tasks from page start (installed before any page script runs).
