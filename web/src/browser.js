@@ -93,24 +93,62 @@ export async function kept_trace(id) {
   } finally { d.close(); }
 }
 
-// --- compare.rs: the simulator module and the traces compared
+// --- compare.rs: the simulator module (in a worker) and the traces compared
 
+// The simulator module (kvscope_sim.js and its wasm) runs in a module worker, so simulating or
+// comparing two large traces never blocks the page (at 1M events a side, the comparison is
+// tens of seconds of work). Each message is `[id, js, wasm, name, args]`: the worker loads the
+// module once, reads every `Blob` argument as bytes, calls `name(...args)` (every answer is JSON
+// text) and answers `[id, ok, the parsed answer or an error message]`.
+const SIM_WORKER = `let sim;
+onmessage = async ({ data: [id, js, wasm, name, args] }) => {
+  try {
+    if (!sim) {
+      const m = await import(js);
+      await m.default({ module_or_path: wasm });
+      sim = m;
+    }
+    const read = (a) => (a instanceof Blob ? a.arrayBuffer().then((b) => new Uint8Array(b)) : a);
+    postMessage([id, true, JSON.parse(sim[name](...(await Promise.all(args.map(read)))))]);
+  } catch (e) {
+    postMessage([id, false, String((e && e.message) || e)]);
+  }
+};`;
+// Start the simulator worker and load its module; resolves to `call(name, ...args)`, which
+// resolves to the module's `name(...args)` (rejects with its error).
 export function import_sim(js, wasm) {
   const base = document.baseURI;
-  return import(new URL(js, base).href).then(async (m) => {
-    await m.default({ module_or_path: new URL(wasm, base).href });
-    return m;
+  const urls = [new URL(js, base).href, new URL(wasm, base).href];
+  const src = URL.createObjectURL(new Blob([SIM_WORKER], { type: 'text/javascript' }));
+  const worker = new Worker(src, { type: 'module' });
+  const waiting = new Map();
+  let next = 0;
+  worker.onmessage = ({ data: [id, ok, v] }) => {
+    const [res, rej] = waiting.get(id);
+    waiting.delete(id);
+    if (ok) res(v); else rej(new Error(v));
+  };
+  worker.onerror = (e) => {
+    e.preventDefault();
+    for (const [, rej] of waiting.values()) rej(new Error(e.message || 'the simulator stopped'));
+    waiting.clear();
+  };
+  const call = (name, ...args) => new Promise((res, rej) => {
+    const id = next++;
+    waiting.set(id, [res, rej]);
+    worker.postMessage([id, ...urls, name, args]);
   });
+  // Load the module now, so that a missing one fails here.
+  return call('builtins').then(() => call);
 }
 let current, other;
 export function remember(name, blob) { current = [name, blob]; }
 export function kept(left) { return left ? current : other; }
-export async function compare_file(sim, input, workers) {
+export async function compare_file(call, input, workers) {
   const file = input.files[0];
   input.value = '';
   if (!file) throw new Error('no file chosen');
   if (!current) throw new Error('load a trace first: it is compared with the trace you pick');
   other = [file.name, file];
-  const bytes = async (b) => new Uint8Array(await b.arrayBuffer());
-  return sim.compare_loaded(await bytes(current[1]), current[0], await bytes(file), file.name, workers);
+  return call('compare_loaded', current[1], current[0], file, file.name, workers);
 }
