@@ -22,30 +22,10 @@ export function blob_of(bytes) { return new Blob([bytes]); }
 
 // --- permalink.rs: inline traces (raw deflate, bounded)
 
-export async function deflate_raw_limited(blob, limit) {
-  const reader = blob.stream().pipeThrough(new CompressionStream('deflate-raw')).getReader();
-  const parts = [];
-  let total = 0;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    total += value.length;
-    if (total > limit) { await reader.cancel().catch(() => {}); return undefined; }
-    parts.push(value);
-  }
-  const out = new Uint8Array(total);
-  let o = 0;
-  for (const p of parts) { out.set(p, o); o += p.length; }
-  return out;
-}
-export async function inflate_raw_limited(bytes, limit) {
-  const ds = new DecompressionStream('deflate-raw');
-  const writer = ds.writable.getWriter();
-  // `bytes` is a view into wasm memory, valid only during this call: the stream reads it
-  // later, so hand it a copy (a view read after Rust reused the memory came out truncated).
-  writer.write(bytes.slice()).catch(() => {});
-  writer.close().catch(() => {});
-  const reader = ds.readable.getReader();
+// The whole of `stream` as one Uint8Array, or `over()` as soon as it passes `limit` bytes (the
+// stream is then cancelled).
+async function read_limited(stream, limit, over) {
+  const reader = stream.getReader();
   const parts = [];
   let total = 0;
   for (;;) {
@@ -54,7 +34,7 @@ export async function inflate_raw_limited(bytes, limit) {
     total += value.length;
     if (total > limit) {
       await reader.cancel().catch(() => {});
-      throw new Error(`it inflates to more than ${limit} bytes`);
+      return over();
     }
     parts.push(value);
   }
@@ -62,6 +42,21 @@ export async function inflate_raw_limited(bytes, limit) {
   let o = 0;
   for (const p of parts) { out.set(p, o); o += p.length; }
   return out;
+}
+export async function deflate_raw_limited(blob, limit) {
+  const deflated = blob.stream().pipeThrough(new CompressionStream('deflate-raw'));
+  return read_limited(deflated, limit, () => undefined);
+}
+export async function inflate_raw_limited(bytes, limit) {
+  const ds = new DecompressionStream('deflate-raw');
+  const writer = ds.writable.getWriter();
+  // `bytes` is a view into wasm memory, valid only during this call: the stream reads it
+  // later, so hand it a copy (a view read after Rust reused the memory came out truncated).
+  writer.write(bytes.slice()).catch(() => {});
+  writer.close().catch(() => {});
+  return read_limited(ds.readable, limit, () => {
+    throw new Error(`it inflates to more than ${limit} bytes`);
+  });
 }
 
 // --- keep.rs: the trace kept in IndexedDB
