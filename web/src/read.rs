@@ -137,7 +137,8 @@ pub(crate) async fn parse(
             break;
         }
         let done = usize::try_from(decoder.position()).unwrap_or(total);
-        if events > 0 && now_ms() - grown_at >= GROW_MS {
+        // (Not when this chunk ends the input: the whole trace is shown next.)
+        if events > 0 && done < total && now_ms() - grown_at >= GROW_MS {
             if let Err(e) = shown.grow(st, name, &mut fresh, &scan, done, total) {
                 return Some(Err(Failed::Read(e.to_string())));
             }
