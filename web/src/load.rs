@@ -140,20 +140,14 @@ pub fn spawn_analysis(st: AppState) {
                 }
             };
             let Some(p) = progress else { break };
-            // The progress on screen about ten times a second, with a frame (each update
-            // renders the progress views again: per slice, that cost grew with the machine's
-            // load, as slices are wall time).
-            let due = now_ms() - last_paint > 100.0;
-            if due || st.analysis_hold.get_untracked() {
-                let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
-                st.analysis.set(AnalysisStatus::Running {
-                    events,
-                    fraction: p.fraction(),
-                    done: p.done,
-                    events_per_s: p.done as f64 / secs,
-                    indexing: p.phase == kvscope_core::replay::BuildPhase::Index,
-                });
-            }
+            let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
+            st.analysis.set(AnalysisStatus::Running {
+                events,
+                fraction: p.fraction(),
+                done: p.done,
+                events_per_s: p.done as f64 / secs,
+                indexing: p.phase == kvscope_core::replay::BuildPhase::Index,
+            });
             // Held (see `AppState::analysis_hold`): wait, a frame at a time, until released or
             // a newer load takes over.
             while st.analysis_hold.get_untracked() && is_current(st, gen) {
@@ -161,7 +155,7 @@ pub fn spawn_analysis(st: AppState) {
                 last_paint = now_ms();
             }
             // Let the browser handle input; give it a frame now and then.
-            if due {
+            if now_ms() - last_paint > 100.0 {
                 after_paint().await;
                 last_paint = now_ms();
             } else {
