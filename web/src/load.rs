@@ -61,25 +61,11 @@ pub async fn yield_now() {
 }
 
 /// Target duration of one slice of the analysis, ms: long enough to amortise the yield,
-/// short enough that a pan or a click waits at most about this long. Wall time, checked
-/// between calls of about [`CALL_MS`]: on a busy machine a slice of fixed work took several
-/// times as long (slices of 100-450 ms at a million events under load 10).
+/// short enough that a pan or a click waits at most about this long.
 const SLICE_MS: f64 = 30.0;
 
-/// Target duration of one call into the analysis or the edge index within a slice, ms: a slice
-/// ends at the first call that ends after [`SLICE_MS`], so it overshoots by about this much
-/// (by more for a step that cannot be split: a sort, a model's summary).
-const CALL_MS: f64 = 4.0;
-
-/// Budget (`ReplayBuilder::advance` units) of the first call of each analysis phase.
-const FIRST_BUDGET: usize = 1_000;
-
-/// A budget of work units scaled so a call takes about [`CALL_MS`], given that the last one of
-/// `budget` units took `took` ms.
-fn rescale(budget: usize, took: f64, min: usize, max: usize) -> usize {
-    let scale = (CALL_MS / took.max(0.05)).clamp(0.25, 4.0);
-    ((budget as f64 * scale) as usize).clamp(min, max)
-}
+/// Budget (`ReplayBuilder::advance` units) of the first slice of each analysis phase.
+const FIRST_BUDGET: usize = 2_000;
 
 /// Start a new load: every load or analysis task of an earlier one stops at its next slice.
 /// Returns the new load's generation.
@@ -113,33 +99,26 @@ pub fn spawn_analysis(st: AppState) {
             if !is_current(st, gen) {
                 return; // a newer load took over
             }
-            // One slice: calls of about CALL_MS until SLICE_MS have passed.
-            let slice = now_ms();
-            let progress = loop {
-                let ts = now_ms();
-                let progress = st
-                    .model
-                    .with_untracked(|m| m.as_ref().and_then(|m| m.analyse_some(budget)));
-                let took = now_ms() - ts;
-                let Some(p) = progress else { break None };
-                // Adapt the budget so a call takes about CALL_MS; a new phase has other costs
-                // per unit (indexing counts batches, the analysis events): start small again. A
-                // call that did much less than its budget (a whole step that ends its call:
-                // freeing a model, a sort, a loss summary) says nothing about the cost per unit:
-                // keep the budget (growing it there let the findings' last step run a million
-                // units, seconds, in one call).
-                let did = p.done.saturating_sub(last_done);
-                last_done = p.done;
-                if phase.replace(p.phase).is_some_and(|q| q != p.phase) {
-                    budget = FIRST_BUDGET;
-                } else if did >= budget / 2 || took > CALL_MS {
-                    budget = rescale(budget, took, 64, 1 << 22);
-                }
-                if now_ms() - slice >= SLICE_MS {
-                    break Some(p);
-                }
-            };
+            let ts = now_ms();
+            let progress = st
+                .model
+                .with_untracked(|m| m.as_ref().and_then(|m| m.analyse_some(budget)));
+            let took = (now_ms() - ts).max(0.05);
             let Some(p) = progress else { break };
+            // Adapt the budget so a slice takes about SLICE_MS; a new phase has other costs
+            // per unit (indexing counts batches, the analysis events): start small again. A
+            // call that did much less than its budget (a whole step that ends its call: freeing
+            // a model, a sort, a loss summary) says nothing about the cost per unit: keep the
+            // budget (growing it there let the findings' last step run a million units, seconds,
+            // in one slice).
+            let did = p.done.saturating_sub(last_done);
+            last_done = p.done;
+            if phase.replace(p.phase).is_some_and(|q| q != p.phase) {
+                budget = FIRST_BUDGET;
+            } else if did >= budget / 2 || took > SLICE_MS {
+                let scale = (SLICE_MS / took).clamp(0.25, 4.0);
+                budget = ((budget as f64 * scale) as usize).clamp(64, 1 << 22);
+            }
             let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
             st.analysis.set(AnalysisStatus::Running {
                 events,
@@ -186,39 +165,36 @@ pub fn spawn_analysis(st: AppState) {
 /// to the status line's breakdown. Stops when a load newer than `gen` starts.
 async fn index_edges(st: AppState, gen: u64) {
     let t0 = now_ms();
-    let mut budget = 10_000usize;
+    let mut budget = 50_000usize;
     let mut worked = false;
-    let mut done = false;
-    while !done {
+    loop {
         if !is_current(st, gen) {
             return;
         }
-        // One slice: calls of about CALL_MS until SLICE_MS have passed.
-        let slice = now_ms();
-        while !done && now_ms() - slice < SLICE_MS {
-            let ts = now_ms();
-            done = true;
-            st.model.update_untracked(|slot| {
-                let Some(arc) = slot.as_mut() else { return };
-                if arc.edges_indexed() {
-                    return;
-                }
-                worked = true;
-                match Arc::get_mut(arc) {
-                    Some(m) => done = m.index_edges_some(budget),
-                    // Still shared (a render holds it): lay out a copy, edges included.
-                    None => {
-                        if let Ok(m) = arc.relaid(st.lane_mode.get_untracked()) {
-                            *arc = Arc::new(m);
-                        }
+        let ts = now_ms();
+        let mut done = true;
+        st.model.update_untracked(|slot| {
+            let Some(arc) = slot.as_mut() else { return };
+            if arc.edges_indexed() {
+                return;
+            }
+            worked = true;
+            match Arc::get_mut(arc) {
+                Some(m) => done = m.index_edges_some(budget),
+                // Still shared (a render holds it): lay out a copy, edges included.
+                None => {
+                    if let Ok(m) = arc.relaid(st.lane_mode.get_untracked()) {
+                        *arc = Arc::new(m);
                     }
                 }
-            });
-            budget = rescale(budget, now_ms() - ts, 1 << 10, 1 << 24);
+            }
+        });
+        if done {
+            break;
         }
-        if !done {
-            yield_now().await;
-        }
+        let scale = (SLICE_MS / (now_ms() - ts).max(0.05)).clamp(0.25, 4.0);
+        budget = ((budget as f64 * scale) as usize).clamp(1 << 10, 1 << 24);
+        yield_now().await;
     }
     if worked {
         st.model.update(|_| {}); // draw the edges
@@ -290,13 +266,11 @@ pub fn load_blob(
             None => return, // a newer load took over
             Some(Ok(read)) => read,
             Some(Err(Failed::Read(message))) => {
-                shown.restore(st);
                 st.status.set(LoadStatus::Error { name, message });
                 resume_analysis(st);
                 return;
             }
             Some(Err(Failed::Broken(broken))) => {
-                shown.restore(st);
                 st.status.set(LoadStatus::Error {
                     name: name.clone(),
                     message: broken.error.to_string(),

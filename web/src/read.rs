@@ -66,7 +66,7 @@ const GROW_MS: f64 = 500.0;
 /// [`AppState::model`] after the first chunk, which grows every [`GROW_MS`] (the first paint
 /// needs a chunk, not the file). At the end the model, taken back, holds the whole trace (its
 /// lanes are the caller's to lay out); meanwhile the page says how far reading is. On an error
-/// or a cancel the model shown is this load's partial one ([`Shown`] puts the earlier back).
+/// or a cancel the model shown is this load's partial one.
 pub(crate) async fn parse(
     st: AppState,
     name: &str,
@@ -160,14 +160,12 @@ pub(crate) async fn parse(
     }
 }
 
-/// A load's partial model in [`AppState::model`] while it reads, and the model shown before it
-/// (put back if the load fails).
+/// A load's partial model in [`AppState::model`] while it reads. If the load fails, it stays:
+/// the records before the error, under the error's message.
 #[derive(Default)]
 pub(crate) struct Shown {
     /// Whether `AppState::model` holds this load's model.
     ours: bool,
-    /// The model shown before this load's first one.
-    before: Option<Arc<Model>>,
 }
 
 impl Shown {
@@ -186,7 +184,6 @@ impl Shown {
     ) -> Result<(), ModelError> {
         let first = !self.ours;
         if first {
-            self.before = st.model.get_untracked();
             self.ours = true;
             // Not analysed yet: the views that need the analysis wait ("analysing 0%").
             st.analysis.set(AnalysisStatus::queued(0));
@@ -222,13 +219,6 @@ impl Shown {
         Arc::try_unwrap(arc)
             .or_else(|arc| arc.relaid(LaneMode::Tier))
             .ok()
-    }
-
-    /// A failed load: show the model from before it again (its partial one goes).
-    pub(crate) fn restore(self, st: AppState) {
-        if self.ours {
-            st.model.set(self.before);
-        }
     }
 }
 

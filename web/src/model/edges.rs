@@ -159,33 +159,6 @@ impl EdgeBuilder {
     }
 }
 
-/// Indices into `edges` (sorted by child) ordered by parent, then child: a counting sort over
-/// the `n` events, linear (sorting a million (parent, child) keys was one task of about 100 ms
-/// in the browser).
-fn by_parent(edges: &[Edge], n: usize) -> Vec<u32> {
-    // Where each parent's run starts, then (as edges are placed) where its next edge goes.
-    let mut next = vec![0u32; n + 1];
-    for e in edges {
-        if let Some(c) = next.get_mut(e.parent as usize + 1) {
-            *c += 1;
-        }
-    }
-    for k in 1..next.len() {
-        next[k] += next[k - 1];
-    }
-    let mut out = vec![0u32; edges.len()];
-    // Edges in child order: each parent's edges land in child order.
-    for (k, e) in edges.iter().enumerate() {
-        if let Some(at) = next.get_mut(e.parent as usize) {
-            if let Some(slot) = out.get_mut(*at as usize) {
-                *slot = k as u32;
-            }
-            *at += 1;
-        }
-    }
-    out
-}
-
 impl Model {
     /// The edges part of [`Model::layout`] (after [`Model::layout_lanes`]), all at once. Which
     /// edges are violations, of which class and level, is the core analysis' finding, not
@@ -211,7 +184,13 @@ impl Model {
             return false;
         }
         let edges = self.with_trace(|t| b.finish(self, t));
-        self.by_parent = by_parent(&edges, self.events.len());
+        let mut by_parent: Vec<(u64, u32)> = edges
+            .iter()
+            .enumerate()
+            .map(|(k, e)| (u64::from(e.parent) << 32 | u64::from(e.child), k as u32))
+            .collect();
+        by_parent.sort_unstable();
+        self.by_parent = by_parent.into_iter().map(|(_, k)| k).collect();
         self.edges = edges;
         self.edges_indexed = true;
         true
