@@ -59,7 +59,15 @@ impl Interner {
             Some(&f) => f,
             None => u32::try_from(self.hashes.len()).unwrap_or(u32::MAX),
         };
-        let id = *self.ids.entry(h).or_insert(next);
+        // A new hash's id is `next`: not read back from the bucket just written (a read of
+        // that line waited for it to arrive: half of the interning time on the anchor stream).
+        let id = match self.ids.entry(h) {
+            hashbrown::hash_map::Entry::Occupied(e) => *e.get(),
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                e.insert(next);
+                next
+            }
+        };
         if id == next {
             if self.free.last() == Some(&next) {
                 self.free.pop();
@@ -93,6 +101,24 @@ impl Interner {
     /// Whether `id` is assigned (not released).
     pub(crate) fn live(&self, id: u32) -> bool {
         self.hash(id).is_some_and(|h| self.ids.get(&h) == Some(&id))
+    }
+
+    /// Look up the block hashes (and parent) of `events` without interning them: a batch's
+    /// hashes are new or long unseen, so each look-up misses the cache; done for a whole batch
+    /// before its events are interned one by one, the misses overlap (the processor runs ahead
+    /// through these independent look-ups) and the interning that follows finds the table's
+    /// lines in the cache.
+    pub(crate) fn warm(&self, events: &[KvEvent]) {
+        for ev in events {
+            for h in ev.block_hashes() {
+                std::hint::black_box(self.ids.get(&h.as_u64()));
+            }
+            if let KvEvent::BlockStored(e) = ev {
+                if let Some(p) = &e.parent_block_hash {
+                    std::hint::black_box(self.ids.get(&p.as_u64()));
+                }
+            }
+        }
     }
 
     /// The id of `h`, if it was ever seen.
