@@ -204,17 +204,6 @@ impl Llmd {
     /// tables out of the npm package (`docs/consumers.md`, R3).
     fn tier(&mut self, lane_tier: u32, medium: Option<&str>) -> u32 {
         let name = medium.filter(|m| !m.is_empty()).unwrap_or("gpu");
-        let i = lane_tier as usize;
-        // The lane's tier from the last event is checked first: a lane's medium rarely
-        // changes, and then nothing needs writing.
-        let last = self.tier_of_lane.get(i).copied().unwrap_or(u32::MAX);
-        if self
-            .tiers
-            .get(last as usize)
-            .is_some_and(|t| t.eq_ignore_ascii_case(name))
-        {
-            return last;
-        }
         // Compared without lower-casing into a new string (once per event): the names kept
         // are lower-case ASCII, so an ASCII case-insensitive match is the same test.
         let id = match self.tiers.iter().position(|t| t.eq_ignore_ascii_case(name)) {
@@ -224,6 +213,7 @@ impl Llmd {
                 self.tiers.len() as u32 - 1
             }
         };
+        let i = lane_tier as usize;
         if i >= self.tier_of_lane.len() {
             self.tier_of_lane.resize(i + 1, u32::MAX);
         }
@@ -305,18 +295,7 @@ impl Llmd {
             let supported = match kind {
                 Some(kind) => {
                     let ok = SUPPORTED_KINDS.contains(&kind);
-                    // One probe, and no write when the catalogue already says so (every
-                    // store names its kind: the same key and value event after event).
-                    match self.groups.entry(key) {
-                        hashbrown::hash_map::Entry::Occupied(mut e) => {
-                            if *e.get() != ok as u32 {
-                                e.insert(ok as u32);
-                            }
-                        }
-                        hashbrown::hash_map::Entry::Vacant(e) => {
-                            e.insert(ok as u32);
-                        }
-                    }
+                    self.groups.insert(key, ok as u32);
                     ok
                 }
                 None => self.groups.get(&key) == Some(&1),
