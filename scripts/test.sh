@@ -37,20 +37,15 @@ tsc -p tests/node
 step "web: component tests in headless Chromium (wasm-bindgen-test)"
 export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
 cargo test -p kvscope-web --target wasm32-unknown-unknown --locked --no-run
-# Since 2026-12-05 wasm-bindgen-test-runner sometimes never starts the test page (about one run
-# in three here, with no test output: it hangs before "running N tests"; not understood yet).
-# A run that has not finished in 2 minutes (a good one takes under 30 s, built) is stopped and
-# retried, at most twice, saying so; a failing test still fails the step at once.
-web_component_tests() {
-  timeout -k 10 120 cargo test -p kvscope-web --target wasm32-unknown-unknown --locked
-}
-for attempt in 1 2 3; do
-  rc=0
-  web_component_tests || rc=$?
-  [ "$rc" = 124 ] || break
-  echo "web component tests: the runner hung (no result in 120 s, attempt $attempt)" >&2
-done
-[ "$rc" = 0 ] || exit "$rc"
+# The page's JS glue is one module, web/src/browser.js: the test runner's server stalls on a
+# burst of five snippet modules fetched at once (see that file's header), and the tests then
+# hang before their first test. A new `inline_js` or JS file would bring that back.
+if grep -rn --include='*.rs' -e 'inline_js' -e 'module = "' web/src | grep -v 'module = "/src/browser.js"'; then
+  echo "web: put JS glue in web/src/browser.js, not in a new snippet module (see its header)" >&2
+  exit 1
+fi
+# A run that hangs all the same fails after 10 minutes (a good one takes under a minute).
+timeout -k 10 600 cargo test -p kvscope-web --target wasm32-unknown-unknown --locked
 
 step "web: clippy for wasm32"
 cargo clippy -p kvscope-web --target wasm32-unknown-unknown --all-targets --locked --no-deps -- -D warnings

@@ -284,9 +284,14 @@ const DEMO_FIXED = join(fixtures, 'demo-fixed.msgpack');
 test('compare with trace: the loaded trace beside another, aligned by block, each differing count explained', async () => {
   const page = await open();
   await page.waitForSelector('[data-testid=analysis-state]:has-text("analysed in")');
+  // The simulator runs in a worker (a comparison of large traces must not block the page).
+  const workers = [];
+  page.on('worker', (w) => workers.push(w));
   await page.getByRole('button', { name: 'Compare', exact: true }).click();
   const dialog = page.getByRole('dialog', { name: 'Compare' });
   await dialog.getByRole('button', { name: 'Generate and compare' }).waitFor();
+  assert.equal(workers.length, 1, 'the simulator has its own worker');
+  assert.equal(await workers[0].evaluate(() => typeof document), 'undefined', 'off the page thread');
   // Keys pressed in a dialog never act on the page behind it: not on the body, not in one of
   // its selects, not in one of its number fields.
   const counter = await text(page, 'counter');

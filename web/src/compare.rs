@@ -6,9 +6,10 @@
 //! events aligned by block whose order or verdicts differ ([`crate::compare_view`]).
 //!
 //! The comparison is not in the app's wasm: it runs in a second module (`web/sim`:
-//! `kvscope_sim.js` and `kvscope_sim_bg.wasm` next to the app in `dist/`) imported the first
-//! time the dialog opens, which keeps the first download small. It reads (or simulates) and
-//! analyses both sides and returns a [`Comparison`]. For that the page keeps the loaded
+//! `kvscope_sim.js` and `kvscope_sim_bg.wasm` next to the app in `dist/`) loaded in a worker
+//! the first time the dialog opens, which keeps the first download small and the page
+//! responsive while two large traces are compared. It reads (or simulates) and analyses both
+//! sides and returns a [`Comparison`]. For that the page keeps the loaded
 //! trace's bytes outside wasm memory ([`remember`]). Behind the `compare` cargo feature (on by
 //! default).
 
@@ -30,29 +31,12 @@ pub const SIM_JS: &str = "./kvscope_sim.js";
 pub const SIM_WASM: &str = "./kvscope_sim_bg.wasm";
 
 // The loaded trace's name and bytes (`current`) and the trace last compared with (`other`)
-// stay in JS arrays, outside wasm memory; the JS below reads the picked file and hands both to
+// stay in JS arrays, outside wasm memory; the JS in `browser.js` reads the picked file and hands both to
 // the simulator module (glue here rather than Rust: the app's size budget).
-#[wasm_bindgen(inline_js = "export function import_sim(js, wasm) {
-  const base = document.baseURI;
-  return import(new URL(js, base).href).then(async (m) => {
-    await m.default({ module_or_path: new URL(wasm, base).href });
-    return m;
-  });
-}
-let current, other;
-export function remember(name, blob) { current = [name, blob]; }
-export function kept(left) { return left ? current : other; }
-export async function compare_file(sim, input, workers) {
-  const file = input.files[0];
-  input.value = '';
-  if (!file) throw new Error('no file chosen');
-  if (!current) throw new Error('load a trace first: it is compared with the trace you pick');
-  other = [file.name, file];
-  const bytes = async (b) => new Uint8Array(await b.arrayBuffer());
-  return sim.compare_loaded(await bytes(current[1]), current[0], await bytes(file), file.name, workers);
-}")]
+#[wasm_bindgen(module = "/src/browser.js")]
 extern "C" {
-    /// Import the simulator's JS glue and instantiate its wasm; resolves to the module.
+    /// Start the simulator's worker, which imports its JS glue and instantiates its wasm;
+    /// resolves to `call(name, ...args)`, a promise of the module's `name(...args)`.
     #[wasm_bindgen(catch)]
     fn import_sim(js: &str, wasm: &str) -> Result<js_sys::Promise, JsValue>;
     /// Keep the trace just loaded (its `Blob`, outside wasm memory; no copy): what "Compare
@@ -60,8 +44,8 @@ extern "C" {
     pub fn remember(name: &str, blob: &web_sys::Blob);
     /// `[name, blob]` of the loaded trace (`left`) or of the one compared with.
     fn kept(left: bool) -> JsValue;
-    /// Read the file picked in `input` and compare the loaded trace with it in the simulator
-    /// module `sim` (`compare_loaded`); resolves to the comparison as JSON.
+    /// Compare the loaded trace with the file picked in `input` in the simulator (`sim`, the
+    /// `call` [`import_sim`] resolves to: `compare_loaded`); resolves to the comparison as JSON.
     #[wasm_bindgen(catch)]
     fn compare_file(
         sim: &JsValue,
@@ -71,11 +55,11 @@ extern "C" {
 }
 
 thread_local! {
-    /// The simulator module once imported (kept for later dialogs).
+    /// The simulator's `call` once its worker is up (kept for later dialogs).
     static SIM: RefCell<Option<JsValue>> = const { RefCell::new(None) };
 }
 
-/// Import the simulator module (once) and return it.
+/// Start the simulator (once) and return its `call`.
 pub async fn simulator() -> Result<JsValue, String> {
     if let Some(m) = SIM.with(|s| s.borrow().clone()) {
         return Ok(m);
@@ -88,19 +72,22 @@ pub async fn simulator() -> Result<JsValue, String> {
     Ok(m)
 }
 
-/// Call `name(args...)` on the simulator module; a thrown error becomes its message.
-fn call(sim: &JsValue, name: &str, args: &[JsValue]) -> Result<JsValue, String> {
-    let f: js_sys::Function = js_sys::Reflect::get(sim, &name.into())
-        .ok()
-        .and_then(|f| f.dyn_into().ok())
-        .ok_or_else(|| format!("the simulator module has no {name}()"))?;
-    let args: js_sys::Array = args.iter().collect();
-    f.apply(&JsValue::NULL, &args).map_err(|e| js_text(&e))
+/// Call `name(arg)` on the simulator module in its worker (started the first time); a thrown
+/// error becomes its message.
+async fn call(name: &str, arg: Option<&str>) -> Result<JsValue, String> {
+    let sim = simulator().await?;
+    let f: &js_sys::Function = sim.unchecked_ref();
+    let promise = match arg {
+        Some(arg) => f.call2(&JsValue::NULL, &name.into(), &arg.into()),
+        None => f.call1(&JsValue::NULL, &name.into()),
+    };
+    let promise: js_sys::Promise = promise.map_err(|e| js_text(&e))?.unchecked_into();
+    JsFuture::from(promise).await.map_err(|e| js_text(&e))
 }
 
 /// The simulator's built-in scenarios.
-pub fn builtins(sim: &JsValue) -> Result<Vec<Builtin>, String> {
-    let list = answer(call(sim, "builtins", &[])?)?;
+pub async fn builtins() -> Result<Vec<Builtin>, String> {
+    let list = call("builtins", None).await?;
     elements(&list, "builtins")?
         .iter()
         .map(|b| {
@@ -113,14 +100,13 @@ pub fn builtins(sim: &JsValue) -> Result<Vec<Builtin>, String> {
 }
 
 /// Simulate, analyse and compare both sides of `p` (in the simulator module).
-pub fn run(sim: &JsValue, p: &Params) -> Result<Comparison, String> {
+pub async fn run(p: &Params) -> Result<Comparison, String> {
     let json = serde_json::to_string(p).map_err(|e| e.to_string())?;
-    comparison(call(sim, "compare", &[json.as_str().into()])?)
+    comparison(call("compare", Some(&json)).await?)
 }
 
-/// The simulator's comparison answer (JSON text) as a [`Comparison`].
-fn comparison(json: JsValue) -> Result<Comparison, String> {
-    let c = answer(json)?;
+/// The simulator's comparison answer as a [`Comparison`].
+fn comparison(c: JsValue) -> Result<Comparison, String> {
     let rows = elements(&field(&c, "rows"), "rows")?
         .iter()
         .map(|r| {
@@ -144,17 +130,10 @@ fn comparison(json: JsValue) -> Result<Comparison, String> {
     })
 }
 
-// The simulator answers in JSON (`sim_params`); the app reads it with the browser's
-// `JSON.parse`, not serde_json: serde_json's text deserializer (with its own float parser) was
-// 19,224 B gzip of the app's wasm for these two small answers (2026-12-05).
-
-/// A simulator answer (JSON text) as a JS value.
-fn answer(json: JsValue) -> Result<JsValue, String> {
-    let json = json
-        .as_string()
-        .ok_or("the simulator returned no JSON text")?;
-    js_sys::JSON::parse(&json).map_err(|e| js_text(&e))
-}
+// The simulator answers in JSON (`sim_params`); its worker parses it with the browser's
+// `JSON.parse` and the app reads the fields, not serde_json: serde_json's text deserializer
+// (with its own float parser) was 19,224 B gzip of the app's wasm for these two small answers
+// (2026-12-05).
 
 /// Field `key` of a JS object (`undefined` when missing).
 fn field(v: &JsValue, key: &str) -> JsValue {
@@ -241,7 +220,7 @@ pub fn CompareDialog(
         }
         sim.set(SimState::Loading);
         leptos::task::spawn_local(async move {
-            let state = match simulator().await.and_then(|m| builtins(&m)) {
+            let state = match builtins().await {
                 Ok(list) => SimState::Ready(list),
                 Err(e) => SimState::Failed(e),
             };
@@ -263,8 +242,7 @@ pub fn CompareDialog(
         busy.set(true);
         let p = params.get_untracked();
         leptos::task::spawn_local(async move {
-            load::yield_now().await;
-            let outcome = simulator().await.and_then(|m| run(&m, &p));
+            let outcome = run(&p).await;
             result.set(Some(outcome));
             busy.set(false);
         });

@@ -76,34 +76,7 @@ fn radix36(mut n: u64) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-#[wasm_bindgen(inline_js = r#"
-function db() {
-  return new Promise((res, rej) => {
-    const r = indexedDB.open('kvscope', 1);
-    r.onupgradeneeded = () => r.result.createObjectStore('traces');
-    r.onsuccess = () => res(r.result);
-    r.onerror = () => rej(r.error);
-  });
-}
-function done(req) {
-  return new Promise((res, rej) => { req.onsuccess = () => res(req.result); req.onerror = () => rej(req.error); });
-}
-export async function keep_trace(id, name, blob) {
-  const d = await db();
-  try {
-    const t = d.transaction('traces', 'readwrite');
-    t.objectStore('traces').put({ id, name, bytes: blob }, 'last');
-    await new Promise((res, rej) => { t.oncomplete = res; t.onerror = () => rej(t.error); t.onabort = () => rej(t.error); });
-  } finally { d.close(); }
-}
-export async function kept_trace(id) {
-  const d = await db();
-  try {
-    const v = await done(d.transaction('traces').objectStore('traces').get('last'));
-    return v && v.id === id ? [v.name, v.bytes instanceof Blob ? v.bytes : new Blob([v.bytes])] : undefined;
-  } finally { d.close(); }
-}
-"#)]
+#[wasm_bindgen(module = "/src/browser.js")]
 extern "C" {
     #[wasm_bindgen(catch)]
     fn keep_trace(id: &str, name: &str, blob: &web_sys::Blob) -> Result<js_sys::Promise, JsValue>;

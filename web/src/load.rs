@@ -47,9 +47,7 @@ pub async fn after_paint() {
     yield_now().await;
 }
 
-#[wasm_bindgen::prelude::wasm_bindgen(inline_js = "const ch = new MessageChannel(), q = [];
-ch.port1.onmessage = () => q.shift()();
-export function next_task() { return new Promise((r) => { q.push(r); ch.port2.postMessage(0); }); }")]
+#[wasm_bindgen::prelude::wasm_bindgen(module = "/src/browser.js")]
 extern "C" {
     /// A promise resolved in a new task (a message to ourselves).
     fn next_task() -> js_sys::Promise;

@@ -105,50 +105,7 @@ fn dec(s: &str) -> String {
 /// Inflated inline traces larger than this are refused (a link is not a zip bomb).
 pub const INFLATE_LIMIT: usize = 64 << 20;
 
-#[wasm_bindgen(inline_js = r#"
-const CHUNK = 65536;
-export async function deflate_raw_limited(blob, limit) {
-  const reader = blob.stream().pipeThrough(new CompressionStream('deflate-raw')).getReader();
-  const parts = [];
-  let total = 0;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    total += value.length;
-    if (total > limit) { await reader.cancel().catch(() => {}); return undefined; }
-    parts.push(value);
-  }
-  const out = new Uint8Array(total);
-  let o = 0;
-  for (const p of parts) { out.set(p, o); o += p.length; }
-  return out;
-}
-export async function inflate_raw_limited(bytes, limit) {
-  const ds = new DecompressionStream('deflate-raw');
-  const writer = ds.writable.getWriter();
-  // `bytes` is a view into wasm memory, valid only during this call: the stream reads it
-  // later, so hand it a copy (a view read after Rust reused the memory came out truncated).
-  writer.write(bytes.slice()).catch(() => {});
-  writer.close().catch(() => {});
-  const reader = ds.readable.getReader();
-  const parts = [];
-  let total = 0;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    total += value.length;
-    if (total > limit) {
-      await reader.cancel().catch(() => {});
-      throw new Error(`it inflates to more than ${limit} bytes`);
-    }
-    parts.push(value);
-  }
-  const out = new Uint8Array(total);
-  let o = 0;
-  for (const p of parts) { out.set(p, o); o += p.length; }
-  return out;
-}
-"#)]
+#[wasm_bindgen(module = "/src/browser.js")]
 extern "C" {
     /// Raw-deflate `blob`; resolves to `undefined` as soon as the output exceeds `limit`.
     #[wasm_bindgen(catch)]

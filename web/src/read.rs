@@ -24,10 +24,7 @@ const CHUNK: usize = 2 << 20;
 const READ: usize = 16 << 20;
 
 // JS glue rather than web-sys bindings: fewer imports (the app's size budget).
-#[wasm_bindgen::prelude::wasm_bindgen(
-    inline_js = "export function blob_part(blob, at, end) { return blob.slice(at, end).arrayBuffer().then((b) => new Uint8Array(b)); }
-export function blob_of(bytes) { return new Blob([bytes]); }"
-)]
+#[wasm_bindgen::prelude::wasm_bindgen(module = "/src/browser.js")]
 extern "C" {
     /// Bytes `at..end` of `blob`: a promise of a `Uint8Array`.
     fn blob_part(blob: &web_sys::Blob, at: f64, end: f64) -> js_sys::Promise;

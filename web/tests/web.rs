@@ -605,7 +605,7 @@ async fn overview_stays_put_when_lanes_scroll() {
 /// inflates to the same bytes; large traces are not inlined; garbage is a readable error.
 #[wasm_bindgen_test]
 async fn inline_permalinks_round_trip_in_the_browser() {
-    use kvscope_web::permalink::{inline_trace, uninline_trace, INLINE_LIMIT};
+    use kvscope_web::permalink::{inline_trace, uninline_trace, INFLATE_LIMIT, INLINE_LIMIT};
     let inline = |b: &[u8]| {
         let blob = kvscope_web::read::blob_of(b);
         async move { inline_trace(&blob).await }
@@ -636,6 +636,15 @@ async fn inline_permalinks_round_trip_in_the_browser() {
     assert!(inline(&noise[..INLINE_LIMIT / 2]).await.is_some());
     let err = uninline_trace("AAAAAAAA").await.unwrap_err();
     assert!(err.contains("does not inflate"), "{err}");
+    // A link is not a zip bomb: 64 MiB + 1 zero bytes, raw deflate, base64url (Node's
+    // `zlib.deflateRawSync(Buffer.alloc((64 << 20) + 1), { level: 9 }).toString('base64url')`).
+    let bomb = include_str!("fixtures/bomb-link.txt").trim();
+    let err = uninline_trace(bomb).await.unwrap_err();
+    assert_eq!(INFLATE_LIMIT, 64 << 20);
+    assert!(
+        err.contains(&format!("inflates to more than {INFLATE_LIMIT} bytes")),
+        "{err}"
+    );
     let err = uninline_trace("!!").await.unwrap_err();
     assert!(err.contains("base64url"), "{err}");
 }

@@ -48,48 +48,28 @@ impl Edges {
     /// The child of `key`, or else (no edge) set it to `child` and return `None`:
     /// [`Edges::get`] then [`Edges::insert`] in one probe (once per lower-tier block).
     pub(super) fn get_or_insert(&mut self, key: EdgeKey, child: u64) -> Option<u64> {
-        let id = match self.free.last() {
-            Some(&slot) => slot,
-            None => u32::try_from(self.entries.len()).unwrap_or(u32::MAX),
-        };
-        let entries = &self.entries;
-        let found = self.chain.find_or_push(key_hash(&key), id, |id| {
-            entries.get(id as usize).is_some_and(|e| e.0 == key)
-        });
-        match found {
-            Some(i) => {
-                let e = self.entries.get_mut(i as usize)?;
-                if e.1.is_none() {
-                    e.1 = Some(child);
-                    self.live += 1;
-                    return None;
-                }
-                e.1
-            }
-            None => {
-                self.push_new(key, child);
-                None
-            }
+        let (e, live) = self.entry(key)?;
+        if e.1.is_none() {
+            e.1 = Some(child);
+            *live += 1;
+            return None;
         }
-    }
-
-    /// Fill the slot [`HashChain::find_or_push`] was given for a new edge.
-    fn push_new(&mut self, key: EdgeKey, child: u64) {
-        match self.free.pop() {
-            Some(slot) => {
-                if let Some(e) = self.entries.get_mut(slot as usize) {
-                    *e = (key, Some(child));
-                }
-            }
-            None => self.entries.push((key, Some(child))),
-        }
-        self.live += 1;
+        e.1
     }
 
     /// Set the child of `key`.
     #[cfg(test)]
     fn insert(&mut self, key: EdgeKey, child: u64) {
-        // The slot a new edge takes: the last freed one, else a new entry.
+        if let Some((e, live)) = self.entry(key) {
+            if e.1.replace(child).is_none() {
+                *live += 1;
+            }
+        }
+    }
+
+    /// The entry of `key` (and the live count), found in one probe or else linked as a new
+    /// entry without a child: in the last freed slot, else a new one.
+    fn entry(&mut self, key: EdgeKey) -> Option<(&mut (EdgeKey, Option<u64>), &mut usize)> {
         let id = match self.free.last() {
             Some(&slot) => slot,
             None => u32::try_from(self.entries.len()).unwrap_or(u32::MAX),
@@ -98,16 +78,21 @@ impl Edges {
         let found = self.chain.find_or_push(key_hash(&key), id, |id| {
             entries.get(id as usize).is_some_and(|e| e.0 == key)
         });
-        match found {
-            Some(i) => {
-                if let Some(e) = self.entries.get_mut(i as usize) {
-                    if e.1.replace(child).is_none() {
-                        self.live += 1;
-                    }
+        let i = match found {
+            Some(i) => i as usize,
+            None => match self.free.pop() {
+                Some(slot) => {
+                    let slot = slot as usize;
+                    *self.entries.get_mut(slot)? = (key, None);
+                    slot
                 }
-            }
-            None => self.push_new(key, child),
-        }
+                None => {
+                    self.entries.push((key, None));
+                    self.entries.len() - 1
+                }
+            },
+        };
+        Some((self.entries.get_mut(i)?, &mut self.live))
     }
 
     /// Remove the edge of `key`, if any.
