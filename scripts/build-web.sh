@@ -49,10 +49,8 @@ report "$OUT/kvscope_web_bg.wasm"
 # The app's size budget (docs/web-build.md): a regression gate, not a goal. A change that
 # links something big (serde_json's float code, a Unicode table, the simulator outside its lazy
 # module) fails here, not in a release. Only the wasm the page loads at start is gated;
-# kvscope_sim_bg.wasm loads when Compare opens. Raised to 369,920 B for a day on 2026-12-05:
-# reading a file as a Blob, the lanes gathered while reading and the replay's compact findings
-# took the app to 369,627 B; the gate goes back to 368,640 once they are paid for.
-budget=369920
+# kvscope_sim_bg.wasm loads when Compare opens.
+budget=368640
 app=$(gzip -9 -c "$OUT/kvscope_web_bg.wasm" | wc -c)
 if [ "$app" -gt "$budget" ]; then
   log "the app wasm is $app bytes gzip -9, over its $budget-byte budget"

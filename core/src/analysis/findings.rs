@@ -315,6 +315,28 @@ impl FindingStore {
         })
     }
 
+    /// Every finding rendered, as an [`super::Analysis`] lists them: the reported ones (warn
+    /// and deny; `findings`) and every child-before-parent one at any level (`violations`),
+    /// both in event order. Renders them all: for a whole report, not for a viewer.
+    pub(crate) fn rendered(&self) -> (Vec<Finding>, Vec<Finding>) {
+        let (mut findings, mut violations) = (Vec::new(), Vec::new());
+        let mut cur = Cursor::default();
+        while let Some(f) = self.next(&mut cur) {
+            let reported = f.level != Level::Allow;
+            if !reported && !f.rule.is_reorder() {
+                continue;
+            }
+            let rendered = f.render();
+            if f.rule.is_reorder() {
+                violations.push(rendered.clone());
+            }
+            if reported {
+                findings.push(rendered);
+            }
+        }
+        (findings, violations)
+    }
+
     /// The final verdict of event `i` for the `c`-th model.
     pub(crate) fn verdict(&self, c: usize, i: usize) -> Option<VerdictKind> {
         self.kinds.get(c)?.get(i).copied()
@@ -349,17 +371,11 @@ impl FindingStore {
         })
     }
 
-    /// Move the loss summaries out, with their prefixes (the store then renders no
-    /// `consumer-loss` findings).
+    /// Move the loss summaries out, with their prefixes rebuilt from the roots ([`Self::losses`]
+    /// is then empty). The store keeps the roots: it still renders the `consumer-loss`
+    /// findings and every finding's cascades.
     pub(crate) fn take_losses(&mut self) -> Vec<LossSummary> {
-        let losses = std::mem::take(&mut self.losses);
-        let losses = self.with_prefixes(losses);
-        self.roots = Vec::new();
-        losses
-    }
-
-    /// `losses` (the store's) with their prefixes rebuilt from the roots.
-    fn with_prefixes(&self, mut losses: Vec<LossSummary>) -> Vec<LossSummary> {
+        let mut losses = std::mem::take(&mut self.losses);
         for (c, (l, roots)) in losses.iter_mut().zip(&self.roots).enumerate() {
             let mut prefixes = Vec::with_capacity(roots.len());
             for r in roots {
@@ -368,12 +384,6 @@ impl FindingStore {
             l.unreachable_prefixes = prefixes;
         }
         losses
-    }
-
-    /// The loss summaries with their prefixes, copied (the store keeps rendering
-    /// `consumer-loss` findings: a replay keeps both).
-    pub(crate) fn loss_summaries(&self) -> Vec<LossSummary> {
-        self.with_prefixes(self.losses.clone())
     }
 
     /// Loss roots of the models before the `c`-th, after the records (ids, see
@@ -475,7 +485,7 @@ impl FindingStore {
             return f;
         }
         for (c, (kind, kinds)) in self.consumers.iter().zip(&self.kinds).enumerate() {
-            if c >= self.losses.len() {
+            if c >= self.roots.len() {
                 break;
             }
             if let Some(v) = kinds.get(f.event) {

@@ -97,8 +97,7 @@ impl ReplayBuilder {
     /// share a trace the caller keeps instead of copying it.
     pub fn new(trace: impl Into<Arc<Trace>>, config: &AnalysisConfig) -> ReplayBuilder {
         let trace = trace.into();
-        let mut run = Run::new(&trace, config);
-        run.compact = true;
+        let run = Run::new(&trace, config);
         let rec = Recording {
             consumers: config.consumers.len(),
             ..Recording::default()
@@ -151,8 +150,13 @@ impl ReplayBuilder {
             run,
             mut rec,
         } = self;
-        let (analysis, interner, store) = run.finish_parts(&trace);
-        let findings = store.unwrap_or_default();
+        let (mut analysis, interner, store) = run.finish_parts(&trace);
+        let mut findings = store.unwrap_or_default();
+        // The findings stay compact, rendered one at a time when shown (so the analysis'
+        // `findings` and `violations` stay empty). Rendering needs the verdicts: the analysis
+        // gets a copy (a byte per event and model), and the loss summaries.
+        analysis.verdict_kinds = findings.kinds.clone();
+        analysis.losses = findings.take_losses();
         let n = analysis.index.events.len();
         rec.close(n);
         rec.blocks_seen.interner = interner;

@@ -201,16 +201,6 @@ impl Replay {
     /// (`Analysis::violations`), both in event order. Renders them all: for a whole report,
     /// not for a viewer.
     pub fn rendered_findings(&self) -> (Vec<Finding>, Vec<Finding>) {
-        let (mut findings, mut violations) = (Vec::new(), Vec::new());
-        for (_, f) in self.findings_with_ids() {
-            let rendered = f.render();
-            if f.rule.is_reorder() {
-                violations.push(rendered.clone());
-            }
-            if f.level != crate::analysis::Level::Allow {
-                findings.push(rendered);
-            }
-        }
-        (findings, violations)
+        self.lent().rendered()
     }
 }

@@ -20,7 +20,8 @@ pub struct Scan {
     lanes: Vec<Lane>,
 }
 
-/// A lane key in [`Scan`]: medium, ownership, provenance tier, KV group.
+/// An event's lane by its tier, as [`Scan`] and [`Model::layout_lanes`] key it: medium,
+/// ownership, provenance tier, KV group.
 type ScanKey<'t> = (Option<&'t str>, Option<&'t str>, Option<&'t str>, u32);
 
 /// Event `pos` of batch `b`'s lane key (`None`: no lane, `AllBlocksCleared`).
@@ -162,27 +163,11 @@ impl Model {
                 _ => None,
             });
             for b in batches {
-                for (pos, ev) in b.events.iter().enumerate() {
+                for pos in 0..b.events.len() {
                     let ei = out.len();
-                    let (medium, ownership, group) = match ev {
-                        KvEvent::BlockStored(e) => {
-                            (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
-                        }
-                        KvEvent::BlockRemoved(e) => {
-                            (e.medium.as_deref(), e.ownership.as_deref(), e.group_idx)
-                        }
-                        KvEvent::AllBlocksCleared => {
-                            out.push(NONE);
-                            continue;
-                        }
-                    };
-                    let prov_tier = match (medium, ownership) {
-                        (Some("STORAGE" | "FS" | "OBJ"), None) => b
-                            .provenance
-                            .as_ref()
-                            .and_then(|p| p.get(pos))
-                            .map(|p| p.tier.as_str()),
-                        _ => None,
+                    let Some((medium, ownership, prov_tier, group)) = scan_key(b, pos) else {
+                        out.push(NONE);
+                        continue;
                     };
                     let job = match mode {
                         LaneMode::TierJob => {
@@ -199,7 +184,6 @@ impl Model {
                     let split_source = mode == LaneMode::SourceTier
                         || (many_sources && job.is_some_and(|j| j != u32::MAX));
                     let source = split_source.then_some(b.source.as_str());
-                    let group = group.unwrap_or(0);
                     let key = (
                         medium,
                         ownership,

@@ -1,13 +1,13 @@
-//! The finishing stage: unknown parents, loss summaries, the compact finding store (levels,
-//! order, consumer-loss findings from the loss roots) and, for an [`crate::analysis::Analysis`],
-//! the findings rendered.
+//! The finishing stage: unknown parents, loss summaries and the compact finding store (levels,
+//! order, consumer-loss findings from the loss roots), from which an
+//! [`crate::analysis::Analysis`] renders its findings ([`Run::finish_parts`]).
 
 use super::violations::Leftovers;
 use super::Run;
-use crate::analysis::findings::{Cursor, FindingStore, Msg, Rec, StoreParts};
+use crate::analysis::findings::{FindingStore, Msg, Rec, StoreParts};
 use crate::analysis::roots::Root;
 use crate::analysis::Rule;
-use crate::analysis::{Finding, LossSummary, SortedPairs};
+use crate::analysis::{LossSummary, SortedPairs};
 use crate::consumers::VerdictKind;
 
 impl Run {
@@ -17,10 +17,9 @@ impl Run {
         let leftovers = self.waiting.take_all();
         // In no particular order: a child waits for one parent, so each gives the only
         // `unknown-parent` finding of its event, and the store sorts the findings by event.
-        let roots: usize = self.tracks.iter().map(|t| t.roots.len()).sum();
-        let most = self.raw.len() + leftovers.len() + roots;
+        // The work: each leftover, each model's loss summary, the store.
         self.fin = Finishing {
-            total: leftovers.len() + self.tracks.len() + 1 + most,
+            total: leftovers.len() + self.tracks.len() + 1,
             leftovers,
             ..Finishing::default()
         };
@@ -164,41 +163,10 @@ impl Run {
                     workers: self.workers,
                 });
                 let fin = &mut self.fin;
-                fin.step = if self.index.streaming || self.compact {
-                    FinishStep::Done
-                } else {
-                    FinishStep::Render
-                };
+                fin.step = FinishStep::Done;
                 fin.store = Some(store);
                 work = 1;
                 heavy = true;
-            }
-            FinishStep::Render => {
-                // The reported findings (warn and deny) and the child-before-parent ones at
-                // every level, rendered.
-                let fin = &mut self.fin;
-                let Some(store) = fin.store.as_ref() else {
-                    fin.step = FinishStep::Done;
-                    return (1, false);
-                };
-                while work < budget {
-                    let Some(f) = store.next(&mut fin.cursor) else {
-                        fin.step = FinishStep::Done;
-                        break;
-                    };
-                    work += 1;
-                    let reported = f.level != crate::analysis::Level::Allow;
-                    if !reported && !f.rule.is_reorder() {
-                        continue;
-                    }
-                    let rendered = f.render();
-                    if f.rule.is_reorder() {
-                        fin.violations.push(rendered.clone());
-                    }
-                    if reported {
-                        fin.findings.push(rendered);
-                    }
-                }
             }
             FinishStep::Done => {}
         }
@@ -218,7 +186,6 @@ pub(super) enum FinishStep {
     Leftovers,
     Losses,
     Store,
-    Render,
     Done,
 }
 
@@ -227,11 +194,7 @@ pub(super) enum FinishStep {
 pub(super) struct Finishing {
     pub(super) step: FinishStep,
     pub(super) leftovers: Leftovers,
-    /// Position in the findings (`Render`).
-    pub(super) cursor: Cursor,
     pub(super) store: Option<FindingStore>,
-    pub(super) violations: Vec<Finding>,
-    pub(super) findings: Vec<Finding>,
     pub(super) losses: Vec<LossSummary>,
     /// Per model: its loss roots, and those replayed later (see [`FindingStore`]).
     pub(super) roots: Vec<Vec<Root>>,

@@ -141,9 +141,6 @@ pub(crate) struct Run {
     /// The routing-precondition watcher.
     pre: crate::analysis::preconditions::Preconditions,
     next: usize,
-    /// Keep the findings compact ([`Run::finish_parts`] returns the store): the replay renders
-    /// one only when it is shown, so [`Analysis::findings`] and `violations` stay empty.
-    pub(crate) compact: bool,
 }
 
 impl Run {
@@ -207,7 +204,6 @@ impl Run {
             fin: Finishing::default(),
             pre: Default::default(),
             next: 0,
-            compact: false,
         }
     }
 
@@ -439,13 +435,20 @@ impl Run {
     }
 
     /// Assemble the [`Analysis`] (runs any remaining work first; after [`Stage::Done`] it only
-    /// moves results).
+    /// renders the findings and moves results).
     pub(crate) fn finish(self, trace: &Trace) -> Analysis {
-        self.finish_parts(trace).0
+        let (mut analysis, _, store) = self.finish_parts(trace);
+        if let Some(mut s) = store {
+            (analysis.findings, analysis.violations) = s.rendered();
+            analysis.verdict_kinds = s.take_kinds();
+            analysis.losses = s.take_losses();
+        }
+        analysis
     }
 
-    /// [`Run::finish`], also returning the analysis' block ids and, when [`Run::compact`],
-    /// the findings (whose verdicts and loss summaries are the analysis').
+    /// [`Run::finish`] without rendering: the analysis without its findings, the block ids,
+    /// and the compact findings, which hold the verdicts and loss summaries (the analysis
+    /// has them only when there is no store).
     pub(crate) fn finish_parts(
         mut self,
         trace: &Trace,
@@ -460,7 +463,6 @@ impl Run {
             interner,
             kinds,
             fin,
-            compact,
             ..
         } = self;
         let keys = if index.multi_group {
@@ -468,27 +470,14 @@ impl Run {
         } else {
             keys.by_hash(interner)
         };
-        let mut fin = fin;
-        // A compact run's store keeps rendering its findings: the analysis gets copies (a
-        // verdict byte per event and model, the loss summaries).
-        let verdict_kinds = match fin.store.as_mut() {
-            Some(s) if compact => s.kinds.clone(),
-            Some(s) => s.take_kinds(),
-            None => kinds,
-        };
-        let losses = match fin.store.as_mut() {
-            Some(s) if compact => s.loss_summaries(),
-            Some(s) => s.take_losses(),
-            None => fin.losses,
-        };
         let analysis = Analysis {
             index: index.idx,
             config,
-            findings: fin.findings,
-            violations: fin.violations,
-            verdict_kinds,
-            losses,
+            findings: Vec::new(),
+            violations: Vec::new(),
+            verdict_kinds: kinds,
+            losses: fin.losses,
         };
-        (analysis, keys, fin.store.filter(|_| compact))
+        (analysis, keys, fin.store)
     }
 }
