@@ -315,6 +315,9 @@ impl Run {
         let ri = self.next_record;
         self.next_record += 1;
         let first = self.index.event_count();
+        if let TraceRecord::Batch(b) = rec {
+            self.interner.warm(&b.events);
+        }
         self.index_record(ri, rec);
         let TraceRecord::Batch(b) = rec else {
             return;
