@@ -14,7 +14,7 @@ use leptos::prelude::*;
 
 use crate::model::Model;
 use crate::text::{count, hash_text, mid_ellipsis, HASH_CHARS};
-use crate::{AnalysisStatus, AppState};
+use crate::{AnalysisStatus, AppState, LoadStatus};
 
 /// Job events listed at most.
 const JOB_EVENTS: usize = 300;
@@ -94,10 +94,21 @@ pub fn analysing_view(st: AppState, m: &Model) -> AnyView {
         AnalysisStatus::Running { fraction, .. } => 100.0 * fraction,
         _ => 100.0,
     };
+    // While the file is read the timeline shows the events so far; the models start after.
+    let line = move || match st.status.get() {
+        LoadStatus::Loading { .. } => {
+            "Reading the trace: the consumer models run once all of it is read".to_owned()
+        }
+        _ => format!(
+            "Analysing {} with the consumer models: {}%",
+            count(n, "event", "events"),
+            crate::fixed(pct().floor(), 0)
+        ),
+    };
     view! {
         <div class="muted analysing-box" data-testid="analysing" role="status">
             <p class="analysing"><span class="spinner" aria-hidden="true"></span>
-                {move || format!("Analysing {} with the consumer models: {}%", count(n, "event", "events"), crate::fixed(pct().floor(), 0))}</p>
+                {line}</p>
             <progress max="100" prop:value=pct aria-label="Analysis progress"></progress>
             <p class="small">"The timeline is ready (pan, zoom, step, jump between child-first deliveries). Verdicts, snapshots, the topology, job order and the full violation list follow."</p>
         </div>

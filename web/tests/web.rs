@@ -487,6 +487,34 @@ async fn large_trace_shows_progress_and_stays_interactive() {
     assert_eq!(seq, Some((999, 1000)));
 }
 
+/// While a file is read the timeline shows the events so far, and the consumer views say the
+/// models run once the whole trace is read (not "analysing N events: 0%" of a part); then they
+/// show the analysis' own progress.
+#[wasm_bindgen_test]
+async fn the_consumer_views_wait_for_the_whole_trace_while_it_is_read() {
+    let root = container();
+    let st = AppState::new();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! { <kvscope_web::inspect::Inspector/> }
+    });
+    st.status.set(kvscope_web::LoadStatus::Loading {
+        name: "big.msgpack".into(),
+        done: 2 << 20,
+        total: 6 << 20,
+        events: 2000,
+        events_per_s: 1e6,
+    });
+    st.analysis.set(AnalysisStatus::queued(0));
+    let partial = kvscope_web::model::Model::empty("big.msgpack");
+    st.model.set(Some(std::sync::Arc::new(partial)));
+    let reading = until(&root, "analysing", "Reading the trace").await;
+    assert!(!reading.contains('%'), "{reading}");
+    st.status.set(kvscope_web::LoadStatus::Idle);
+    let analysing = until(&root, "analysing", "with the consumer models: 0%").await;
+    assert!(analysing.starts_with("Analysing 0 events"), "{analysing}");
+}
+
 /// A new trace loaded while the analysis of the previous one runs cancels it: the new one is
 /// analysed, the old one never lands.
 #[wasm_bindgen_test]
