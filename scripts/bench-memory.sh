@@ -10,6 +10,11 @@
 #   orphans  ORPHANS one-event batches whose parents are never stored (every event an orphan
 #            for every strict router; core/examples/orphans.rs).
 #
+# Then `kvscope diff` of the anchor stream against itself (every event aligned) and against the
+# churn trace (none aligned), with their peak and time against the anchor's `check` in the same
+# run (diff streams both traces one after the other: about one check's peak plus the first
+# trace's compact side, and the time of two checks).
+#
 #   scripts/bench-memory.sh [DIR]      (SCALE=1, ORPHANS=2000000 by default)
 #
 # Prints, per trace: events, peak RSS (MB), wall seconds, events per second. Needs GNU time.
@@ -70,8 +75,25 @@ measure() {
     wall=$(awk '/Elapsed \(wall clock\)/ {n = split($NF, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s}' "$log")
     python3 -c "import sys; e, r, w = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]); print(f'{sys.argv[1]:8} {e:>9} events  peak {r:>5} MB  {w:6.1f} s  {e / w / 1e3:7.0f}k events/s')" "$name" "$events" "$rss" "$wall"
     rm -f "$log" "$log.out"
+    last_rss=$rss last_wall=$wall
+}
+
+# `kvscope diff A B`: peak and wall against one `check` of the anchor stream (check_rss,
+# check_wall) measured just before.
+measure_diff() {
+    local name=$1 a=$2 b=$3 log
+    log=$(mktemp)
+    /usr/bin/time -v "$kv" diff "$a" "$b" >/dev/null 2>"$log" || true
+    local rss wall
+    rss=$(awk -F: '/Maximum resident/ {print int($2 / 1024)}' "$log")
+    wall=$(awk '/Elapsed \(wall clock\)/ {n = split($NF, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s}' "$log")
+    python3 -c "import sys; r, w, cr, cw = int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]); print(f'{sys.argv[1]:18} peak {r:>5} MB ({r / cr:.2f}x check anchor)  {w:6.1f} s ({w / (2 * cw):.2f}x two checks)')" "$name" "$rss" "$wall" "$check_rss" "$check_wall"
+    rm -f "$log"
 }
 
 measure anchor "$dir/stream.msgpack"
+check_rss=$last_rss check_wall=$last_wall
 measure churn "$churn"
 measure orphans "$dir/orphans.msgpack"
+measure_diff "diff anchor" "$dir/stream.msgpack" "$dir/stream.msgpack"
+measure_diff "diff anchor churn" "$dir/stream.msgpack" "$churn"

@@ -524,7 +524,7 @@ fn the_replay_topology_is_per_group() {
 /// fixed order makes disappear, not one.
 #[test]
 fn compare_tells_the_groups_apart() {
-    use kvscope_core::analysis::compare;
+    use kvscope_core::analysis::compare::compare;
     let set = analyze(&capture(sim(two_groups(), "cpython", 0), false), &config(1));
     let fixed = analyze(&capture(sim(two_groups(), "fixed", 0), false), &config(1));
     let d = compare(&set, &fixed);

@@ -664,3 +664,20 @@ impl std::fmt::Display for GroupNote {
         }
     }
 }
+
+// What only a comparison's `SideBuilder` reads (feature `compare`).
+#[cfg(feature = "compare")]
+impl FindingRef<'_> {
+    /// A record's KV group, first hash and parent, without rendering (a comparison's name of
+    /// a violation); `None` for a `consumer-loss` finding.
+    pub(crate) fn block(&self) -> Option<(u32, Option<u64>, Option<u64>)> {
+        let r = self.rec()?;
+        Some(match &r.msg {
+            Msg::Full(f) => (f.group, f.hashes.first().copied(), f.parent),
+            Msg::Double { group, .. } | Msg::Removed { group, .. } | Msg::Reorder { group, .. } => {
+                (*group, r.hashes.first().copied(), r.parent)
+            }
+            Msg::Unknown { .. } => (0, r.hashes.first().copied(), r.parent),
+        })
+    }
+}

@@ -157,8 +157,54 @@ enum JobKey {
 }
 
 /// (source, DP rank, group, hash) of a GPU-stored block → (its batch record, the request's
-/// ordinal among that batch's GPU stores).
-type GpuStores = HashMap<(u32, u32, u32, u64), (u32, u32)>;
+/// ordinal among that batch's GPU stores): a table of hashes per (source, DP rank, group), to
+/// the request in `jobs` (16-byte entries rather than 32 with the whole key and the pair in
+/// each: a table entry per block the GPU ever stored, about 30 MB of the anchor stream's peak
+/// in `scripts/bench-memory.sh`). The crate's hash-map type: no hash-table code of its own
+/// (wasm size).
+#[derive(Default)]
+struct GpuStores {
+    /// (source, DP rank, group) of each table: few (engines times KV groups), found by a scan.
+    keys: Vec<(u32, u32, u32)>,
+    tables: Vec<HashMap<u64, u32>>,
+    /// (batch record, request ordinal) of the GPU requests.
+    jobs: Vec<(u32, u32)>,
+}
+
+impl GpuStores {
+    /// The table of (source, DP rank, group) `key`.
+    fn table(&self, key: (u32, u32, u32)) -> Option<usize> {
+        self.keys.iter().position(|k| *k == key)
+    }
+
+    /// The blocks `hashes` of (source, DP rank, group) `key` were stored by request `job`.
+    fn insert(&mut self, key: (u32, u32, u32), hashes: &[crate::hash::BlockHash], job: (u32, u32)) {
+        let t = match self.table(key) {
+            Some(t) => t,
+            None => {
+                let t = self.keys.len();
+                self.keys.push(key);
+                self.tables.push(HashMap::default());
+                t
+            }
+        };
+        if self.jobs.last().is_none_or(|j| *j != job) {
+            self.jobs.push(job);
+        }
+        let j = (self.jobs.len() - 1) as u32;
+        if let Some(table) = self.tables.get_mut(t) {
+            for h in hashes {
+                table.insert(h.as_u64(), j);
+            }
+        }
+    }
+
+    fn get(&self, key: (u32, u32, u32), hash: u64) -> Option<(u32, u32)> {
+        let t = self.table(key)?;
+        let j = *self.tables.get(t)?.get(&hash)?;
+        self.jobs.get(j as usize).copied()
+    }
+}
 
 /// Builds an [`EventIndex`] record by record (resumable, see `Run`).
 #[derive(Default)]
@@ -326,17 +372,14 @@ impl IndexBuilder {
                     request += 1;
                 }
                 last_group = Some(group);
-                for h in &st.block_hashes {
-                    self.gpu
-                        .insert((sid, dp, group, h.as_u64()), (ri as u32, request));
-                }
+                self.gpu
+                    .insert((sid, dp, group), &st.block_hashes, (ri as u32, request));
                 continue;
             }
             let found = st
                 .block_hashes
                 .last()
-                .and_then(|h| self.gpu.get(&(sid, dp, group, h.as_u64())))
-                .copied();
+                .and_then(|h| self.gpu.get((sid, dp, group), h.as_u64()));
             match (found, out.get_mut(pos)) {
                 (Some(job), Some(slot)) => {
                     *slot = Some(job);
@@ -606,5 +649,29 @@ impl EventIndex {
     pub fn job_evidence(&self, i: usize) -> Option<JobEvidence> {
         let loc = self.events.get(i)?;
         self.jobs.get(loc.job as usize).map(|j| j.evidence)
+    }
+}
+
+#[cfg(test)]
+mod gpu_tests {
+    use super::GpuStores;
+    use crate::hash::BlockHash;
+
+    #[test]
+    fn gpu_stores_keep_a_table_per_source_rank_and_group() {
+        let mut g = GpuStores::default();
+        let hs = |v: &[u64]| v.iter().map(|h| BlockHash::Int(*h)).collect::<Vec<_>>();
+        g.insert((0, 0, 0), &hs(&[1, 2]), (5, 0));
+        g.insert((0, 0, 1), &hs(&[1]), (5, 1));
+        g.insert((1, 0, 0), &hs(&[2]), (6, 0));
+        // Stored again by a later request: the last one counts.
+        g.insert((0, 0, 0), &hs(&[2]), (7, 0));
+        assert_eq!(g.get((0, 0, 0), 1), Some((5, 0)));
+        assert_eq!(g.get((0, 0, 0), 2), Some((7, 0)));
+        assert_eq!(g.get((0, 0, 1), 1), Some((5, 1)));
+        assert_eq!(g.get((0, 0, 1), 2), None);
+        assert_eq!(g.get((1, 0, 0), 2), Some((6, 0)));
+        assert_eq!(g.get((0, 1, 0), 1), None);
+        assert_eq!((g.tables.len(), g.jobs.len()), (3, 4));
     }
 }

@@ -45,11 +45,6 @@ impl LaneList {
         }
     }
 
-    /// Whether `lane` is there.
-    pub(crate) fn contains(&self, lane: LaneKey) -> bool {
-        self.0.contains(&Self::pack(lane))
-    }
-
     /// Whether a lane of source `source` is there.
     pub(crate) fn has_source(&self, source: u32) -> bool {
         self.0.iter().any(|k| (k >> 32) as u32 == source)

@@ -1,6 +1,7 @@
 //! The models' small data structures: dense block ids ([`Interner`], [`EventIds`]), the one
 //! hash-map type ([`Map`]) and what is built on it ([`SlabMap`], [`HashChain`]).
 
+use super::id_table::IdTable;
 use crate::event::KvEvent;
 
 /// An event's block hashes, normalised to u64 (inline up to 2: no allocation for the usual
@@ -17,59 +18,36 @@ pub(crate) type Hashes = smallvec::SmallVec<[u64; 2]>;
 /// ([`Interner::release`]; see `analysis/run/recycle.rs`) and new hashes take them again, so
 /// that with a bounded live set (LRU churn) the id space, hence every per-id vector, stays
 /// bounded too.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Interner {
-    ids: Map<u64, u32>,
+    /// Hash → id, 4 bytes a slot (see [`IdTable`]).
+    ids: IdTable,
     hashes: Vec<u64>,
     /// Released ids, taken again before new ones.
     free: Vec<u32>,
-    /// The last two hashes interned and their ids (`u32::MAX`: none), newest first: a store's
-    /// parent is most often the block the event before stored, found here without a probe of
-    /// `ids` (on the anchor stream that probe was about a third of the interning time).
-    recent: [(u64, u32); 2],
-}
-
-impl Default for Interner {
-    fn default() -> Self {
-        Interner {
-            ids: Map::default(),
-            hashes: Vec::new(),
-            free: Vec::new(),
-            recent: [(0, u32::MAX); 2],
-        }
-    }
 }
 
 impl Interner {
     /// The id of `h`, assigned if new.
     pub fn intern(&mut self, h: u64) -> u32 {
-        for &(rh, id) in &self.recent {
-            if rh == h && id != u32::MAX {
-                return id;
-            }
+        if let Some(id) = self.get(h) {
+            return id;
         }
-        let id = self.intern_new(h);
-        self.recent = [(h, id), self.recent[0]];
-        id
-    }
-
-    /// [`Interner::intern`] by a probe of the table.
-    fn intern_new(&mut self, h: u64) -> u32 {
-        let next = match self.free.last() {
-            Some(&f) => f,
-            None => u32::try_from(self.hashes.len()).unwrap_or(u32::MAX),
-        };
-        let id = *self.ids.entry(h).or_insert(next);
-        if id == next {
-            if self.free.last() == Some(&next) {
-                self.free.pop();
-                if let Some(slot) = self.hashes.get_mut(id as usize) {
+        let id = match self.free.pop() {
+            Some(f) => {
+                if let Some(slot) = self.hashes.get_mut(f as usize) {
                     *slot = h;
                 }
-            } else if self.hashes.len() < u32::MAX as usize {
-                self.hashes.push(h);
+                f
             }
-        }
+            // `u32::MAX` is no id (the table's empty slot).
+            None if self.hashes.len() >= u32::MAX as usize => return u32::MAX,
+            None => {
+                self.hashes.push(h);
+                (self.hashes.len() - 1) as u32
+            }
+        };
+        self.ids.insert(id, &self.hashes);
         id
     }
 
@@ -77,22 +55,17 @@ impl Interner {
     /// The caller has checked that nothing refers to it. Returns its hash.
     pub(crate) fn release(&mut self, id: u32) -> Option<u64> {
         let h = self.hash(id)?;
-        if self.ids.get(&h) != Some(&id) {
+        if self.get(h) != Some(id) {
             return None;
         }
-        self.ids.remove(&h);
+        self.ids.remove(h, &self.hashes);
         self.free.push(id);
-        for r in &mut self.recent {
-            if r.1 == id {
-                *r = (0, u32::MAX);
-            }
-        }
         Some(h)
     }
 
     /// Whether `id` is assigned (not released).
     pub(crate) fn live(&self, id: u32) -> bool {
-        self.hash(id).is_some_and(|h| self.ids.get(&h) == Some(&id))
+        self.hash(id).is_some_and(|h| self.get(h) == Some(id))
     }
 
     /// Look up the block hashes (and parent) of `events` without interning them: a batch's
@@ -104,11 +77,11 @@ impl Interner {
     pub(crate) fn warm(&self, events: &[KvEvent]) {
         for ev in events {
             for h in ev.block_hashes() {
-                std::hint::black_box(self.ids.get(&h.as_u64()));
+                std::hint::black_box(self.get(h.as_u64()));
             }
             if let KvEvent::BlockStored(e) = ev {
                 if let Some(p) = &e.parent_block_hash {
-                    std::hint::black_box(self.ids.get(&p.as_u64()));
+                    std::hint::black_box(self.get(p.as_u64()));
                 }
             }
         }
@@ -116,7 +89,7 @@ impl Interner {
 
     /// The id of `h`, if it was ever seen.
     pub fn get(&self, h: u64) -> Option<u32> {
-        self.ids.get(&h).copied()
+        self.ids.get(h, &self.hashes)
     }
 
     /// The hash of `id`.

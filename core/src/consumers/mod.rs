@@ -20,6 +20,7 @@
 //! records what it needs as it goes instead of copying states.
 
 pub mod dynamo;
+mod id_table;
 pub mod ideal;
 mod kind;
 mod lanes;
@@ -29,6 +30,7 @@ mod maps;
 mod props;
 pub mod sglang;
 pub mod smg;
+mod spill;
 mod verdict;
 
 pub use kind::{BlockSizes, ConsumerConfig, ConsumerKind};
@@ -36,6 +38,7 @@ pub(crate) use lanes::{LaneBook, LaneList};
 pub use lanes::{LaneCounts, LaneKey, Lanes};
 pub(crate) use maps::{slot, str_hash, HashChain, Hashes, Map, SlabMap};
 pub use maps::{EventIds, Interner};
+pub(crate) use spill::{Cell, Spill};
 pub(crate) use verdict::push_block;
 pub use verdict::{BlockVerdict, Blocks, EventVerdict, Resolution, VerdictKind};
 

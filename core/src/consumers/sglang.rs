@@ -13,8 +13,8 @@
 use smallvec::SmallVec;
 
 use super::{
-    push_block, slot, Blocks, Consumer, EventCtx, EventIds, EventVerdict, Hashes, LaneBook,
-    LaneCounts, LaneKey, Lanes, Map, Resolution, VerdictKind,
+    push_block, slot, Blocks, Cell, Consumer, EventCtx, EventIds, EventVerdict, LaneBook,
+    LaneCounts, LaneKey, Lanes, Map, Resolution, Spill, VerdictKind,
 };
 use crate::event::{BlockRemoved, BlockStored, KvEvent};
 
@@ -22,11 +22,6 @@ type Worker = (u32, u32);
 /// Node ids count up from 1 (0 is the root, which has no node).
 type NodeId = u32;
 const ROOT: NodeId = 0;
-/// A node's owners `(worker, tier)`, packed as `worker id << 32 | kvscope tier id` (see
-/// [`owner`]; almost always one or two: inline, no allocation per node). The crate's `Hashes`
-/// vector type: no `SmallVec` type of its own (wasm size).
-type Owners = Hashes;
-
 /// An owner entry: dense worker id `wid` (see `Sglang::worker_id`), kvscope tier id `tier`.
 fn owner(wid: u32, tier: u32) -> u64 {
     (wid as u64) << 32 | tier as u64
@@ -36,6 +31,12 @@ fn owner(wid: u32, tier: u32) -> u64 {
 fn owner_worker(o: u64) -> u32 {
     (o >> 32) as u32
 }
+
+/// The owners of node `n`, from `many` when it has several.
+fn owners_of<'a>(n: &'a SNode, many: &'a Spill) -> &'a [u64] {
+    many.values(&n.owner)
+}
+
 /// The nodes of one hash (almost always one: inline).
 type HashNodes = SmallVec<[NodeId; 4]>;
 /// Up to this many nodes per hash, a node's child with a given hash is found by scanning the
@@ -52,12 +53,100 @@ struct SNode {
     /// Dense block id of its hash.
     hid: u32,
     parent: NodeId,
-    /// `(worker, kvscope tier id)` owners, packed (the real node keeps a tier bitset per
-    /// worker).
-    owners: Owners,
+    /// The `(worker, kvscope tier id)` owners, packed (the real node keeps a tier bitset per
+    /// worker): a [`Spill`] cell of `Sglang::owners` (a node of one owner is 24 bytes instead
+    /// of 40 with an inline list; worker ids count workers, far below `u32::MAX - 1`).
+    owner: Cell,
     children: u32,
     /// Attached to the root although its chain had a parent (or under such a chain).
     unreachable: bool,
+}
+
+/// `by_hash`, in 4 bytes per block id: the only node of a hash inline, the nodes of a hash
+/// with several (rare: the same hash stored under different parents) in a list aside. A row
+/// per block id, parents that were never stored included: a 24-byte inline list per id cost 48
+/// bytes an event on the orphans trace of `scripts/bench-memory.sh`.
+#[derive(Clone, Debug, Default)]
+struct ByHash {
+    /// By block id: [`ROOT`] (no node; the root is never listed), the node, or [`MANY`] with
+    /// the slot of its list in `many`.
+    one: Vec<NodeId>,
+    many: Vec<HashNodes>,
+    free: Vec<u32>,
+}
+
+/// [`ByHash::one`]'s flag: the low bits are a slot of [`ByHash::many`] (node ids count nodes,
+/// far below it).
+const MANY: NodeId = 1 << 31;
+
+impl ByHash {
+    /// The nodes of block id `hid`, in the order they were added.
+    fn get(&self, hid: u32) -> &[NodeId] {
+        match self.one.get(hid as usize) {
+            None | Some(&ROOT) => &[],
+            Some(&n) if n & MANY != 0 => self
+                .many
+                .get((n & !MANY) as usize)
+                .map_or(&[], |l| l.as_slice()),
+            Some(n) => std::slice::from_ref(n),
+        }
+    }
+
+    /// Add node `id` to block id `hid`'s list; the list's new length.
+    fn push(&mut self, hid: u32, id: NodeId) -> usize {
+        let one = slot(&mut self.one, hid);
+        if *one == ROOT {
+            *one = id;
+            return 1;
+        }
+        if *one & MANY != 0 {
+            let Some(list) = self.many.get_mut((*one & !MANY) as usize) else {
+                return 0;
+            };
+            list.push(id);
+            return list.len();
+        }
+        let mut list = HashNodes::new();
+        list.push(*one);
+        list.push(id);
+        let k = match self.free.pop() {
+            Some(k) => {
+                if let Some(l) = self.many.get_mut(k as usize) {
+                    *l = list;
+                }
+                k
+            }
+            None => {
+                self.many.push(list);
+                (self.many.len() - 1) as u32
+            }
+        };
+        *one = MANY | k;
+        2
+    }
+
+    /// Take node `id` out of block id `hid`'s list.
+    fn remove(&mut self, hid: u32, id: NodeId) {
+        let Some(one) = self.one.get_mut(hid as usize) else {
+            return;
+        };
+        if *one & MANY == 0 {
+            if *one == id {
+                *one = ROOT;
+            }
+            return;
+        }
+        let k = *one & !MANY;
+        if let Some(list) = self.many.get_mut(k as usize) {
+            list.retain(|x| *x != id);
+            // Back inline once at most one node is left.
+            if list.len() <= 1 {
+                *one = list.first().copied().unwrap_or(ROOT);
+                *list = HashNodes::new();
+                self.free.push(k);
+            }
+        }
+    }
 }
 
 /// The SGLang model.
@@ -72,8 +161,10 @@ pub struct Sglang {
     /// `(parent node << 32 | block id) → node`, kept for hashes with more than [`SCAN`]
     /// nodes.
     children: Map<u64, NodeId>,
-    /// By dense block id: the nodes with that hash (`by_hash`).
-    by_hash: Vec<HashNodes>,
+    /// By dense block id: the nodes with that hash.
+    by_hash: ByHash,
+    /// The owners of the nodes with several (see [`SNode::owner`]).
+    owners: Spill,
     /// `(source << 32 | dp_rank)` → dense worker id (for the packed owner entries).
     workers: Map<u64, u32>,
     pub(super) lanes: LaneBook,
@@ -99,7 +190,7 @@ impl Sglang {
     /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
     /// blocks no model refers to).
     pub(crate) fn uses(&self, id: u32) -> bool {
-        self.by_hash.get(id as usize).is_some_and(|l| !l.is_empty())
+        !self.by_hash.get(id).is_empty()
     }
 
     /// Number of tree nodes (all workers).
@@ -117,7 +208,7 @@ impl Sglang {
 
     /// The child of `cur` with block id `hid`.
     fn child(&self, cur: NodeId, hid: u32) -> Option<NodeId> {
-        let list = self.by_hash.get(hid as usize)?;
+        let list = self.by_hash.get(hid);
         if list.len() <= SCAN {
             list.iter()
                 .copied()
@@ -129,13 +220,11 @@ impl Sglang {
 
     /// Register node `id` (block id `hid`, under `parent`) in `by_hash` and `children`.
     fn link(&mut self, parent: NodeId, hid: u32, id: NodeId) {
-        let list = slot(&mut self.by_hash, hid);
-        list.push(id);
-        match list.len() {
+        match self.by_hash.push(hid, id) {
             n if n == SCAN + 1 => {
                 // By position (no copy of the list).
                 for k in 0..n {
-                    let Some(&node) = self.by_hash.get(hid as usize).and_then(|l| l.get(k)) else {
+                    let Some(&node) = self.by_hash.get(hid).get(k) else {
                         break;
                     };
                     if let Some(p) = self.node(node).map(|x| x.parent) {
@@ -150,6 +239,12 @@ impl Sglang {
         }
     }
 
+    /// Add owner `o` to node `id`: whether the node is unreachable, if `o` is new.
+    fn add_owner(&mut self, id: NodeId, o: u64) -> Option<bool> {
+        let n = self.nodes.get_mut(id as usize)?.as_mut()?;
+        self.owners.insert(&mut n.owner, o).then_some(n.unreachable)
+    }
+
     /// The dense id of worker `w` (assigned if new; ids only name owners).
     fn worker_id(&mut self, w: Worker) -> u32 {
         let next = self.workers.len() as u32;
@@ -160,13 +255,16 @@ impl Sglang {
     }
 
     fn resolve_parent(&self, wid: u32, parent: u32) -> Option<NodeId> {
-        let nodes = self.by_hash.get(parent as usize)?;
+        let nodes = self.by_hash.get(parent);
         match nodes.len() {
             0 => None,
             1 => nodes.first().copied(),
             _ => nodes.iter().copied().find(|n| {
-                self.node(*n)
-                    .is_some_and(|x| x.owners.iter().any(|o| owner_worker(*o) == wid))
+                self.node(*n).is_some_and(|x| {
+                    owners_of(x, &self.owners)
+                        .iter()
+                        .any(|o| owner_worker(*o) == wid)
+                })
             }),
         }
     }
@@ -200,7 +298,7 @@ impl Sglang {
                     let node = Some(SNode {
                         hid,
                         parent: cur,
-                        owners: Owners::new(),
+                        owner: Cell::default(),
                         children: 0,
                         unreachable: misrooted,
                     });
@@ -225,19 +323,15 @@ impl Sglang {
                     id
                 }
             };
-            if let Some(n) = self.node_mut(id) {
-                if !n.owners.contains(&owner(wid, ctx.tier)) {
-                    n.owners.push(owner(wid, ctx.tier));
-                    let unreachable = n.unreachable;
-                    self.lanes.bump(
-                        lane,
-                        LaneCounts {
-                            indexed: 1,
-                            unreachable: unreachable as i64,
-                            ..LaneCounts::default()
-                        },
-                    );
-                }
+            if let Some(unreachable) = self.add_owner(id, owner(wid, ctx.tier)) {
+                self.lanes.bump(
+                    lane,
+                    LaneCounts {
+                        indexed: 1,
+                        unreachable: unreachable as i64,
+                        ..LaneCounts::default()
+                    },
+                );
             }
             cur = id;
         }
@@ -258,23 +352,14 @@ impl Sglang {
     /// Drop worker `w`'s owner entries (only tier `tier`'s, when given) from a node; prune
     /// empty childless nodes upward. Not generic over a filter: one copy of this code.
     fn drop_owner(&mut self, id: NodeId, w: Worker, wid: u32, tier: Option<u32>) -> bool {
-        let keep = |o: &u64| owner_worker(*o) != wid || tier.is_some_and(|t| *o as u32 != t);
-        let Some(n) = self.node_mut(id) else {
+        let Some(n) = self.nodes.get_mut(id as usize).and_then(Option::as_mut) else {
             return false;
         };
-        if n.owners.iter().all(&keep) {
+        let unreachable = n.unreachable;
+        let gone = self.owners.remove(&mut n.owner, wid, tier);
+        if gone.is_empty() {
             return false;
         }
-        let unreachable = n.unreachable;
-        let mut gone: Owners = Owners::new();
-        n.owners.retain(|o| {
-            if keep(o) {
-                true
-            } else {
-                gone.push(*o);
-                false
-            }
-        });
         for o in gone {
             self.lanes.bump(
                 LaneKey {
@@ -290,7 +375,7 @@ impl Sglang {
         }
         let mut cur = id;
         while let Some(node) = self.node(cur) {
-            if !node.owners.is_empty() || node.children > 0 || cur == ROOT {
+            if !node.owner.is_empty() || node.children > 0 || cur == ROOT {
                 break;
             }
             let (parent, hid) = (node.parent, node.hid);
@@ -302,9 +387,7 @@ impl Sglang {
             if !self.children.is_empty() {
                 self.children.remove(&child_key(parent, hid));
             }
-            if let Some(list) = self.by_hash.get_mut(hid as usize) {
-                list.retain(|x| *x != cur);
-            }
+            self.by_hash.remove(hid, cur);
             match self.node_mut(parent) {
                 Some(p) => {
                     p.children = p.children.saturating_sub(1);
@@ -322,11 +405,9 @@ impl Sglang {
         let tier = ctx.tier;
         let mut blocks = Blocks::with_capacity(e.block_hashes.len());
         for (i, &h) in ids.hashes.iter().enumerate() {
-            let target = self.by_hash.get(ids.block(i) as usize).and_then(|v| {
-                v.iter().copied().find(|n| {
-                    self.node(*n)
-                        .is_some_and(|x| x.owners.contains(&owner(wid, tier)))
-                })
+            let target = self.by_hash.get(ids.block(i)).iter().copied().find(|n| {
+                self.node(*n)
+                    .is_some_and(|x| owners_of(x, &self.owners).contains(&owner(wid, tier)))
             });
             let verdict = match target {
                 Some(id) if self.drop_owner(id, w, wid, Some(tier)) => VerdictKind::Removed,
@@ -342,9 +423,11 @@ impl Sglang {
         let wid = self.worker_id(w);
         let mut ids: Vec<NodeId> = Vec::new();
         for (id, n) in self.nodes.iter().enumerate() {
-            if n.as_ref()
-                .is_some_and(|n| n.owners.iter().any(|o| owner_worker(*o) == wid))
-            {
+            if n.as_ref().is_some_and(|n| {
+                owners_of(n, &self.owners)
+                    .iter()
+                    .any(|o| owner_worker(*o) == wid)
+            }) {
                 ids.push(id as NodeId);
             }
         }
@@ -380,5 +463,62 @@ impl Consumer for Sglang {
 
     fn lanes(&self) -> &Lanes {
         self.lanes.lanes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_keeps_one_owner_inline_and_several_aside() {
+        assert_eq!(std::mem::size_of::<Option<SNode>>(), 24);
+        let mut m = Sglang {
+            nodes: vec![
+                None,
+                Some(SNode {
+                    hid: 0,
+                    parent: ROOT,
+                    owner: Cell::default(),
+                    children: 0,
+                    unreachable: true,
+                }),
+            ],
+            ..Sglang::default()
+        };
+        let owners = |m: &Sglang| {
+            let n = m.node(1).expect("node 1");
+            owners_of(n, &m.owners).to_vec()
+        };
+        assert_eq!(m.add_owner(1, owner(0, 1)), Some(true));
+        assert_eq!(m.add_owner(1, owner(0, 1)), None);
+        assert_eq!((owners(&m), m.owners.len()), (vec![owner(0, 1)], 0));
+        assert_eq!(m.add_owner(1, owner(2, 0)), Some(true));
+        assert_eq!(m.add_owner(1, owner(3, 0)), Some(true));
+        assert_eq!(m.add_owner(1, owner(2, 0)), None);
+        assert_eq!(owners(&m), vec![owner(0, 1), owner(2, 0), owner(3, 0)]);
+        // Worker 2 dropped, then worker 0: one owner left, inline again.
+        assert!(m.drop_owner(1, (9, 9), 2, None));
+        assert!(!m.drop_owner(1, (9, 9), 2, None));
+        assert!(m.drop_owner(1, (9, 9), 0, Some(1)));
+        assert_eq!((owners(&m), m.owners.len()), (vec![owner(3, 0)], 0));
+    }
+
+    #[test]
+    fn by_hash_keeps_one_node_inline_and_several_in_order() {
+        let mut b = ByHash::default();
+        assert!(b.get(3).is_empty());
+        assert_eq!(b.push(3, 7), 1);
+        assert_eq!((b.get(3), b.one.len(), b.free.len()), (&[7][..], 4, 0));
+        assert_eq!(b.push(3, 8), 2);
+        assert_eq!(b.push(3, 9), 3);
+        assert_eq!(b.get(3), &[7, 8, 9]);
+        b.remove(3, 8);
+        assert_eq!(b.get(3), &[7, 9]);
+        b.remove(3, 7);
+        assert_eq!((b.get(3), b.free.len()), (&[9][..], 1));
+        b.remove(3, 5);
+        b.remove(3, 9);
+        assert!(b.get(3).is_empty() && b.get(100).is_empty());
     }
 }

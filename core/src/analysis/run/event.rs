@@ -1,6 +1,6 @@
 //! One event through the consumer models, the loss bookkeeping and the violation index.
 
-use super::violations::{PrimaryPairs, Scope, Waiter};
+use super::violations::{How, PrimaryPairs, Scope, Waiter};
 use super::{Recorder, Run};
 use crate::analysis::findings::{Msg, Rec, Why};
 use crate::analysis::roots::{Root, RootAt};
@@ -200,25 +200,17 @@ impl Run {
                                 h.ever = true;
                             }
                         }
-                        waiting.push(
-                            pid,
-                            Waiter {
-                                child: i,
-                                child_id,
-                                source: loc.source,
-                                engine,
-                                group,
-                                parent: p,
-                                tier: loc.tier,
-                                job: loc.job,
-                                record: loc.record,
-                                pos: loc.pos,
-                                line: origin,
-                                scope,
-                                promotion,
-                                hashes: hashes.clone(),
-                            },
-                        );
+                        let w = Waiter {
+                            loc,
+                            line: origin,
+                            parent: p,
+                            first: hashes.first().copied().unwrap_or_default(),
+                            child: i as u32,
+                            child_id,
+                            group,
+                            how: How::new(scope, promotion),
+                        };
+                        waiting.push(pid, w, hashes);
                     }
                 }
                 let mut doubles = Hashes::new();
@@ -256,7 +248,7 @@ impl Run {
                         if let Some(h) = presence.held.get_mut(w.child_id as usize) {
                             h.waiters = h.waiters.saturating_sub(1);
                         }
-                        let same_lane = w.engine == engine && w.tier == loc.tier;
+                        let same_lane = w.same_engine(&loc) && w.loc.tier == loc.tier;
                         let class = if same_lane {
                             let tier = index.idx.tiers.get(loc.tier as usize);
                             let c = match classify(index, self.workers, &w, &loc) {
@@ -266,13 +258,12 @@ impl Run {
                                 c => c,
                             };
                             if tier == Some(&Tier::Cpu) {
-                                let child = w.hashes.first().copied().unwrap_or_default();
-                                primary_pairs.insert((engine, *id, child), c.0);
+                                primary_pairs.insert((engine, *id, w.first), c.0);
                             }
                             Some(c)
-                        } else if w.engine == engine && w.scope >= Scope::Source {
+                        } else if w.same_engine(&loc) && w.how.scope() >= Scope::Source {
                             Some((ReorderClass::CrossTier, Evidence::Lanes, Why::Lanes))
-                        } else if w.engine != engine && w.scope == Scope::Global {
+                        } else if !w.same_engine(&loc) && w.how.scope() == Scope::Global {
                             Some((ReorderClass::CrossSource, Evidence::Lanes, Why::Lanes))
                         } else {
                             None
@@ -283,33 +274,33 @@ impl Run {
                             if let Some(h) = presence.held.get_mut(w.child_id as usize) {
                                 h.waiters += 1;
                             }
-                            waiting.push(*id, w);
+                            waiting.wait(*id, w);
                             continue;
                         };
-                        if class != ReorderClass::InJob && (w.promotion || promotion) {
+                        if class != ReorderClass::InJob && (w.how.promotion() || promotion) {
                             class = ReorderClass::Promotion;
                             evidence = Evidence::Lanes;
                         }
-                        let inferred = w.job != u32::MAX
+                        let inferred = w.loc.job != u32::MAX
                             && index
-                                .evidence_of(w.job)
+                                .evidence_of(w.loc.job)
                                 .is_some_and(|e| e != JobEvidence::Provenance);
                         let mut r = Rec::new(
                             class.rule(),
-                            w.child,
+                            w.child as usize,
                             w.line,
-                            w.pos,
-                            w.source,
+                            w.loc.pos,
+                            w.loc.source,
                             Msg::Reorder {
-                                first: w.hashes.first().copied().unwrap_or_default(),
+                                first: w.first,
                                 tier: loc.tier,
                                 group,
                                 // The parent's source, only across engines.
-                                from: (engine != w.engine).then_some(loc.source),
+                                from: (!w.same_engine(&loc)).then_some(loc.source),
                                 why,
                             },
                         );
-                        r.hashes = w.hashes;
+                        r.hashes = waiting.hashes(&w);
                         r.parent = Some(*h);
                         r.related = Some(i);
                         r.inferred = inferred;
@@ -362,18 +353,18 @@ fn classify(
     w: &Waiter,
     loc: &EventLoc,
 ) -> (ReorderClass, Evidence, Why) {
-    if w.job == u32::MAX || loc.job == u32::MAX {
+    if w.loc.job == u32::MAX || loc.job == u32::MAX {
         return (ReorderClass::AcrossJobs, Evidence::NoJob, Why::NoJob);
     }
-    if w.record != loc.record {
+    if w.loc.record != loc.record {
         return (
             ReorderClass::AcrossJobs,
             Evidence::SeparateBatches,
             Why::SeparateBatches,
         );
     }
-    let (child_ev, parent_ev) = (index.evidence_of(w.job), index.evidence_of(loc.job));
-    let same_job = w.job == loc.job;
+    let (child_ev, parent_ev) = (index.evidence_of(w.loc.job), index.evidence_of(loc.job));
+    let same_job = w.loc.job == loc.job;
     match (child_ev, parent_ev) {
         (Some(JobEvidence::Provenance), Some(JobEvidence::Provenance)) => (
             if same_job {
@@ -406,7 +397,10 @@ fn classify(
                     Why::Secondary,
                 );
             }
-            let order = index.idx.batch_order_of(w.child).unwrap_or_default();
+            let order = index
+                .idx
+                .batch_order_of(w.child as usize)
+                .unwrap_or_default();
             let why = Why::BatchOrder(order.descents, order.runs);
             if order.descents >= workers {
                 (ReorderClass::InJob, Evidence::BatchOrder, why)
@@ -434,8 +428,7 @@ fn copied(
     parent: u32,
     w: &Waiter,
 ) -> (ReorderClass, Evidence, Why) {
-    let child = w.hashes.first().copied().unwrap_or_default();
-    if let Some(&class) = pairs.get(&(engine, parent, child)) {
+    if let Some(&class) = pairs.get(&(engine, parent, w.first)) {
         return (class, Evidence::Cascade, Why::Cascade);
     }
     let cpu = index.idx.tiers.iter().position(|t| *t == Tier::Cpu);

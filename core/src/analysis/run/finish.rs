@@ -37,18 +37,18 @@ impl Run {
                 // Children whose parent never arrived anywhere, from the end, giving the
                 // memory back as the findings take it (an orphan-heavy trace has a waiter per
                 // event).
-                while let Some((p, w)) = fin.leftovers.pop() {
+                while let Some((p, w, hashes)) = fin.leftovers.pop() {
                     work += 1;
                     if !self.presence.ever(Some(p)) {
                         let mut r = Rec::new(
                             Rule::UnknownParent,
-                            w.child,
+                            w.child as usize,
                             w.line,
-                            w.pos,
-                            w.source,
+                            w.loc.pos,
+                            w.loc.source,
                             Msg::Unknown { group: w.group },
                         );
-                        r.hashes = w.hashes;
+                        r.hashes = hashes;
                         r.parent = Some(w.parent);
                         self.raw.push(r);
                     }

@@ -481,3 +481,12 @@ impl Run {
         (analysis, keys, fin.store)
     }
 }
+
+// What only a comparison's `SideBuilder` reads (feature `compare`).
+#[cfg(feature = "compare")]
+impl Run {
+    /// Streaming: the index (the last batch's event locations, the sources and tiers so far).
+    pub(crate) fn index(&self) -> &IndexBuilder {
+        &self.index
+    }
+}

@@ -131,7 +131,7 @@ impl Run {
         self.presence
             .held
             .get(i)
-            .is_some_and(|h| !h.lanes.is_empty() || h.waiters > 0)
+            .is_some_and(|h| !h.is_empty() || h.waiters > 0)
             || self.waiting.waits_for(id)
             || self.tracks.iter().any(|t| t.holds(id))
             || self.primary_pairs.names(id, self.engine_count)

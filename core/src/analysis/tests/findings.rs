@@ -2,6 +2,7 @@
 //! and sequence gaps.
 
 use super::*;
+use crate::analysis::compare::compare;
 use crate::consumers::testkit::batch_with_jobs;
 use crate::trace::ProvenanceKind;
 

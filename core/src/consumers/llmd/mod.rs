@@ -28,12 +28,15 @@
 //! keys are a stand-in chain hash (the real FNV-64a-over-CBOR keys are an independent hash
 //! space that never needs to match vLLM's).
 
+mod entry;
 mod seq;
 #[cfg(test)]
 mod tests;
 pub(crate) mod wire;
 
 pub use seq::Restart;
+
+use entry::Entry;
 
 use smallvec::SmallVec;
 
@@ -66,14 +69,14 @@ pub const PODS_PER_KEY: usize = 10;
 type ReqKeys = Hashes;
 /// Pod entries with a counter (usually one or two: inline): a block's dedup refcounts, and a
 /// request key's pods (counter unused, 0). One `SmallVec` type for both (wasm size).
-type Counted = SmallVec<[(PodEntry, u32); 2]>;
+type Counted = SmallVec<[(Entry, u32); 2]>;
 
 /// Pods holding one request key, least recently added first (the counters are unused).
 type Pods = Counted;
 
 /// Drop pod `pod`'s entries (only `entry`, when given): one `retain` instance for eviction
 /// and clearing, of pods and refcounts alike.
-fn drop_pods(list: &mut Counted, pod: u32, entry: Option<PodEntry>) {
+fn drop_pods(list: &mut Counted, pod: u32, entry: Option<Entry>) {
     list.retain(|p| p.0.pod != pod || entry.is_some_and(|e| p.0 != e));
 }
 
@@ -163,7 +166,7 @@ impl Llmd {
     pub fn pods_of(&self, request_key: u64) -> Vec<PodEntry> {
         self.req_to_pods
             .get(request_key)
-            .map(|p| p.iter().map(|e| e.0).collect())
+            .map(|p| p.iter().map(|e| e.0.public()).collect())
             .unwrap_or_default()
     }
 
@@ -238,7 +241,7 @@ impl Llmd {
 
     /// `PodCache.Add`: `entry` becomes the most recent; past [`PODS_PER_KEY`] the least
     /// recent entry is evicted.
-    fn add_entry(&mut self, rk: u64, entry: PodEntry) {
+    fn add_entry(&mut self, rk: u64, entry: Entry) {
         let pods = self.req_to_pods.entry(rk);
         if let Some(p) = pods.iter().position(|p| p.0 == entry) {
             pods.remove(p);
@@ -287,7 +290,6 @@ impl Llmd {
         let lane = ctx.lane();
         let hashes: &[u64] = &ids.hashes;
         let tier = self.tier(ctx.tier, e.medium.as_deref());
-        let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
             // Learn the group's kind, or take it from the catalogue; unknown means empty.
             let key = group_key(ctx.source, g);
@@ -366,11 +368,7 @@ impl Llmd {
             prev = request_key(prev, chunk, mm.map(Vec::as_slice));
             rks.push(prev);
         }
-        let entry = PodEntry {
-            pod: ctx.source,
-            tier,
-            group,
-        };
+        let entry = Entry::new(ctx.source, tier, e.group_idx);
         if rks.is_empty() {
             if e.token_ids.is_empty() && !hashes.is_empty() {
                 return self.tier_update(lane, entry, ids);
@@ -414,7 +412,7 @@ impl Llmd {
     /// `handleDeviceTierUpdate`: a token-less event adds `entry` to the last request key of
     /// each engine hash that resolves; once one does, the dedup filter tracks **every** hash of
     /// the event (`trackStore(storeScope, ev.BlockHashes)`), resolved or not.
-    fn tier_update(&mut self, lane: LaneKey, entry: PodEntry, ids: &EventIds) -> EventVerdict {
+    fn tier_update(&mut self, lane: LaneKey, entry: Entry, ids: &EventIds) -> EventVerdict {
         let hashes: &[u64] = &ids.hashes;
         let mut blocks = Blocks::with_capacity(hashes.len());
         let mut resolved: ReqKeys = ReqKeys::new();
@@ -464,7 +462,7 @@ impl Llmd {
         }
     }
 
-    fn track_store(&mut self, entry: PodEntry, id: u32) {
+    fn track_store(&mut self, entry: Entry, id: u32) {
         let refs = &mut slot(&mut self.blocks, id).refs;
         match refs.iter_mut().find(|r| r.0 == entry) {
             Some(r) => r.1 += 1,
@@ -475,7 +473,6 @@ impl Llmd {
     fn removed(&mut self, ctx: &EventCtx<'_>, e: &BlockRemoved, ids: &EventIds) -> EventVerdict {
         let hashes: &[u64] = &ids.hashes;
         let tier = self.tier(ctx.tier, e.medium.as_deref());
-        let group = e.group_idx.map_or(-1, i64::from);
         if let Some(g) = e.group_idx {
             match self.groups.get(&group_key(ctx.source, g)) {
                 None => {
@@ -495,11 +492,7 @@ impl Llmd {
                 Some(_) => {}
             }
         }
-        let entry = PodEntry {
-            pod: ctx.source,
-            tier,
-            group,
-        };
+        let entry = Entry::new(ctx.source, tier, e.group_idx);
         let mut blocks = Blocks::with_capacity(hashes.len());
         for (i, &h) in hashes.iter().enumerate() {
             let id = ids.block(i);
@@ -530,8 +523,8 @@ impl Llmd {
     /// request keys has a pod (whether or not this entry was there). A known engine hash whose
     /// request keys did not hold the entry (the pod-cache LRU evicted it, or the keys were
     /// re-mapped) is `remove_unknown: evict_removed_nothing`.
-    fn evict(&mut self, h: u64, id: u32, entry: PodEntry) -> BlockVerdict {
-        self.release(id, entry.pod, entry.tier);
+    fn evict(&mut self, h: u64, id: u32, entry: Entry) -> BlockVerdict {
+        self.release(id, entry.pod, entry.tier());
         let keys = self
             .blocks
             .get(id as usize)
