@@ -11,7 +11,7 @@ use std::io::{BufReader, Read};
 use std::path::Path;
 use std::rc::Rc;
 
-use kvscope_core::trace::{stream_source_name, Trace, TraceRecord};
+use kvscope_core::trace::{stream_source_name, TraceRecord};
 use kvscope_core::wire::stream::{ReadError, TraceReader};
 use kvscope_core::wire::InputFormat;
 
@@ -135,15 +135,6 @@ impl TraceInput {
             }
             .into()
         })
-    }
-
-    /// Read every record that is left.
-    pub fn read_all(mut self) -> anyhow::Result<(Trace, InputFormat)> {
-        let mut records = Vec::new();
-        while let Some(r) = self.next_record()? {
-            records.push(r);
-        }
-        Ok((Trace { records }, self.format()))
     }
 
     /// The input's format as far as it has been read (a msgpack stream until a first `{`

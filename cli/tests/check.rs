@@ -337,6 +337,47 @@ fn diff_legacy_vs_fixed() {
         "diff_text",
         transcript(&run_in(d.path(), &["diff", "legacy.jsonl", "fixed.jsonl"]))
     );
+    // The lists (2 violations only in A, 2 differing events) cut at one each, with the rest
+    // counted; the counts above them stay whole.
+    let o = run_in(
+        d.path(),
+        &["diff", "legacy.jsonl", "fixed.jsonl", "--max-findings", "1"],
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        text.matches("  ... 1 more (see --json or --max-findings all)\n")
+            .count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.contains("violations only in A (disappear): 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("events that differ (1 of 2; A | B):\n"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("  - child-before-parent-in-job block ")
+            .count(),
+        1
+    );
+    let all = run_in(
+        d.path(),
+        &[
+            "diff",
+            "legacy.jsonl",
+            "fixed.jsonl",
+            "--max-findings",
+            "all",
+        ],
+    );
+    assert_eq!(
+        all.stdout,
+        run_in(d.path(), &["diff", "legacy.jsonl", "fixed.jsonl"]).stdout
+    );
 }
 
 /// Router block sizes default to `auto` (the engine block size in the trace): the built-in

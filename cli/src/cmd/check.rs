@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 
 use kvscope_core::analysis::{AnalysisConfig, Analyzer, Report};
 use kvscope_core::consumers::ConsumerKind;
-use kvscope_core::trace::Trace;
 use kvscope_core::wire::InputFormat;
 
 use crate::exit::{BadInput, Findings};
@@ -90,17 +89,6 @@ pub struct ModelArgs {
     /// `meta.world_size`, else 1.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub workers: Option<u32>,
-}
-
-/// Read and decode a trace; any failure is bad input (exit 2).
-pub fn load_trace(path: &Path) -> anyhow::Result<Trace> {
-    load(path).map(|(trace, _)| trace)
-}
-
-/// Read and decode a trace record by record, saying which format it was in; any failure is
-/// bad input, found at the first bad record without reading the rest.
-pub fn load(path: &Path) -> anyhow::Result<(Trace, InputFormat)> {
-    open(path)?.read_all()
 }
 
 /// Open a trace for reading record by record (its file name names a msgpack stream's source:

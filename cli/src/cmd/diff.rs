@@ -1,14 +1,20 @@
 //! `kvscope diff`: compare two traces (e.g. one scenario in legacy and fixed order): the core's
-//! `compare_traces` (events aligned by block, what differs, why each count differs), the same
-//! comparison the debugger's Compare dialog shows.
+//! comparison (events aligned by block, what differs, why each count differs), the same
+//! comparison the debugger's Compare dialog shows. Each trace is read and analysed record by
+//! record into a compact side of the comparison (`SideBuilder`, as `check` streams), one trace
+//! after the other; only the differing events printed are rendered.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use kvscope_core::analysis::{analyze, compare_traces, TraceComparison};
+use kvscope_core::analysis::compare::{compare_sides, Side, SideBuilder, TraceComparison};
+use kvscope_core::analysis::AnalysisConfig;
+use kvscope_core::text::Thousands;
 
-use super::check::{config, load_trace, ModelArgs};
+use super::check::{config, open, ModelArgs};
 use crate::out;
+use crate::report::{self, MaxFindings};
 
 /// Arguments of `kvscope diff`.
 #[derive(clap::Args, Debug)]
@@ -20,17 +26,29 @@ pub struct Args {
     /// Consumer model to run; repeatable; default all.
     #[arg(long = "consumer", value_name = "NAME")]
     pub consumers: Vec<String>,
-    /// Print the comparison as JSON.
+    /// Print the comparison as JSON (every violation and differing event).
     #[arg(long)]
     pub json: bool,
+    /// Violations on one side and differing events listed per list in the text report: a
+    /// number, or `all` (the counts above them are always complete).
+    #[arg(long, value_name = "N|all", default_value = "20", value_parser = report::parse_max_findings)]
+    pub max_findings: MaxFindings,
     #[command(flatten)]
     pub models: ModelArgs,
 }
 
-/// Differing events listed in the text report (all of them are in `--json`).
-const LISTED: usize = 20;
+/// "... N more" under a list cut at `shown` of `total`.
+fn more(out: &mut String, shown: usize, total: usize) {
+    if total > shown {
+        out.push_str(&format!(
+            "  ... {} more (see --json or --max-findings all)\n",
+            Thousands(total - shown)
+        ));
+    }
+}
 
-fn render(c: &TraceComparison, a: &str, b: &str) -> String {
+fn render(c: &TraceComparison, a: &str, b: &str, max: MaxFindings) -> String {
+    let listed = |total: usize| max.0.map_or(total, |m| m.min(total));
     let d = &c.diff;
     let mut out = format!(
         "kvscope diff\n  A: {a}\n  B: {b}\n\nevents: {} in A, {} in B; {} aligned by block ({} only in A, {} only in B), {} moved\n",
@@ -57,7 +75,7 @@ fn render(c: &TraceComparison, a: &str, b: &str) -> String {
         d.appeared.len()
     ));
     for (sign, list) in [('-', &d.disappeared), ('+', &d.appeared)] {
-        for v in list.iter().take(20) {
+        for v in list.iter().take(listed(list.len())) {
             out.push_str(&format!(
                 "  {sign} {} block {} parent {}\n",
                 v.rule.name(),
@@ -65,6 +83,7 @@ fn render(c: &TraceComparison, a: &str, b: &str) -> String {
                 v.parent
             ));
         }
+        more(&mut out, listed(list.len()), list.len());
     }
     out.push_str("\nconsumer losses (blocks, A -> B):\n");
     for l in &d.losses {
@@ -77,18 +96,18 @@ fn render(c: &TraceComparison, a: &str, b: &str) -> String {
             l.appeared.len()
         ));
     }
-    if !c.events.is_empty() {
+    if c.differing() > 0 {
         out.push_str(&format!(
             "\nevents that differ ({} of {}; A | B):\n",
-            c.events.len().min(LISTED),
-            c.events.len()
+            listed(c.differing()),
+            c.differing()
         ));
         let side = |i: Option<usize>, batch: Option<u32>| match (i, batch) {
             (Some(i), Some(b)) => format!("#{i} batch {b}"),
             (Some(i), None) => format!("#{i}"),
             _ => "-".to_string(),
         };
-        for p in c.events.iter().take(LISTED) {
+        for p in c.events().take(listed(c.differing())) {
             out.push_str(&format!(
                 "  {:<16} | {:<16} {}: {}\n",
                 side(p.a, p.batch_a),
@@ -97,25 +116,46 @@ fn render(c: &TraceComparison, a: &str, b: &str) -> String {
                 p.changes()
             ));
         }
+        more(&mut out, listed(c.differing()), c.differing());
     }
     out
+}
+
+/// Read and analyse one trace into its side of the comparison; any read failure is bad input,
+/// found at the first bad record.
+fn side(path: &Path, config: &AnalysisConfig) -> anyhow::Result<Side> {
+    let mut input = open(path)?;
+    let mut side = SideBuilder::new(config);
+    while let Some(rec) = input.next_record()? {
+        side.push(&rec);
+    }
+    Ok(side.finish())
 }
 
 /// Run the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = config(&args.consumers, &[], &args.models)?;
-    let (ta, tb) = (load_trace(&args.trace_a)?, load_trace(&args.trace_b)?);
-    let d = compare_traces(&ta, &analyze(&ta, &config), &tb, &analyze(&tb, &config));
-    let text = if args.json {
-        let mut t = serde_json::to_string_pretty(&d).context("serialising the comparison")?;
-        t.push('\n');
-        t
+    // One trace after the other: the first's models are gone before the second is read.
+    let a = side(&args.trace_a, &config)?;
+    let b = side(&args.trace_b, &config)?;
+    let d = compare_sides(a, b);
+    if args.json {
+        // Written as rendered (a comparison can list an event per event of the traces).
+        let stdout = std::io::stdout();
+        let mut w = std::io::BufWriter::new(stdout.lock());
+        serde_json::to_writer_pretty(&mut w, &d).map_err(|e| match e.io_error_kind() {
+            Some(kind) => anyhow::Error::new(std::io::Error::from(kind)).context("writing stdout"),
+            None => anyhow::Error::new(e).context("serialising the comparison"),
+        })?;
+        w.write_all(b"\n").context("writing stdout")?;
+        w.flush().context("writing stdout")
     } else {
-        render(
+        let text = render(
             &d,
             &args.trace_a.display().to_string(),
             &args.trace_b.display().to_string(),
-        )
-    };
-    out::stdout(text.as_bytes())
+            args.max_findings,
+        );
+        out::stdout(text.as_bytes())
+    }
 }

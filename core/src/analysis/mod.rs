@@ -16,6 +16,7 @@
 //! assert!(a.has_deny());
 //! ```
 
+#[cfg(feature = "compare")]
 pub mod compare;
 mod findings;
 mod identity;
@@ -37,7 +38,6 @@ pub const PRECONDITIONS: bool = cfg!(feature = "preconditions");
 
 use serde::{Deserialize, Serialize};
 
-pub use compare::{compare, compare_traces, TraceComparison, TraceDiff};
 pub(crate) use findings::Cursor as FindingCursor;
 pub use findings::{FindingRef, FindingStore};
 pub(crate) use identity::BlockKeys;
@@ -522,3 +522,12 @@ impl Analyzer {
 
 #[cfg(test)]
 mod tests;
+
+// What only a comparison's `SideBuilder` reads (feature `compare`).
+#[cfg(feature = "compare")]
+impl Analyzer {
+    /// The index so far: the last record's event locations, the sources and tiers.
+    pub(crate) fn index(&self) -> &IndexBuilder {
+        self.run.index()
+    }
+}

@@ -14,7 +14,8 @@
 #[path = "../../src/sim_params.rs"]
 pub mod params;
 
-use kvscope_core::analysis::{analyze, compare_traces, AnalysisConfig, TraceComparison};
+use kvscope_core::analysis::compare::{compare_traces, TraceComparison};
+use kvscope_core::analysis::{analyze, AnalysisConfig};
 use kvscope_core::order::OrderMode;
 use kvscope_core::scenario::{builtin, Scenario, SecondaryTierConfig};
 use kvscope_core::sim;
@@ -167,10 +168,9 @@ pub fn tabulate(a: &Trace, b: &Trace, cfg: &AnalysisConfig, heads: [String; 2]) 
             None => format!("#{i}"),
         })
     };
-    let listed = c.events.len().min(EVENT_ROWS);
+    let listed = c.differing().min(EVENT_ROWS);
     let events = c
-        .events
-        .iter()
+        .events()
         .take(EVENT_ROWS)
         .flat_map(|p| {
             let marks = match (p.moved, !p.verdicts.is_empty()) {
@@ -192,9 +192,9 @@ pub fn tabulate(a: &Trace, b: &Trace, cfg: &AnalysisConfig, heads: [String; 2]) 
         "{} aligned by block, {} moved; {} differ",
         plural(c.aligned, "event", "events"),
         c.moved,
-        c.events.len()
+        c.differing()
     );
-    if listed < c.events.len() {
+    if listed < c.differing() {
         note += &format!(" (the first {listed} are listed)");
     }
     Comparison {

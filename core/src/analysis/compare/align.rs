@@ -16,15 +16,9 @@
 
 use serde::Serialize;
 
-use super::super::{Analysis, Rule};
+use super::super::Rule;
+use super::side::{Side, NONE};
 use crate::consumers::VerdictKind;
-use crate::event::KvEvent;
-use crate::trace::{EventMap, Trace};
-
-type HashMap<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
-
-/// "No partner" in [`Alignment`]'s partner tables.
-const NONE: u32 = u32::MAX;
 
 /// An event's name across two traces: (engine, tier, group, kind, first block hash); see the
 /// module docs.
@@ -100,28 +94,23 @@ impl EventPair {
 }
 
 /// What event `i` of `side` is (see [`EventPair::what`]) and its batch ordinal.
-fn what(side: &Side<'_>, i: usize) -> (String, Option<u32>) {
-    let Some((batch, ev)) = side.event(i) else {
+fn what(side: &Side, i: usize) -> (String, Option<u32>) {
+    let Some(r) = side.row(i) else {
         return (String::new(), None);
     };
-    let mut s = ev.type_name().to_owned();
-    if let Some(t) = ev.tier() {
+    let mut s = r.type_name().to_owned();
+    if let Some(t) = side.label(r) {
         s += " ";
-        s += &t.label();
+        s += &t;
     }
-    let group = match ev {
-        KvEvent::BlockStored(e) => e.group_idx.unwrap_or(0),
-        KvEvent::BlockRemoved(e) => e.group_idx.unwrap_or(0),
-        KvEvent::AllBlocksCleared => 0,
-    };
-    if group != 0 {
-        s += &format!(" group {group}");
+    if r.group != 0 {
+        s += &format!(" group {}", r.group);
     }
-    if let Some(h) = ev.block_hashes().first() {
+    if let Some(h) = r.first() {
         s += " ";
-        s += &super::short_hash(h.as_u64());
+        s += &super::short_hash(h);
     }
-    (s, Some(batch))
+    (s, Some(r.batch))
 }
 
 /// The events of two traces aligned by block (see the module docs).
@@ -137,81 +126,28 @@ pub struct Alignment {
     pub by_engine: bool,
 }
 
-/// One trace's side of a comparison: the trace, its analysis and where its events sit.
-pub(crate) struct Side<'a> {
-    pub(crate) trace: &'a Trace,
-    pub(crate) analysis: &'a Analysis,
-    pub(crate) map: EventMap,
-    /// Per event: the first ordering rule it breaks (sorted by event).
-    rules: Vec<(u32, Rule)>,
+/// Every event's key of `side`; `engines` and `tiers` map this side's interned ids to the
+/// shared ones (`None`: the engine is left out of the key).
+fn key(side: &Side, i: usize, engines: Option<&[u32]>, tiers: &[u32]) -> Key {
+    let Some(r) = side.row(i) else {
+        return (NONE, NONE, NONE, u8::MAX, 0);
+    };
+    let at = side.place(r);
+    let engine = engines.map_or(0, |e| {
+        e.get(at.source as usize).copied().unwrap_or(NONE) ^ at.dp_rank.rotate_left(16)
+    });
+    let tier = tiers.get(at.tier as usize).copied().unwrap_or(NONE);
+    (engine, tier, r.group, r.kind(), r.first().unwrap_or(0))
 }
 
-impl<'a> Side<'a> {
-    pub(crate) fn new(trace: &'a Trace, analysis: &'a Analysis) -> Side<'a> {
-        let mut rules: Vec<(u32, Rule)> = Vec::new();
-        for f in &analysis.violations {
-            let e = u32::try_from(f.event).unwrap_or(NONE);
-            if rules.last().is_none_or(|r| r.0 != e) {
-                rules.push((e, f.rule));
-            }
-        }
-        Side {
-            trace,
-            analysis,
-            map: EventMap::new(trace),
-            rules,
-        }
-    }
-
-    /// The first ordering rule event `i` breaks.
-    pub(crate) fn rule(&self, i: usize) -> Option<Rule> {
-        let k = self.rules.binary_search_by_key(&(i as u32), |r| r.0).ok()?;
-        self.rules.get(k).map(|r| r.1)
-    }
-
-    /// Event `i` and its batch's 0-based ordinal.
-    pub(crate) fn event(&self, i: usize) -> Option<(u32, &'a KvEvent)> {
-        let at = self.map.get(i)?;
-        let (_, ev) = self.map.event(self.trace, i)?;
-        Some((at.batch, ev))
-    }
-
-    /// Number of events.
-    pub(crate) fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// Every event's key; `engines` and `tiers` map this side's interned ids to the shared
-    /// ones (`None`: the engine is left out of the key).
-    fn keys(&self, engines: Option<&[u32]>, tiers: &[u32]) -> Vec<Key> {
-        let idx = &self.analysis.index;
-        let mut out = Vec::with_capacity(self.len());
-        for (at, loc) in self.map.iter().zip(&idx.events) {
-            let Some(ev) = self
-                .trace
-                .records
-                .get(at.record as usize)
-                .and_then(|r| match r {
-                    crate::trace::TraceRecord::Batch(b) => b.events.get(at.pos as usize),
-                    _ => None,
-                })
-            else {
-                continue;
-            };
-            let engine = engines.map_or(0, |e| {
-                e.get(loc.source as usize).copied().unwrap_or(NONE) ^ loc.dp_rank.rotate_left(16)
-            });
-            let tier = tiers.get(loc.tier as usize).copied().unwrap_or(NONE);
-            let (kind, group) = match ev {
-                KvEvent::BlockStored(e) => (0, e.group_idx.unwrap_or(0)),
-                KvEvent::BlockRemoved(e) => (1, e.group_idx.unwrap_or(0)),
-                KvEvent::AllBlocksCleared => (2, 0),
-            };
-            let first = ev.block_hashes().first().map_or(0, |h| h.as_u64());
-            out.push((engine, tier, group, kind, first));
-        }
-        out
-    }
+/// The events of `side` with their keys, sorted by key, then by position (each key's
+/// occurrences in order).
+fn by_key(side: &Side, engines: Option<&[u32]>, tiers: &[u32]) -> Vec<(Key, u32)> {
+    let mut keyed: Vec<(Key, u32)> = (0..side.len())
+        .map(|i| (key(side, i, engines, tiers), i as u32))
+        .collect();
+    keyed.sort_unstable();
+    keyed
 }
 
 /// Ids shared by both sides for a list of names: A's are `0..`, B's are A's id for an equal
@@ -235,28 +171,34 @@ fn shared_ids<T: PartialEq>(a: &[T], b: &[T]) -> (Vec<u32>, Vec<u32>) {
 
 impl Alignment {
     /// Align the events of `a` and `b` (see the module docs).
-    pub(crate) fn new(a: &Side<'_>, b: &Side<'_>) -> Alignment {
-        let (ia, ib) = (&a.analysis.index, &b.analysis.index);
-        let mut sa: Vec<&String> = ia.sources.iter().collect();
-        let mut sb: Vec<&String> = ib.sources.iter().collect();
+    pub(crate) fn new(a: &Side, b: &Side) -> Alignment {
+        let mut sa: Vec<&String> = a.sources.iter().collect();
+        let mut sb: Vec<&String> = b.sources.iter().collect();
         sa.sort();
         sb.sort();
         let by_engine = sa == sb;
-        let (ea, eb) = shared_ids(&ia.sources, &ib.sources);
-        let (ta, tb) = shared_ids(&ia.tiers, &ib.tiers);
-        let ka = a.keys(by_engine.then_some(ea.as_slice()), &ta);
-        let kb = b.keys(by_engine.then_some(eb.as_slice()), &tb);
-        // Each key's occurrences in B, in order (reversed: the next one is popped).
-        let mut in_b: HashMap<Key, Vec<u32>> = HashMap::default();
-        for (j, k) in kb.iter().enumerate().rev() {
-            in_b.entry(*k).or_default().push(j as u32);
-        }
-        let mut a_to_b = vec![NONE; ka.len()];
-        let mut b_to_a = vec![NONE; kb.len()];
-        for (i, k) in ka.iter().enumerate() {
-            if let Some(j) = in_b.get_mut(k).and_then(Vec::pop) {
-                a_to_b[i] = j;
-                b_to_a[j as usize] = i as u32;
+        let (ea, eb) = shared_ids(&a.sources, &b.sources);
+        let (ta, tb) = shared_ids(&a.tiers, &b.tiers);
+        let (ea, eb) = (
+            by_engine.then_some(ea.as_slice()),
+            by_engine.then_some(eb.as_slice()),
+        );
+        // Both sides' events sorted by key (then position), merged: the k-th occurrence of a
+        // key in A pairs with its k-th in B (no map of keys to lists of positions).
+        let (oa, ob) = (by_key(a, ea, &ta), by_key(b, eb, &tb));
+        let mut a_to_b = vec![NONE; a.len()];
+        let mut b_to_a = vec![NONE; b.len()];
+        let (mut x, mut y) = (0, 0);
+        while let (Some(&(ki, i)), Some(&(kj, j))) = (oa.get(x), ob.get(y)) {
+            match ki.cmp(&kj) {
+                std::cmp::Ordering::Less => x += 1,
+                std::cmp::Ordering::Greater => y += 1,
+                std::cmp::Ordering::Equal => {
+                    a_to_b[i as usize] = j;
+                    b_to_a[j as usize] = i;
+                    x += 1;
+                    y += 1;
+                }
             }
         }
         let moved = moved(&a_to_b);
@@ -309,84 +251,94 @@ impl Alignment {
         self.moved.len()
     }
 
-    /// The events that differ, side by side: A's in A's order, each event only in B after the
-    /// aligned event that precedes it in B (before every one when none does).
-    pub(crate) fn differing(&self, a: &Side<'_>, b: &Side<'_>) -> Vec<EventPair> {
-        let consumers: Vec<_> = a
-            .analysis
-            .config
-            .consumers
-            .iter()
-            .enumerate()
-            .filter_map(|(ca, k)| {
-                let cb = b.analysis.config.consumers.iter().position(|x| x == k)?;
-                Some((
-                    k.as_str(),
-                    a.analysis.verdict_kinds.get(ca)?,
-                    b.analysis.verdict_kinds.get(cb)?,
-                ))
-            })
-            .collect();
-        // (sort key, pair): A's event i at (2i + 1, 0); an event only in B at (2x + 2, j) after
-        // A's event x (its anchor), or at (0, j) before every one.
-        let mut rows: Vec<((usize, usize), EventPair)> = Vec::new();
+    /// The events that differ, side by side, as `(A's event, B's event)` ([`NONE`]: only on
+    /// the other side): A's in A's order, each event only in B after the aligned event that
+    /// precedes it in B (before every one when none does). [`Alignment::pair`] renders one.
+    pub(crate) fn differing(&self, a: &Side, b: &Side) -> Vec<(u32, u32)> {
+        let consumers = shared_models(a, b);
+        // (sort key, A, B): A's event i at (2i + 1, 0); an event only in B at (2x + 2, j)
+        // after A's event x (its anchor), or at (0, j) before every one.
+        let mut rows: Vec<((u64, u32), u32, u32)> = Vec::new();
         for (i, &j) in self.a_to_b.iter().enumerate() {
-            let j = (j != NONE).then_some(j as usize);
-            let mut p = EventPair {
-                a: Some(i),
-                b: j,
-                batch_a: None,
-                batch_b: None,
-                what: String::new(),
-                moved: self.is_moved(i),
-                verdicts: Vec::new(),
-                rule_a: a.rule(i),
-                rule_b: j.and_then(|j| b.rule(j)),
-            };
-            if let Some(j) = j {
-                for (name, va, vb) in &consumers {
-                    if let (Some(x), Some(y)) = (va.get(i), vb.get(j)) {
-                        if x != y {
-                            p.verdicts.push(VerdictDelta {
-                                consumer: (*name).to_owned(),
-                                a: *x,
-                                b: *y,
-                            });
-                        }
-                    }
-                }
-            }
-            if j.is_none() || p.moved || !p.verdicts.is_empty() || p.rule_a != p.rule_b {
-                (p.what, p.batch_a) = what(a, i);
-                p.batch_b = j.and_then(|j| b.event(j)).map(|e| e.0);
-                rows.push(((2 * i + 1, 0), p));
+            let differs = j == NONE
+                || self.is_moved(i)
+                || a.rule(i) != b.rule(j as usize)
+                || consumers.iter().any(|(_, va, vb)| {
+                    matches!((va.get(i), vb.get(j as usize)), (Some(x), Some(y)) if x != y)
+                });
+            if differs {
+                rows.push(((2 * i as u64 + 1, 0), i as u32, j));
             }
         }
         let mut anchor = None;
         for (j, &i) in self.b_to_a.iter().enumerate() {
             if i != NONE {
-                anchor = Some(i as usize);
+                anchor = Some(i as u64);
                 continue;
             }
-            let (what, batch_b) = what(b, j);
-            rows.push((
-                (anchor.map_or(0, |x| 2 * x + 2), j),
-                EventPair {
-                    a: None,
-                    b: Some(j),
-                    batch_a: None,
-                    batch_b,
-                    what,
-                    moved: false,
-                    verdicts: Vec::new(),
-                    rule_a: None,
-                    rule_b: b.rule(j),
-                },
-            ));
+            rows.push(((anchor.map_or(0, |x| 2 * x + 2), j as u32), NONE, j as u32));
         }
         rows.sort_by_key(|r| r.0);
-        rows.into_iter().map(|r| r.1).collect()
+        rows.into_iter().map(|r| (r.1, r.2)).collect()
     }
+
+    /// The differing events `(i, j)` of [`Alignment::differing`], rendered.
+    pub(crate) fn pair(&self, a: &Side, b: &Side, (i, j): (u32, u32)) -> EventPair {
+        let (i, j) = (
+            (i != NONE).then_some(i as usize),
+            (j != NONE).then_some(j as usize),
+        );
+        let mut p = EventPair {
+            a: i,
+            b: j,
+            batch_a: None,
+            batch_b: None,
+            what: String::new(),
+            moved: i.is_some_and(|i| self.is_moved(i)),
+            verdicts: Vec::new(),
+            rule_a: i.and_then(|i| a.rule(i)),
+            rule_b: j.and_then(|j| b.rule(j)),
+        };
+        match (i, j) {
+            (Some(i), _) => {
+                (p.what, p.batch_a) = what(a, i);
+                p.batch_b = j.and_then(|j| b.row(j)).map(|r| r.batch);
+            }
+            (None, Some(j)) => (p.what, p.batch_b) = what(b, j),
+            (None, None) => {}
+        }
+        if let (Some(i), Some(j)) = (i, j) {
+            for (name, va, vb) in shared_models(a, b) {
+                if let (Some(x), Some(y)) = (va.get(i), vb.get(j)) {
+                    if x != y {
+                        p.verdicts.push(VerdictDelta {
+                            consumer: name.to_owned(),
+                            a: *x,
+                            b: *y,
+                        });
+                    }
+                }
+            }
+        }
+        p
+    }
+}
+
+/// The models both sides ran: name and each side's final verdicts.
+fn shared_models<'s>(
+    a: &'s Side,
+    b: &'s Side,
+) -> Vec<(&'static str, &'s [VerdictKind], &'s [VerdictKind])> {
+    let mut out = Vec::new();
+    for (ca, k) in a.consumers.iter().enumerate() {
+        let Some(cb) = b.consumers.iter().position(|x| x == k) else {
+            continue;
+        };
+        if let (Some(va), Some(vb)) = (a.kinds.get(ca), b.kinds.get(cb)) {
+            out.push((k.as_str(), va.as_slice(), vb.as_slice()));
+        }
+    }
+    out
 }
 
 /// The events of A (by index) whose partners are not on one longest increasing run of B

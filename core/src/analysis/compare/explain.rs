@@ -8,9 +8,10 @@
 
 use serde::Serialize;
 
-use super::align::{Alignment, Side};
+use super::align::Alignment;
+use super::side::{Side, Violation, NONE};
 use super::TraceDiff;
-use crate::analysis::{Finding, UnreachablePrefix};
+use crate::analysis::{Rule, UnreachablePrefix};
 use crate::consumers::ConsumerKind;
 use crate::text::Count;
 
@@ -38,9 +39,9 @@ pub fn short_hash(h: u64) -> String {
 }
 
 /// One direction of a comparison: the side with more (`x`, named `xn`) and the other.
-struct Dir<'s, 'a> {
-    x: &'s Side<'a>,
-    y: &'s Side<'a>,
+struct Dir<'s> {
+    x: &'s Side,
+    y: &'s Side,
     xn: &'static str,
     yn: &'static str,
     /// Whether `x` is A (partners are looked up A → B) or B.
@@ -48,7 +49,7 @@ struct Dir<'s, 'a> {
     al: &'s Alignment,
 }
 
-impl Dir<'_, '_> {
+impl Dir<'_> {
     /// The partner on `y` of `x`'s event `i`.
     fn partner(&self, i: usize) -> Option<usize> {
         if self.x_is_a {
@@ -60,27 +61,27 @@ impl Dir<'_, '_> {
 
     /// The batch ordinal of `x`'s event `i`.
     fn batch(&self, i: usize) -> u32 {
-        self.x.event(i).map_or(0, |(b, _)| b)
+        self.x.row(i).map_or(0, |r| r.batch)
     }
 
-    /// "on A, batch 12 delivers C before its parent P" for a child-before-parent finding at
+    /// "on A, batch 12 delivers C before its parent P" for a child-before-parent violation
     /// `f` (with what the other side does with the same two events), or its message.
-    fn finding(&self, f: &Finding) -> String {
+    fn violation(&self, f: &Violation) -> String {
         let (xn, yn) = (self.xn, self.yn);
-        let batch = self.batch(f.event);
-        let child = f
-            .hashes
-            .first()
-            .map_or_else(String::new, |h| short_hash(*h));
-        match (f.rule.is_reorder(), f.parent) {
-            (true, Some(p)) => {
+        let event = f.event as usize;
+        let batch = self.batch(event);
+        let child = f.first.map_or_else(String::new, short_hash);
+        match f.parent {
+            Some(p) => {
                 let mut s = format!(
                     "on {xn}, batch {batch} delivers {child} before its parent {}",
                     short_hash(p)
                 );
                 let (c, p) = (
-                    self.partner(f.event),
-                    f.related_event.and_then(|r| self.partner(r)),
+                    self.partner(event),
+                    (f.related != NONE)
+                        .then_some(f.related as usize)
+                        .and_then(|r| self.partner(r)),
                 );
                 s += &match (c, p) {
                     (None, _) => format!("; {yn} does not deliver {child}"),
@@ -93,8 +94,32 @@ impl Dir<'_, '_> {
                 };
                 s
             }
-            _ => format!("on {xn}, #{} in batch {batch}: {}", f.event, f.message),
+            None => self.message(event, f.message.as_deref().unwrap_or("")),
         }
+    }
+
+    /// "on A, #7 in batch 2: MESSAGE" for a finding at event `event`.
+    fn message(&self, event: usize, message: &str) -> String {
+        format!(
+            "on {}, #{event} in batch {}: {message}",
+            self.xn,
+            self.batch(event)
+        )
+    }
+
+    /// The first finding of `rule` on `x` that `y` does not share, said (see
+    /// [`Dir::violation`]); the first of all when `y` shares every one.
+    fn first(&self, rule: Rule) -> Option<String> {
+        if !rule.is_reorder() {
+            // `y` flags events with ordering rules only: the first finding is not shared.
+            let (_, event, message) = self.x.firsts.iter().find(|f| f.0 == rule)?;
+            return Some(self.message(*event, message));
+        }
+        let mut mine = self.x.violations.iter().filter(|f| f.rule == rule);
+        let unshared = mine
+            .clone()
+            .find(|f| self.partner(f.event as usize).and_then(|j| self.y.rule(j)) != Some(rule));
+        unshared.or_else(|| mine.next()).map(|f| self.violation(f))
     }
 
     /// Why `router` lost root `r` on `x`: the ordering finding there, else the parent it
@@ -104,12 +129,11 @@ impl Dir<'_, '_> {
         let name = router.as_str();
         let at = self
             .x
-            .analysis
             .violations
             .iter()
-            .find(|f| f.event == r.event && f.parent.is_some());
+            .find(|f| f.event as usize == r.event && f.parent.is_some());
         let mut s = match at {
-            Some(f) => self.finding(f),
+            Some(f) => self.violation(f),
             None => {
                 let block = r.first_block.map_or_else(String::new, short_hash);
                 let why = match r.missing_parent {
@@ -122,7 +146,7 @@ impl Dir<'_, '_> {
                 );
                 match self
                     .partner(r.event)
-                    .and_then(|j| self.y.analysis.verdict_kind(router, j))
+                    .and_then(|j| self.y.verdict_kind(router, j))
                 {
                     Some(v) => format!("{s}; on {yn} it is {}", v.as_str()),
                     None => format!("{s}; {yn} does not deliver it"),
@@ -141,12 +165,7 @@ impl Dir<'_, '_> {
 
 /// The explanation of every count of `d` that differs (events, findings per rule, blocks
 /// lost per router), in that order.
-pub(crate) fn explain(
-    a: &Side<'_>,
-    b: &Side<'_>,
-    d: &TraceDiff,
-    al: &Alignment,
-) -> Vec<Explanation> {
+pub(crate) fn explain(a: &Side, b: &Side, d: &TraceDiff, al: &Alignment) -> Vec<Explanation> {
     let dir = |a_more: bool| {
         if a_more {
             Dir {
@@ -183,14 +202,14 @@ pub(crate) fn explain(
             .find(|j| al.partner_in_a(*j).is_none())
             .map(|j| (b, "B", j));
         if let Some((s, n, i)) = first_a.or(first_b) {
-            if let Some((batch, ev)) = s.event(i) {
-                let block = ev
-                    .block_hashes()
+            if let Some(r) = s.row(i) {
+                let block = r
                     .first()
-                    .map_or_else(String::new, |h| format!(" of {}", short_hash(h.as_u64())));
+                    .map_or_else(String::new, |h| format!(" of {}", short_hash(h)));
                 text += &format!(
-                    " (first: {n}'s #{i} in batch {batch}, {}{block})",
-                    ev.type_name()
+                    " (first: {n}'s #{i} in batch {}, {}{block})",
+                    r.batch,
+                    r.type_name()
                 );
             }
         }
@@ -203,20 +222,10 @@ pub(crate) fn explain(
     }
     for r in d.rules.iter().filter(|r| r.a != r.b) {
         let dir = dir(r.a > r.b);
-        let list = if r.rule.is_reorder() {
-            &dir.x.analysis.violations
-        } else {
-            &dir.x.analysis.findings
-        };
-        let mine = list.iter().filter(|f| f.rule == r.rule);
-        // The first whose event the other side does not flag with the same rule.
-        let unshared = mine
-            .clone()
-            .find(|f| dir.partner(f.event).and_then(|j| dir.y.rule(j)) != Some(r.rule));
         let mut text = format!("{}: {} on A and {} on B", r.rule.name(), r.a, r.b);
-        if let Some(f) = unshared.or_else(|| mine.clone().next()) {
+        if let Some(s) = dir.first(r.rule) {
             text += ": ";
-            text += &dir.finding(f);
+            text += &s;
         }
         out.push(Explanation {
             count: r.rule.name().into(),
@@ -242,13 +251,12 @@ pub(crate) fn explain(
         );
         let roots = dir
             .x
-            .analysis
             .loss(router)
             .map_or(&[][..], |s| &s.unreachable_prefixes);
         // The first root whose event the other side does not lose.
         let unshared = roots.iter().find(|r| {
             dir.partner(r.event)
-                .and_then(|j| dir.y.analysis.verdict_kind(router, j))
+                .and_then(|j| dir.y.verdict_kind(router, j))
                 .is_none_or(|v| !v.is_loss())
         });
         if let Some(r) = unshared.or(roots.first()) {
