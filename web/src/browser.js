@@ -109,9 +109,16 @@ onmessage = async ({ data: [id, js, wasm, name, args] }) => {
     postMessage([id, false, String((e && e.message) || e)]);
   }
 };`;
-// Start the simulator worker and load its module; resolves to `call(name, ...args)`, which
-// resolves to the module's `name(...args)` (rejects with its error).
+// The simulator's start, kept once begun: dialogs opened while it loads share one worker. A
+// failed start is dropped, so the next dialog tries again.
+let sim_start;
+// Start the simulator worker (once) and load its module; resolves to `call(name, ...args)`,
+// which resolves to the module's `name(...args)` (rejects with its error).
 export function import_sim(js, wasm) {
+  sim_start ||= start_sim(js, wasm).catch((e) => { sim_start = undefined; throw e; });
+  return sim_start;
+}
+function start_sim(js, wasm) {
   const base = document.baseURI;
   const urls = [new URL(js, base).href, new URL(wasm, base).href];
   const src = URL.createObjectURL(new Blob([SIM_WORKER], { type: 'text/javascript' }));
@@ -133,8 +140,9 @@ export function import_sim(js, wasm) {
     waiting.set(id, [res, rej]);
     worker.postMessage([id, ...urls, name, args]);
   });
-  // Load the module now, so that a missing one fails here.
-  return call('builtins').then(() => call);
+  // Load the module now, so that a missing one fails here (and its worker ends: a failed
+  // start is not kept, and each try would leave one behind).
+  return call('builtins').then(() => call, (e) => { worker.terminate(); throw e; });
 }
 let current, other;
 export function remember(name, blob) { current = [name, blob]; }

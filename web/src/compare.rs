@@ -13,8 +13,6 @@
 //! trace's bytes outside wasm memory ([`remember`]). Behind the `compare` cargo feature (on by
 //! default).
 
-use std::cell::RefCell;
-
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -35,8 +33,9 @@ pub const SIM_WASM: &str = "./kvscope_sim_bg.wasm";
 // the simulator module (glue here rather than Rust: the app's size budget).
 #[wasm_bindgen(module = "/src/browser.js")]
 extern "C" {
-    /// Start the simulator's worker, which imports its JS glue and instantiates its wasm;
-    /// resolves to `call(name, ...args)`, a promise of the module's `name(...args)`.
+    /// Start the simulator's worker (once; a failed start is forgotten), which imports its JS
+    /// glue and instantiates its wasm; resolves to `call(name, ...args)`, a promise of the
+    /// module's `name(...args)`.
     #[wasm_bindgen(catch)]
     fn import_sim(js: &str, wasm: &str) -> Result<js_sys::Promise, JsValue>;
     /// Keep the trace just loaded (its `Blob`, outside wasm memory; no copy): what "Compare
@@ -54,22 +53,13 @@ extern "C" {
     ) -> Result<js_sys::Promise, JsValue>;
 }
 
-thread_local! {
-    /// The simulator's `call` once its worker is up (kept for later dialogs).
-    static SIM: RefCell<Option<JsValue>> = const { RefCell::new(None) };
-}
-
-/// Start the simulator (once) and return its `call`.
+/// Start the simulator (once: `browser.js` keeps its start, so dialogs opened while it loads
+/// share one worker, and later dialogs reuse it) and return its `call`.
 pub async fn simulator() -> Result<JsValue, String> {
-    if let Some(m) = SIM.with(|s| s.borrow().clone()) {
-        return Ok(m);
-    }
     let promise = import_sim(SIM_JS, SIM_WASM).map_err(|e| js_text(&e))?;
-    let m = JsFuture::from(promise)
+    JsFuture::from(promise)
         .await
-        .map_err(|e| format!("could not load the simulator ({SIM_JS}): {}", js_text(&e)))?;
-    SIM.with(|s| *s.borrow_mut() = Some(m.clone()));
-    Ok(m)
+        .map_err(|e| format!("could not load the simulator ({SIM_JS}): {}", js_text(&e)))
 }
 
 /// Call `name(arg)` on the simulator module in its worker (started the first time); a thrown

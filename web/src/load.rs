@@ -18,7 +18,7 @@ use wasm_bindgen_futures::JsFuture;
 use crate::keep::Keeping;
 use crate::model::LaneMode;
 use crate::permalink::{LinkState, TraceOrigin};
-use crate::read::{blob_of, parse, read_prefix, Failed, Shown};
+use crate::read::{blob_of, drop_partial, parse, read_prefix, Failed, Shown};
 use crate::recover::Recovery;
 use crate::{AnalysisStatus, AppState, LoadStatus, Viewport, DEMO_TRACE};
 
@@ -242,6 +242,7 @@ pub fn load_blob(
     st.playing.set(false);
     st.recovery.set(None);
     let gen = begin_load(st);
+    drop_partial(st);
     let size = blob.size() as usize;
     st.status.set(LoadStatus::Loading {
         name: name.clone(),

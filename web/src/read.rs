@@ -66,7 +66,8 @@ const GROW_MS: f64 = 500.0;
 /// [`AppState::model`] after the first chunk, which grows every [`GROW_MS`] (the first paint
 /// needs a chunk, not the file). At the end the model, taken back, holds the whole trace (its
 /// lanes are the caller's to lay out); meanwhile the page says how far reading is. On an error
-/// or a cancel the model shown is this load's partial one.
+/// the model shown is this load's partial one; a load that cancels it clears it
+/// ([`drop_partial`]), and a cancelled load changes nothing once it is no longer `current`.
 pub(crate) async fn parse(
     st: AppState,
     name: &str,
@@ -93,7 +94,11 @@ pub(crate) async fn parse(
     loop {
         if used >= part.length() {
             if let Some(p) = next.take() {
-                part = match p.await {
+                let p = p.await;
+                if !current() {
+                    return None; // (a newer load cleared what this one showed)
+                }
+                part = match p {
                     Ok(p) => p,
                     Err(e) => return Some(Err(Failed::Read(e))),
                 };
@@ -160,8 +165,9 @@ pub(crate) async fn parse(
     }
 }
 
-/// A load's partial model in [`AppState::model`] while it reads. If the load fails, it stays:
-/// the records before the error, under the error's message.
+/// A load's partial model in [`AppState::model`] while it reads ([`Model::partial`]). If the
+/// load fails, it stays: the records before the error, under the error's message. A newer load
+/// clears it when it starts ([`drop_partial`]); a whole trace stays until the next one paints.
 #[derive(Default)]
 pub(crate) struct Shown {
     /// Whether `AppState::model` holds this load's model.
@@ -192,7 +198,9 @@ impl Shown {
         let mut r = Ok(());
         st.model.update(|slot| {
             if first {
-                *slot = Some(Arc::new(Model::empty(name)));
+                let mut m = Model::empty(name);
+                m.partial = true;
+                *slot = Some(Arc::new(m));
             }
             if let Some(m) = slot.as_mut().and_then(Arc::get_mut) {
                 r = m.extend(fresh).map(|()| match mode {
@@ -216,9 +224,23 @@ impl Shown {
             return None;
         }
         let arc = st.model.update_untracked(Option::take)?;
-        Arc::try_unwrap(arc)
+        let mut m = Arc::try_unwrap(arc)
             .or_else(|arc| arc.relaid(LaneMode::Tier))
-            .ok()
+            .ok()?;
+        m.partial = false;
+        Some(m)
+    }
+}
+
+/// A new load starts: a partial model shown (a load it cancels, or one that failed) goes at
+/// once, so the page does not show one trace under another's status; the new load's own
+/// timeline replaces it when it paints.
+pub(crate) fn drop_partial(st: AppState) {
+    if st
+        .model
+        .with_untracked(|m| m.as_ref().is_some_and(|m| m.partial))
+    {
+        st.model.set(None);
     }
 }
 

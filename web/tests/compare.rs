@@ -2,11 +2,13 @@
 //! wasm-bindgen-test): it renders the simulator module's `Comparison` (the core's
 //! `compare_traces`) as given: counts side by side with the worse side marked, one sentence
 //! per differing count, the differing events A beside B with moved and re-judged events
-//! marked; trace text only as text.
+//! marked; trace text only as text. And the dialog's simulator worker ends when the
+//! simulator cannot be loaded.
 #![cfg(all(target_arch = "wasm32", feature = "compare"))]
 
 use kvscope_web::compare_view::render;
 use kvscope_web::sim_params::{Comparison, Row};
+use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_test::*;
 
@@ -153,4 +155,56 @@ fn an_error_is_an_alert_with_its_text() {
         "the trace to compare with (bad.jsonl): line 1, column 13: <oops>"
     );
     assert!(all(&el.unchecked_into(), "[data-testid=compare-table]").is_empty());
+}
+
+/// The test runner serves no simulator module: the dialog says it could not load it, and the
+/// worker started for it ends (before, it stayed alive idle, one more for each try). Dialogs
+/// opened while it loads share that one worker (before, each started its own).
+#[wasm_bindgen_test]
+async fn a_simulator_that_fails_to_load_ends_its_worker() {
+    // Two dialogs open at once (both load the simulator): one worker for both, and it ends when
+    // the simulator fails to load. Count the workers the page starts and which are terminated.
+    let watch = js_sys::Function::new_no_args(
+        "const W = globalThis.Worker, T = W.prototype.terminate, made = [];
+         globalThis.Worker = class extends W {
+           constructor(...a) { super(...a); this.ended = false; made.push(this); }
+         };
+         W.prototype.terminate = function () { this.ended = true; return T.call(this); };
+         return [made, () => { globalThis.Worker = W; W.prototype.terminate = T; }];",
+    );
+    let pair = js_sys::Array::from(&watch.call0(&wasm_bindgen::JsValue::NULL).unwrap());
+    let made: js_sys::Array = pair.get(0).unchecked_into(); // (not a copy: it fills later)
+    let restore: js_sys::Function = pair.get(1).unchecked_into();
+    let doc = web_sys::window().unwrap().document().unwrap();
+    let root: web_sys::HtmlElement = doc.create_element("div").unwrap().unchecked_into();
+    doc.body().unwrap().append_child(&root).unwrap();
+    let st = kvscope_web::AppState::new();
+    let open = RwSignal::new(true);
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! {
+            <kvscope_web::compare::CompareDialog open=open/>
+            <kvscope_web::compare::CompareDialog open=open/>
+        }
+    });
+    let mut alert = String::new();
+    for _ in 0..500 {
+        kvscope_web::load::yield_now().await;
+        if let Some(a) = root.query_selector("[role=alert]").unwrap() {
+            alert = a.text_content().unwrap_or_default();
+            break;
+        }
+        kvscope_web::load::after_paint().await;
+    }
+    restore.call0(&wasm_bindgen::JsValue::NULL).unwrap();
+    assert!(alert.contains("could not load the simulator"), "{alert:?}");
+    assert_eq!(made.length(), 1, "one worker for both dialogs");
+    for w in made.iter() {
+        let ended = js_sys::Reflect::get(&w, &"ended".into()).unwrap();
+        assert_eq!(
+            ended.as_bool(),
+            Some(true),
+            "the failed simulator's worker ended"
+        );
+    }
 }

@@ -559,6 +559,66 @@ async fn a_new_load_cancels_the_running_analysis() {
     assert!(!old.is_analysed(), "the old analysis stopped");
 }
 
+/// A load cancelled part-way by a newer one (file A, then file B while A is read) goes at
+/// once: its partial timeline is cleared and the status says B is read; from then on the page
+/// never shows A again (not its status, not its events), and B loads whole.
+#[wasm_bindgen_test]
+async fn a_newer_load_replaces_a_partial_one_at_once() {
+    let root = container();
+    let st = AppState::new();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! { <kvscope_web::panels::StatusBanner/><kvscope_web::timeline::Timeline/> }
+    });
+    let shown = move || {
+        st.model
+            .with_untracked(|m| m.as_ref().map(|m| (m.name.clone(), m.len())))
+    };
+    load::load_bytes(
+        st,
+        "a.msgpack".into(),
+        big_msgpack(2_000, 6),
+        TraceOrigin::Local,
+        None,
+    );
+    // A's partial timeline, while A is still read.
+    for _ in 0..6000 {
+        if shown().is_some_and(|(n, len)| n == "a.msgpack" && len > 0) {
+            break;
+        }
+        load::yield_now().await;
+    }
+    let (_, partial) = shown().expect("A's partial timeline");
+    assert!(partial < 12_000, "A still read: {partial} events shown");
+    assert!(matches!(
+        st.status.get_untracked(),
+        kvscope_web::LoadStatus::Loading { .. }
+    ));
+    load::load_bytes(
+        st,
+        "b.msgpack".into(),
+        big_msgpack(500, 6),
+        TraceOrigin::Local,
+        None,
+    );
+    assert_eq!(shown(), None, "A's partial timeline is gone at once");
+    for _ in 0..6000 {
+        let status = st.status.get_untracked();
+        assert!(!format!("{status:?}").contains("a.msgpack"), "{status:?}");
+        assert!(
+            shown().is_none_or(|(n, _)| n == "b.msgpack"),
+            "{:?}",
+            shown()
+        );
+        if matches!(status, kvscope_web::LoadStatus::Loaded { .. }) {
+            break;
+        }
+        load::yield_now().await;
+    }
+    assert_eq!(shown(), Some(("b.msgpack".into(), 3_000)));
+    until(&root, "status", "Loaded b.msgpack: 3000 events").await;
+}
+
 /// With many lanes (tier × job) the lanes scroll; the head (overview strip, axis) and the
 /// lanes canvas stay put above and in the scrolled view.
 #[wasm_bindgen_test]

@@ -170,6 +170,9 @@ pub struct Model {
     /// Per block of [`BIN_BLOCK`] events and lane, the OR of the events' [`EventKind::bit`]s:
     /// zoomed far out, the timeline bins whole blocks instead of single events.
     blocks: Vec<u8>,
+    /// Part of a trace: the records a load has read so far ([`crate::read`]), or those before
+    /// its error. A newer load clears it at once rather than when its own timeline paints.
+    pub partial: bool,
 }
 
 /// Events per block of the timeline's coarse bins ([`Model::bins`]).
@@ -274,6 +277,7 @@ impl Model {
             edges_indexed: false,
             edge_build: None,
             blocks: Vec::new(),
+            partial: false,
         }
     }
 
