@@ -52,6 +52,11 @@ impl Ideal {
         self.pending_events
     }
 
+    /// Room for `blocks` block ids (see [`AnyConsumer::reserve`](super::AnyConsumer::reserve)).
+    pub(super) fn reserve(&mut self, blocks: usize) {
+        self.present.reserve_exact(blocks);
+    }
+
     /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
     /// blocks no model refers to).
     pub(crate) fn uses(&self, id: u32) -> bool {

@@ -28,6 +28,21 @@ pub struct Interner {
 }
 
 impl Interner {
+    /// Room for `n` ids in the table of hashes (the table of ids, 4 bytes a slot, still grows:
+    /// its rehash is the cheapest of these). The tables with a row per block id grow as ids are
+    /// assigned; in the web app each doubling copies every such table in the same slice of the
+    /// analysis (the page's longest pauses at a million events, `docs/performance.md`), so an
+    /// analysis of a whole trace sizes them once for the block hashes it stores.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.hashes.reserve_exact(n);
+    }
+
+    /// Room in the table of hashes, for tests of [`Interner::reserve`].
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.hashes.capacity()
+    }
+
     /// The id of `h`, assigned if new.
     pub fn intern(&mut self, h: u64) -> u32 {
         if let Some(id) = self.get(h) {

@@ -227,6 +227,18 @@ impl AnyConsumer {
         }
     }
 
+    /// Room for `blocks` block ids in the tables with a row per id (see
+    /// [`Interner::reserve`]).
+    pub(crate) fn reserve(&mut self, blocks: usize) {
+        match self {
+            AnyConsumer::Llmd(c) => c.reserve(blocks),
+            AnyConsumer::Dynamo(c) => c.reserve(blocks),
+            AnyConsumer::Sglang(c) => c.reserve(blocks),
+            AnyConsumer::Smg(c) => c.reserve(blocks),
+            AnyConsumer::Ideal(c) => c.reserve(blocks),
+        }
+    }
+
     /// Whether the model refers to block `id` (see [`Interner::release`]).
     pub(crate) fn uses(&self, id: u32) -> bool {
         match self {

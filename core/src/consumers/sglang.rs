@@ -187,6 +187,13 @@ fn known_medium(m: Option<&str>) -> bool {
 }
 
 impl Sglang {
+    /// Room for `blocks` block ids and as many nodes (see
+    /// [`AnyConsumer::reserve`](super::AnyConsumer::reserve)).
+    pub(super) fn reserve(&mut self, blocks: usize) {
+        self.by_hash.one.reserve_exact(blocks);
+        self.nodes.reserve_exact(blocks + 1); // and the root
+    }
+
     /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
     /// blocks no model refers to).
     pub(crate) fn uses(&self, id: u32) -> bool {

@@ -51,6 +51,11 @@ pub struct Smg {
 }
 
 impl Smg {
+    /// Room for `blocks` block ids (see [`AnyConsumer::reserve`](super::AnyConsumer::reserve)).
+    pub(super) fn reserve(&mut self, blocks: usize) {
+        self.blocks.reserve_exact(blocks);
+    }
+
     /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
     /// blocks no model refers to).
     pub(crate) fn uses(&self, id: u32) -> bool {

@@ -54,6 +54,12 @@ pub(crate) trait Recorder {
     fn lanes(&mut self, event: usize, consumer: usize, changed: &[(LaneKey, LaneCounts)]);
 }
 
+/// The most block ids a whole-trace run sizes its per-id tables for up front (about 250 bytes
+/// an id over the interner and the models). A trace's stored block hashes can name the same
+/// blocks many times over (a prefix stored again after each eviction): the cap bounds the room
+/// such a trace leaves unused. Beyond it the tables grow by doubling, as in a streaming run.
+const RESERVED_IDS_MAX: usize = 1 << 20;
+
 /// Where a [`Run`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stage {
@@ -75,6 +81,10 @@ pub(crate) enum Stage {
 pub(crate) struct Run {
     config: AnalysisConfig,
     total: usize,
+    /// Block hashes the trace stores (0 streaming): the tables with a row per block id are
+    /// sized for them, up to [`RESERVED_IDS_MAX`], when the events start
+    /// ([`Interner::reserve`]).
+    blocks: usize,
     stage: Stage,
     index: IndexBuilder,
     /// The next record to index.
@@ -146,17 +156,23 @@ pub(crate) struct Run {
 impl Run {
     /// A run over `trace` (cheap: counts the trace's events).
     pub(crate) fn new(trace: &Trace, config: &AnalysisConfig) -> Run {
-        let total = trace
-            .records
-            .iter()
-            .map(|r| match r {
-                TraceRecord::Batch(b) => b.events.len(),
-                _ => 0,
-            })
-            .sum();
+        // The events, and the block hashes stored (about the block ids: see `start_events`).
+        let (mut total, mut blocks) = (0, 0);
+        for r in &trace.records {
+            if let TraceRecord::Batch(b) = r {
+                total += b.events.len();
+                for ev in &b.events {
+                    if let KvEvent::BlockStored(s) = ev {
+                        blocks += s.block_hashes.len();
+                    }
+                }
+            }
+        }
         let mut run = Run::streaming(config);
         run.index.streaming = false;
+        run.index.idx.events.reserve_exact(total);
         run.total = total;
+        run.blocks = blocks.min(RESERVED_IDS_MAX);
         run.workers = config.workers_for(trace);
         run.header_workers = true;
         run
@@ -169,6 +185,7 @@ impl Run {
         Run {
             config: config.clone(),
             total: 0,
+            blocks: 0,
             stage: Stage::Index,
             index,
             next_record: 0,
@@ -253,6 +270,9 @@ impl Run {
                             r.start(&self.index.idx);
                         }
                         self.stage = Stage::Events;
+                        // The events cost more each than the records: a budget sized for
+                        // indexing must not run on into them (this call ends here).
+                        spent = budget;
                     }
                 }
                 Stage::Events => {
@@ -414,6 +434,7 @@ impl Run {
         } else {
             index.events.len()
         };
+        self.interner.reserve(self.blocks);
         let c = self.config.consumers.len();
         // One loop (no `collect` instance per vector).
         self.consumers = Vec::with_capacity(c);
@@ -421,11 +442,13 @@ impl Run {
         self.lost_blocks = Vec::with_capacity(c);
         self.tracks = Vec::with_capacity(c);
         for k in &self.config.consumers {
-            self.consumers.push(AnyConsumer::for_engines(
+            let mut model = AnyConsumer::for_engines(
                 *k,
                 &self.config.consumer_config,
                 &index.engine_block_sizes,
-            ));
+            );
+            model.reserve(self.blocks);
+            self.consumers.push(model);
             self.kinds.push(Vec::with_capacity(n));
             if !self.index.streaming {
                 self.lost_blocks.push(Vec::new());
@@ -488,5 +511,49 @@ impl Run {
     /// Streaming: the index (the last batch's event locations, the sources and tiers so far).
     pub(crate) fn index(&self) -> &IndexBuilder {
         &self.index
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Run, Stage, RESERVED_IDS_MAX};
+    use crate::analysis::AnalysisConfig;
+    use crate::consumers::testkit::{batch, stored, trace};
+
+    /// The indexing call that ends the index ends there, whatever its budget (the page sizes
+    /// budgets by the cost of the stage it is in); the tables with a row per block id are then
+    /// sized for the block hashes the trace stores.
+    #[test]
+    fn the_index_ends_its_call_and_sizes_the_per_id_tables() {
+        let t = trace(vec![
+            batch("a", 0, vec![stored(&[1, 2, 3], None, Some("GPU"), 16)]),
+            batch("a", 1, vec![stored(&[4], Some(3), Some("GPU"), 16)]),
+        ]);
+        let mut run = Run::new(&t, &AnalysisConfig::default());
+        assert_eq!(run.blocks, 4);
+        run.advance(&t, usize::MAX, None, None);
+        assert_eq!((run.stage, run.next), (Stage::Events, 0));
+        assert!(run.interner.capacity() >= 4);
+        run.advance(&t, usize::MAX, None, None);
+        assert_ne!(run.stage, Stage::Events);
+        assert!(run.interner.hash(3).is_some() && run.interner.hash(4).is_none());
+        // A streaming run does not know the trace: nothing reserved.
+        assert_eq!(Run::streaming(&AnalysisConfig::default()).blocks, 0);
+    }
+
+    /// A trace that stores more block hashes than the cap sizes the tables for the cap only
+    /// (its hashes may name far fewer blocks).
+    #[test]
+    fn the_reservation_is_capped() {
+        let hashes: Vec<u64> = (1..=RESERVED_IDS_MAX as u64 + 5).collect();
+        let t = trace(vec![batch(
+            "a",
+            0,
+            vec![stored(&hashes, None, Some("GPU"), 16)],
+        )]);
+        assert_eq!(
+            Run::new(&t, &AnalysisConfig::default()).blocks,
+            RESERVED_IDS_MAX
+        );
     }
 }

@@ -168,6 +168,12 @@ impl Dynamo {
             .is_some_and(|l| l.get(*wid).is_some())
     }
 
+    /// Room for `blocks` block ids (see [`AnyConsumer::reserve`](super::AnyConsumer::reserve)).
+    pub(super) fn reserve(&mut self, blocks: usize) {
+        self.lookup.reserve_exact(blocks);
+        self.worker_blocks.reserve_exact(blocks);
+    }
+
     /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
     /// blocks no model refers to).
     pub(crate) fn uses(&self, id: u32) -> bool {
