@@ -154,7 +154,7 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    /// A run over `trace` (cheap: counts the trace's events).
+    /// A run over `trace` (cheap: counts the trace's events and the block hashes it stores).
     pub(crate) fn new(trace: &Trace, config: &AnalysisConfig) -> Run {
         // The events, and the block hashes stored (about the block ids: see `start_events`).
         let (mut total, mut blocks) = (0, 0);
@@ -247,8 +247,8 @@ impl Run {
         }
     }
 
-    /// Do about `budget` events of work (at least one unit), crossing stages as needed.
-    /// Returns the work done.
+    /// Do about `budget` events of work (at least one unit), crossing stages as needed, but
+    /// the call that completes the index ends there. Returns the work done.
     pub(crate) fn advance(
         &mut self,
         trace: &Trace,
