@@ -149,9 +149,15 @@ pub fn lane_height(h: f64, lanes: usize) -> f64 {
     ((h - TOP - 4.0) / lanes.max(1) as f64).clamp(16.0, 72.0)
 }
 
+/// The axis step for `raw` events: the smallest 1, 2 or 5 times a power of ten at least `raw`
+/// (at least 1; `raw` is taken as at most 10^15, far beyond any trace).
 pub(super) fn nice_step(raw: f64) -> f64 {
-    let raw = raw.max(1.0);
-    let p = 10f64.powf(raw.log10().floor());
+    let raw = raw.clamp(1.0, 1e15);
+    // The largest power of ten not above `raw`.
+    let mut p = 1.0;
+    while p * 10.0 <= raw {
+        p *= 10.0;
+    }
     for m in [1.0, 2.0, 5.0, 10.0] {
         if m * p >= raw {
             return m * p;
@@ -292,5 +298,11 @@ mod tests {
         assert!(y + lane_h / 2.0 <= h && y > h - lane_h);
         assert_eq!(f.lane_at(y), Some(3));
         assert_eq!(nice_step(120.0), 200.0);
+        for (raw, step) in [(0.2, 1.0), (1.0, 1.0), (1000.0, 1000.0), (1001.0, 2000.0)] {
+            assert_eq!(nice_step(raw), step, "{raw}");
+        }
+        assert_eq!(nice_step(7.5e6), 1e7);
+        assert!(nice_step(f64::NAN).is_finite());
+        assert_eq!(nice_step(f64::INFINITY), 1e15);
     }
 }
