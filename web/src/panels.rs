@@ -489,7 +489,12 @@ pub fn Violations() -> impl IntoView {
                     {analysing.then(|| view! {
                         <p class="muted small analysing" data-testid="violations-analysing" role="status">
                             <span class="spinner" aria-hidden="true"></span>
-                            "Analysing… child-first deliveries are listed; the consumer models' findings follow."
+                            {move || if matches!(st.status.get(), LoadStatus::Loading { .. }) {
+                                // The timeline shows the events read so far; the analysis starts after.
+                                "Reading the trace: the violations are found once all of it is read."
+                            } else {
+                                "Analysing… child-first deliveries are listed; the consumer models' findings follow."
+                            }}
                         </p>
                     })}
                     {(total == 0 && !analysing && router.is_none()).then(|| view! { <p class="muted">"No ordering violations in this trace."</p> })}

@@ -515,6 +515,32 @@ async fn the_consumer_views_wait_for_the_whole_trace_while_it_is_read() {
     assert!(analysing.starts_with("Analysing 0 events"), "{analysing}");
 }
 
+/// While a file is read the Violations panel says the violations come once all of it is read
+/// (it said "Analysing…" before the analysis had started); then that the analysis runs.
+#[wasm_bindgen_test]
+async fn the_violations_panel_waits_for_the_whole_trace_while_it_is_read() {
+    let root = container();
+    let st = AppState::new();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! { <kvscope_web::panels::Violations/> }
+    });
+    st.status.set(kvscope_web::LoadStatus::Loading {
+        name: "big.msgpack".into(),
+        done: 2 << 20,
+        total: 6 << 20,
+        events: 2000,
+        events_per_s: 1e6,
+    });
+    st.analysis.set(AnalysisStatus::queued(0));
+    let partial = kvscope_web::model::Model::empty("big.msgpack");
+    st.model.set(Some(std::sync::Arc::new(partial)));
+    let reading = until(&root, "violations-analysing", "Reading the trace").await;
+    assert!(!reading.contains("Analysing"), "{reading}");
+    st.status.set(kvscope_web::LoadStatus::Idle);
+    until(&root, "violations-analysing", "Analysing…").await;
+}
+
 /// A new trace loaded while the analysis of the previous one runs cancels it: the new one is
 /// analysed, the old one never lands.
 #[wasm_bindgen_test]
