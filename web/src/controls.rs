@@ -351,7 +351,16 @@ pub fn Header() -> impl IntoView {
                 count(m.lanes.len(), "lane", "lanes"),
             ];
             if !m.is_analysed() {
-                parts.push("analysing…".into());
+                // While a file is read: the events so far (the analysis starts after).
+                let reading = st.status.with(|s| matches!(s, LoadStatus::Loading { .. }));
+                parts.push(
+                    if reading {
+                        "reading…"
+                    } else {
+                        "analysing…"
+                    }
+                    .into(),
+                );
                 return parts.join(" · ");
             }
             parts.push(count(

@@ -159,7 +159,9 @@ fn details_view(st: AppState, m: &Model, i: u32) -> AnyView {
         .and_then(|s| s.2.clone())
         .map(|s| view! { <p class="story" data-testid="story" role="note">{s}</p> });
     let analysing = (!m.is_analysed()).then(|| {
-        view! { <p class="muted small" data-testid="details-analysing">"Consumer verdicts: analysing…"</p> }
+        let reading = st.status.with(|s| matches!(s, LoadStatus::Loading { .. }));
+        let when = if reading { "once the whole trace is read" } else { "analysing…" };
+        view! { <p class="muted small" data-testid="details-analysing">"Consumer verdicts: "{when}</p> }
     });
     let pick = move |t: VerdictTime, label: &'static str| {
         view! {

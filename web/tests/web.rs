@@ -541,6 +541,31 @@ async fn the_violations_panel_waits_for_the_whole_trace_while_it_is_read() {
     until(&root, "violations-analysing", "Analysing…").await;
 }
 
+/// The header's counts say "reading…" while the file is read, then "analysing…".
+#[wasm_bindgen_test]
+async fn the_header_says_reading_while_the_file_is_read() {
+    let root = container();
+    let st = AppState::new();
+    let _h = leptos::mount::mount_to(root.clone(), move || {
+        provide_context(st);
+        view! { <kvscope_web::controls::Header/> }
+    });
+    st.status.set(kvscope_web::LoadStatus::Loading {
+        name: "big.msgpack".into(),
+        done: 2 << 20,
+        total: 6 << 20,
+        events: 2000,
+        events_per_s: 1e6,
+    });
+    st.analysis.set(AnalysisStatus::queued(0));
+    let partial = kvscope_web::model::Model::empty("big.msgpack");
+    st.model.set(Some(std::sync::Arc::new(partial)));
+    let reading = until(&root, "stats", "reading…").await;
+    assert!(!reading.contains("analysing"), "{reading}");
+    st.status.set(kvscope_web::LoadStatus::Idle);
+    until(&root, "stats", "analysing…").await;
+}
+
 /// A new trace loaded while the analysis of the previous one runs cancels it: the new one is
 /// analysed, the old one never lands.
 #[wasm_bindgen_test]
