@@ -487,6 +487,21 @@ async fn large_trace_shows_progress_and_stays_interactive() {
     assert_eq!(seq, Some((999, 1000)));
 }
 
+/// The state of a page reading a file: a third of it read, a partial model shown, the analysis
+/// queued.
+fn reading_a_file(st: AppState) {
+    st.status.set(kvscope_web::LoadStatus::Loading {
+        name: "big.msgpack".into(),
+        done: 2 << 20,
+        total: 6 << 20,
+        events: 2000,
+        events_per_s: 1e6,
+    });
+    st.analysis.set(AnalysisStatus::queued(0));
+    let partial = kvscope_web::model::Model::empty("big.msgpack");
+    st.model.set(Some(std::sync::Arc::new(partial)));
+}
+
 /// While a file is read the timeline shows the events so far, and the consumer views say the
 /// models run once the whole trace is read (not "analysing N events: 0%" of a part); then they
 /// show the analysis' own progress.
@@ -498,16 +513,7 @@ async fn the_consumer_views_wait_for_the_whole_trace_while_it_is_read() {
         provide_context(st);
         view! { <kvscope_web::inspect::Inspector/> }
     });
-    st.status.set(kvscope_web::LoadStatus::Loading {
-        name: "big.msgpack".into(),
-        done: 2 << 20,
-        total: 6 << 20,
-        events: 2000,
-        events_per_s: 1e6,
-    });
-    st.analysis.set(AnalysisStatus::queued(0));
-    let partial = kvscope_web::model::Model::empty("big.msgpack");
-    st.model.set(Some(std::sync::Arc::new(partial)));
+    reading_a_file(st);
     let reading = until(&root, "analysing", "Reading the trace").await;
     assert!(!reading.contains('%'), "{reading}");
     st.status.set(kvscope_web::LoadStatus::Idle);
@@ -525,16 +531,7 @@ async fn the_violations_panel_waits_for_the_whole_trace_while_it_is_read() {
         provide_context(st);
         view! { <kvscope_web::panels::Violations/> }
     });
-    st.status.set(kvscope_web::LoadStatus::Loading {
-        name: "big.msgpack".into(),
-        done: 2 << 20,
-        total: 6 << 20,
-        events: 2000,
-        events_per_s: 1e6,
-    });
-    st.analysis.set(AnalysisStatus::queued(0));
-    let partial = kvscope_web::model::Model::empty("big.msgpack");
-    st.model.set(Some(std::sync::Arc::new(partial)));
+    reading_a_file(st);
     let reading = until(&root, "violations-analysing", "Reading the trace").await;
     assert!(!reading.contains("Analysing"), "{reading}");
     st.status.set(kvscope_web::LoadStatus::Idle);
@@ -550,16 +547,7 @@ async fn the_header_says_reading_while_the_file_is_read() {
         provide_context(st);
         view! { <kvscope_web::controls::Header/> }
     });
-    st.status.set(kvscope_web::LoadStatus::Loading {
-        name: "big.msgpack".into(),
-        done: 2 << 20,
-        total: 6 << 20,
-        events: 2000,
-        events_per_s: 1e6,
-    });
-    st.analysis.set(AnalysisStatus::queued(0));
-    let partial = kvscope_web::model::Model::empty("big.msgpack");
-    st.model.set(Some(std::sync::Arc::new(partial)));
+    reading_a_file(st);
     let reading = until(&root, "stats", "reading…").await;
     assert!(!reading.contains("analysing"), "{reading}");
     st.status.set(kvscope_web::LoadStatus::Idle);
