@@ -268,12 +268,12 @@ fn sliced_edges_match_one_pass() {
         assert!(!m.edges_indexed() && m.edges.is_empty());
         calls += 1;
     }
-    // One event per call, then a call for the edges sorted by child; the next call sorts them
-    // by parent and completes the index.
+    // One event per call, then a call for the edges sorted by child, one for the low digit
+    // of their parents; the next call sorts them by parent and completes the index.
     assert_eq!(
         calls,
-        m.len() + 1,
-        "one event per call, then the sort by child"
+        m.len() + 2,
+        "one event per call, then the sort by child, then by the parent's low digit"
     );
     assert!(m.edges_indexed());
     assert_eq!(m.edges, whole.edges);
@@ -286,6 +286,30 @@ fn sliced_edges_match_one_pass() {
     assert!(!m.edges_indexed());
     m.index_edges();
     assert_eq!(m.edges, whole.edges, "one source: the same lanes' edges");
+}
+
+/// The two radix passes order edge ids by (parent, child), parents past 16 bits and repeated
+/// parents included, as a comparison sort does.
+#[test]
+fn edges_by_parent_in_two_digits_match_a_sort() {
+    let parents = [70_000u32, 5, 65_541, 5, 0, 70_000, 131_077, 65_541, 3, 5];
+    // Sorted by child, as the edge index is.
+    let edges: Vec<Edge> = parents
+        .iter()
+        .enumerate()
+        .map(|(c, &parent)| Edge {
+            parent,
+            child: 200_000 + c as u32,
+            kind: EdgeKind::Forward,
+        })
+        .collect();
+    let ids: Vec<u32> = (0..edges.len() as u32).collect();
+    let low = super::edges::by_parent_digit(&edges, &ids, 0);
+    let got = super::edges::by_parent_digit(&edges, &low, 16);
+    let mut want = ids.clone();
+    want.sort_by_key(|&k| (edges[k as usize].parent, edges[k as usize].child));
+    assert_eq!(got, want);
+    assert_ne!(low, want, "one pass is not enough here");
 }
 
 /// The timeline's red marks ([`Model::is_violation`], [`Model::order_events`]) are the events
