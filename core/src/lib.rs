@@ -31,4 +31,4 @@ pub mod consumers;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod replay;
-mod sort;
+pub mod sort;

@@ -1,8 +1,14 @@
 //! Shared sorting helpers. Every `sort_by` on a new element type is a new copy of the
-//! standard library's sort (3-5 KB of wasm each); the core sorts through one instance,
+//! standard library's sort (3-5 KB of wasm each); the core sorts through one function,
 //! [`sort_keyed`] on (u64 key, u32 index) pairs (stable orders of larger items; u64 values
 //! through [`sort_u64`], which goes through it), and an insertion sort for the few-element
 //! lists sorted per event or per snapshot.
+//!
+//! [`sort_keyed`] is a radix sort, not the standard sort: its one instance of the standard
+//! sort was ~4 KB of the npm package's wasm, whose size is gated (`wasm/README.md`, "Size"),
+//! and the radix sort is a few hundred bytes, linear in the pairs (the findings of a
+//! million-event trace, its lost block hashes) and no slower on them
+//! (`docs/performance.md`, "The replay's tables in slices").
 
 /// Sort `v` ascending, through [`sort_keyed`] (the crate's one instance of the standard sort:
 /// a temporary pair per value is cheaper than a second copy of the sort code).
@@ -14,11 +20,58 @@ pub(crate) fn sort_u64(v: &mut [u64]) {
     }
 }
 
-/// Sort `(key, index)` pairs by key, then index (the one instance on pairs). With distinct
-/// indices this is a stable order by key.
+/// Sort `(key, index)` pairs by key, then index. With distinct indices this is a stable
+/// order by key.
+///
+/// A least-significant-digit radix sort, a byte at a time: the index's four bytes, then the
+/// key's eight, each pass a stable scatter by that byte; a byte every pair shares (the high
+/// bytes of small keys and indices) is skipped. Short or already sorted input is done
+/// without the passes.
 #[inline(never)]
-pub(crate) fn sort_keyed(v: &mut [(u64, u32)]) {
-    v.sort_unstable();
+pub fn sort_keyed(v: &mut [(u64, u32)]) {
+    if v.len() < 32 {
+        insertion_sort_by(v, |a, b| a < b);
+        return;
+    }
+    if v.windows(2).all(|w| w.first() <= w.last()) {
+        return;
+    }
+    let byte = |p: &(u64, u32), d: u32| -> usize {
+        let b = if d < 4 {
+            p.1 >> (8 * d)
+        } else {
+            (p.0 >> (8 * (d - 4))) as u32
+        };
+        (b & 0xff) as usize
+    };
+    let mut from = v.to_vec();
+    let mut to = vec![(0u64, 0u32); v.len()];
+    for d in 0..12 {
+        // Pairs per byte value, then where each value's pairs start.
+        let mut at = [0usize; 256];
+        for p in &from {
+            if let Some(n) = at.get_mut(byte(p, d)) {
+                *n += 1;
+            }
+        }
+        if at.contains(&from.len()) {
+            continue;
+        }
+        let mut start = 0;
+        for n in &mut at {
+            (*n, start) = (start, start + *n);
+        }
+        for p in &from {
+            if let Some(n) = at.get_mut(byte(p, d)) {
+                if let Some(slot) = to.get_mut(*n) {
+                    *slot = *p;
+                }
+                *n += 1;
+            }
+        }
+        std::mem::swap(&mut from, &mut to);
+    }
+    v.copy_from_slice(&from);
 }
 
 /// Reorder `items` by `order` (a permutation of their indices, as from [`sort_keyed`]).
@@ -64,6 +117,30 @@ mod tests {
         let mut want = items;
         want.sort_by_key(|(k, _)| *k);
         assert_eq!(got, want);
+    }
+
+    proptest::proptest! {
+        /// The radix sort orders pairs as the standard sort does: short and long lists, keys
+        /// and indices over every byte, repeated keys, sorted input.
+        #[test]
+        fn keyed_sort_is_the_standard_sort(
+            pairs in proptest::collection::vec(
+                (proptest::prelude::any::<u64>(), proptest::prelude::any::<u32>()),
+                0..300,
+            ),
+            small in proptest::collection::vec((0u64..4, 0u32..1000), 0..300),
+        ) {
+            for mut v in [pairs.clone(), small.clone(), {
+                let mut s = small.clone();
+                s.sort_unstable();
+                s
+            }] {
+                let mut want = v.clone();
+                want.sort_unstable();
+                sort_keyed(&mut v);
+                proptest::prop_assert_eq!(v, want);
+            }
+        }
     }
 
     #[test]

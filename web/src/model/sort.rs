@@ -1,5 +1,6 @@
 //! Sorts for the view-model that keep the wasm small: the standard sort is instantiated once
-//! per element type (several KB each), so the model sorts through these two instead.
+//! per element type (several KB each), so the model sorts through these two instead, the
+//! second through the core's radix sort (`kvscope_core::sort::sort_keyed`).
 
 /// Stable insertion sort, for lists of a few elements (rule names): much smaller in
 /// wasm than a standard sort instance per element type.
@@ -22,7 +23,7 @@ pub fn sort_by_u64<T>(v: &mut Vec<T>, key: impl Fn(&T) -> u64) {
         .enumerate()
         .map(|(i, x)| (key(x), i as u32))
         .collect();
-    keys.sort_unstable();
+    kvscope_core::sort::sort_keyed(&mut keys);
     let mut slots: Vec<Option<T>> = std::mem::take(v).into_iter().map(Some).collect();
     *v = keys
         .iter()
