@@ -83,6 +83,7 @@ mod job_order;
 mod lens;
 mod record;
 mod story;
+mod tables;
 mod view;
 
 use blocks::BlockTables;

@@ -485,6 +485,31 @@ fn seek_work_is_flat_in_trace_length() {
     assert!(max1 <= 2 * models + (k - 1) * (models + 1), "{max1}");
 }
 
+/// After the analysis, the replay's tables are built a budget at a time (at a million events
+/// each table is a pass over a million rows, roots or findings): every call does at most its
+/// budget of their work, and the replay is the one built in one go.
+#[test]
+fn the_tables_are_built_a_budget_at_a_time() {
+    let t = bench_shape(4_096);
+    let config = AnalysisConfig::default();
+    let want = Replay::new(t.clone(), &config);
+    let mut b = ReplayBuilder::new(t, &config);
+    let (mut calls, mut last, mut total) = (0, 0, 0);
+    while !b.is_done() {
+        let p = b.advance(64);
+        if p.phase == BuildPhase::Tables {
+            assert!(p.done - last <= 64, "{} units in one call", p.done - last);
+            (calls, last, total) = (calls + 1, p.done, p.total);
+        }
+    }
+    // A row per event, a job row per job, and the findings.
+    assert!(total >= 4_096, "{total}");
+    assert!(calls >= total / 64, "{calls} calls for {total} units");
+    let got = b.finish();
+    assert_eq!(got.rendered_findings(), want.rendered_findings());
+    assert_eq!(got.analysis().losses, want.analysis().losses);
+}
+
 #[test]
 fn event_info_past_16_bit_positions_comes_from_the_index() {
     // One batch longer than `u16::MAX` events: positions past it do not fit in the row.

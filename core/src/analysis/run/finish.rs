@@ -164,7 +164,7 @@ impl Run {
                 });
                 let fin = &mut self.fin;
                 fin.step = FinishStep::Done;
-                fin.store = Some(store);
+                fin.store = store;
                 work = 1;
                 heavy = true;
             }
@@ -194,7 +194,8 @@ pub(super) enum FinishStep {
 pub(super) struct Finishing {
     pub(super) step: FinishStep,
     pub(super) leftovers: Leftovers,
-    pub(super) store: Option<FindingStore>,
+    /// The compact findings, once [`FinishStep::Store`] has run (empty before).
+    pub(super) store: FindingStore,
     pub(super) losses: Vec<LossSummary>,
     /// Per model: its loss roots, and those replayed later (see [`FindingStore`]).
     pub(super) roots: Vec<Vec<Root>>,

@@ -391,7 +391,7 @@ impl Run {
             jobs: self.index.job_count(),
             sources: self.index.idx.sources,
             findings: {
-                let mut store = self.fin.store.unwrap_or_default();
+                let mut store = self.fin.store;
                 store.count_all();
                 store
             },
@@ -460,22 +460,22 @@ impl Run {
     /// Assemble the [`Analysis`] (runs any remaining work first; after [`Stage::Done`] it only
     /// renders the findings and moves results).
     pub(crate) fn finish(self, trace: &Trace) -> Analysis {
-        let (mut analysis, _, store) = self.finish_parts(trace);
-        if let Some(mut s) = store {
-            (analysis.findings, analysis.violations) = s.rendered();
-            analysis.verdict_kinds = s.take_kinds();
-            analysis.losses = s.take_losses();
-        }
+        let (mut analysis, _, mut s) = self.finish_parts(trace);
+        (analysis.findings, analysis.violations) = s.rendered();
+        analysis.verdict_kinds = s.take_kinds();
+        analysis.losses = s.take_losses();
         analysis
     }
 
+    /// A finished run's event index and compact findings (a replay builds its tables from
+    /// them before it takes them with [`Run::finish_parts`]).
+    pub(crate) fn results(&mut self) -> (&EventIndex, &mut FindingStore) {
+        (&self.index.idx, &mut self.fin.store)
+    }
+
     /// [`Run::finish`] without rendering: the analysis without its findings, the block ids,
-    /// and the compact findings, which hold the verdicts and loss summaries (the analysis
-    /// has them only when there is no store).
-    pub(crate) fn finish_parts(
-        mut self,
-        trace: &Trace,
-    ) -> (Analysis, BlockKeys, Option<FindingStore>) {
+    /// and the compact findings, which hold the verdicts and loss summaries.
+    pub(crate) fn finish_parts(mut self, trace: &Trace) -> (Analysis, BlockKeys, FindingStore) {
         while self.stage != Stage::Done {
             self.advance(trace, usize::MAX, None, None);
         }
