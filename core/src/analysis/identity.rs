@@ -32,6 +32,11 @@ pub(crate) struct BlockKeys {
 }
 
 impl BlockKeys {
+    /// Room for the names of `blocks` block ids (a whole-trace run's, see `Run::new`).
+    pub(crate) fn reserve(&mut self, blocks: usize) {
+        self.keys.reserve_exact(blocks);
+    }
+
     /// The names of a single-group trace: group 0, by the models' hash ids (`self.keys`,
     /// filled by [`GroupIds::copy`], is the reverse table).
     pub(crate) fn by_hash(mut self, interner: Interner) -> BlockKeys {

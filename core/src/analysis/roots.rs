@@ -105,6 +105,12 @@ impl Places {
         }
     }
 
+    /// Room for one more root event's place, `done` of the run's `total` events delivered
+    /// (sized from the rate so far: `analysis/run/room.rs`).
+    pub(crate) fn make_room(&mut self, done: usize, total: usize) {
+        super::run::make_room(&mut self.at, 1, done, total);
+    }
+
     /// Where root event `event` is.
     pub(crate) fn at(&self, event: u32) -> RootAt {
         self.at

@@ -89,6 +89,8 @@ impl Tables {
                     // Each loss root is a prefix to rebuild and a finding.
                     let roots = store.id_count() - store.record_count();
                     self.total = roots + store.id_count() + index.jobs.len() + rec.rows.len();
+                    // Most findings are listed (a million on the bench trace): sized once.
+                    self.finding_events.reserve_exact(store.id_count());
                     self.step = Step::Losses(0);
                     0
                 }

@@ -1,7 +1,7 @@
 //! One event through the consumer models, the loss bookkeeping and the violation index.
 
 use super::violations::{How, PrimaryPairs, Scope, Waiter};
-use super::{Recorder, Run};
+use super::{make_room, Recorder, Run};
 use crate::analysis::findings::{Msg, Rec, Why};
 use crate::analysis::roots::{Root, RootAt};
 use crate::analysis::IndexBuilder;
@@ -121,6 +121,8 @@ impl Run {
                         Ok(at) => at,
                         Err(at) => {
                             // A new root is this event (the models share its place).
+                            make_room(&mut t.roots, 1, i, self.total);
+                            self.places.make_room(i, self.total);
                             let place = RootAt::new(origin, loc.pos, loc.source);
                             let r = self.places.root(
                                 c,
@@ -147,6 +149,8 @@ impl Run {
                             t.lost_pending.push((i as u32, n));
                         }
                     } else {
+                        make_room(&mut t.lost_events, 1, i, self.total);
+                        make_room(&mut t.lost_counts, 1, i, self.total);
                         t.lost_events.push((i as u32, root as u32));
                         t.lost_counts.push(n);
                     }
@@ -162,6 +166,7 @@ impl Run {
                     }
                     // The lost hashes themselves only for `analyze` (`compare` reads them).
                     if let Some(l) = self.lost_blocks.get_mut(c) {
+                        make_room(l, lost.len(), i, self.total);
                         for h in &lost {
                             l.push((i, *h));
                         }

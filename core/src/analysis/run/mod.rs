@@ -14,6 +14,7 @@ mod finish;
 mod losses;
 mod preconditions;
 mod recycle;
+mod room;
 mod seq;
 mod violations;
 
@@ -33,6 +34,7 @@ use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
 use finish::{FinishStep, Finishing};
 pub(crate) use losses::LossTrack;
+pub(crate) use room::make_room;
 use violations::{Presence, PrimaryPairs, Waiter, Waiting};
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
@@ -435,6 +437,8 @@ impl Run {
             index.events.len()
         };
         self.interner.reserve(self.blocks);
+        self.keys.reserve(self.blocks);
+        self.presence.reserve(self.blocks);
         let c = self.config.consumers.len();
         // One loop (no `collect` instance per vector).
         self.consumers = Vec::with_capacity(c);

@@ -339,6 +339,11 @@ pub(super) struct Presence {
 }
 
 impl Presence {
+    /// Room for `blocks` block ids (a whole-trace run's, see `Run::new`).
+    pub(super) fn reserve(&mut self, blocks: usize) {
+        self.held.reserve_exact(blocks);
+    }
+
     pub(super) fn slot(&mut self, id: u32) -> Option<&mut Held> {
         let i = id as usize;
         if i >= self.held.len() {

@@ -45,6 +45,11 @@ impl Edges {
             .and_then(|e| e.1)
     }
 
+    /// Room for about `n` edges (a block's each).
+    pub(super) fn reserve(&mut self, n: usize) {
+        self.entries.reserve_exact(n);
+    }
+
     /// The child of `key`, or else (no edge) set it to `child` and return `None`:
     /// [`Edges::get`] then [`Edges::insert`] in one probe (once per lower-tier block).
     pub(super) fn get_or_insert(&mut self, key: EdgeKey, child: u64) -> Option<u64> {

@@ -172,6 +172,7 @@ impl Dynamo {
     pub(super) fn reserve(&mut self, blocks: usize) {
         self.lookup.reserve_exact(blocks);
         self.worker_blocks.reserve_exact(blocks);
+        self.edges.reserve(blocks);
     }
 
     /// Whether the model refers to block `id` (a streaming analysis gives back the ids of

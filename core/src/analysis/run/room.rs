@@ -1,0 +1,60 @@
+//! Room in the tables that grow with the losses, sized from the trace's rate so far.
+//!
+//! A table that gains rows as the events are delivered (the loss roots and their places, the
+//! lost events and blocks) grows by doubling like any `Vec`, and tables that grow at the same
+//! rate double at the same event: at a million events one slice of the page's analysis copied
+//! some hundred megabytes (`docs/performance.md`, "The replay's tables in slices"). A
+//! whole-trace run knows how many events it delivers, so once such a table has [`KNOWN`] rows it
+//! is given room for the rows the whole trace would give it at its rate so far, an eighth more:
+//! it is copied while small, and later only if the rate rises. A streaming run (no length
+//! known) doubles.
+
+/// Rows from which a table's rate is taken as known.
+const KNOWN: usize = 1024;
+
+/// Make room for `more` rows in `v`, which gained its rows over `done` of the run's `total`
+/// events (`total` 0: a streaming run).
+pub(crate) fn make_room<T>(v: &mut Vec<T>, more: usize, done: usize, total: usize) {
+    let n = v.len();
+    if n + more <= v.capacity() || n < KNOWN || done == 0 || total <= done {
+        return; // room already, or the `push` doubles
+    }
+    // At most the rows a table can have at this rate: below `u64` overflow for any trace.
+    let projected = (n as u64).saturating_mul(total as u64) / done as u64;
+    let want = projected.saturating_add(projected / 8) as usize;
+    v.reserve_exact(want.max(n + n / 4).max(n + more) - n);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_past_its_known_rows_gets_room_for_the_whole_trace_at_its_rate() {
+        // Small: left to double.
+        let mut v: Vec<u32> = vec![0; 8];
+        v.shrink_to_fit();
+        make_room(&mut v, 1, 16, 1_000);
+        assert_eq!(v.capacity(), 8);
+        // 2,048 rows over 4,096 of 1M events: room for ~562k (half a row an event, an eighth
+        // more).
+        let mut v: Vec<u32> = vec![0; 2_048];
+        v.shrink_to_fit();
+        make_room(&mut v, 1, 4_096, 1_000_000);
+        assert!(
+            (562_000..563_000).contains(&v.capacity()),
+            "{}",
+            v.capacity()
+        );
+        // Streaming (no length): nothing reserved here.
+        let mut w: Vec<u32> = vec![0; 2_048];
+        w.shrink_to_fit();
+        make_room(&mut w, 1, 4_096, 0);
+        assert_eq!(w.capacity(), 2_048);
+        // Near the end: at least a quarter more, and the rows asked for.
+        let mut u: Vec<u32> = vec![0; 2_048];
+        u.shrink_to_fit();
+        make_room(&mut u, 5_000, 999_000, 1_000_000);
+        assert!(u.capacity() >= 7_048, "{}", u.capacity());
+    }
+}
