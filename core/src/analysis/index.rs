@@ -21,6 +21,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::identity::group_of;
+use super::run::{make_room, room_wanted};
 use crate::consumers::{str_hash, EventCtx, HashChain};
 use crate::event::{KvEvent, Tier};
 use crate::trace::{ProvenanceKind, Trace, TraceBatch, TraceRecord};
@@ -177,8 +178,16 @@ impl GpuStores {
         self.keys.iter().position(|k| *k == key)
     }
 
-    /// The blocks `hashes` of (source, DP rank, group) `key` were stored by request `job`.
-    fn insert(&mut self, key: (u32, u32, u32), hashes: &[crate::hash::BlockHash], job: (u32, u32)) {
+    /// The blocks `hashes` of (source, DP rank, group) `key` were stored by request `job`
+    /// (of batch record `job.0`, of `records` in the whole trace: 0 when streaming).
+    fn insert(
+        &mut self,
+        key: (u32, u32, u32),
+        hashes: &[crate::hash::BlockHash],
+        job: (u32, u32),
+        records: usize,
+    ) {
+        let done = job.0 as usize;
         let t = match self.table(key) {
             Some(t) => t,
             None => {
@@ -189,10 +198,15 @@ impl GpuStores {
             }
         };
         if self.jobs.last().is_none_or(|j| *j != job) {
+            make_room(&mut self.jobs, 1, done, records);
             self.jobs.push(job);
         }
         let j = (self.jobs.len() - 1) as u32;
         if let Some(table) = self.tables.get_mut(t) {
+            let (n, more, capacity) = (table.len(), hashes.len(), table.capacity());
+            if let Some(k) = room_wanted(n, more, capacity, done, records) {
+                table.reserve(k);
+            }
             for h in hashes {
                 table.insert(h.as_u64(), j);
             }
@@ -231,6 +245,9 @@ pub(crate) struct IndexBuilder {
     last_inferred: Option<(u32, u32, u32)>,
     /// Blocks the GPU stored, by the batch and request that stored them last.
     gpu: GpuStores,
+    /// Records indexed so far and in the whole trace (0: streaming), for the tables that
+    /// grow with them (`run::make_room`).
+    pub(crate) records: (usize, usize),
     /// Scratch of [`IndexBuilder::batch_order`] (kept to reuse the allocations): candidate
     /// positions, (tier, group, last hash) → position, position → in-batch parent position.
     candidates: Vec<usize>,
@@ -265,6 +282,7 @@ impl IndexBuilder {
 
     /// Index batch record `ri`; returns its source id.
     pub(crate) fn batch(&mut self, ri: usize, b: &TraceBatch) -> u32 {
+        self.records.0 = ri;
         let sid = self.source_id(&b.source);
         let dp = b.dp_rank.unwrap_or(0);
         if self.streaming {
@@ -372,8 +390,9 @@ impl IndexBuilder {
                     request += 1;
                 }
                 last_group = Some(group);
-                self.gpu
-                    .insert((sid, dp, group), &st.block_hashes, (ri as u32, request));
+                let key = (sid, dp, group);
+                let job = (ri as u32, request);
+                self.gpu.insert(key, &st.block_hashes, job, self.records.1);
                 continue;
             }
             let found = st
@@ -439,6 +458,7 @@ impl IndexBuilder {
         prov: Option<&crate::trace::Provenance>,
     ) -> u32 {
         let streaming = self.streaming;
+        let records = self.records;
         let idx = &mut self.idx;
         let kh = {
             use std::hash::BuildHasher;
@@ -462,11 +482,15 @@ impl IndexBuilder {
                 Some((ri, run)) => *last_inferred = Some((ri, run, id)),
                 None => self.jobs.push(kh, id),
             }
+            let (done, total) = records;
+            make_room(&mut self.job_keys, 1, done, total);
             self.job_keys.push(k);
+            make_room(job_evidence, 1, done, total);
             job_evidence.push(evidence);
             if streaming {
                 return id;
             }
+            make_room(&mut idx.jobs, 1, done, total);
             idx.jobs.push(Job {
                 id,
                 job_id: prov.and_then(|p| p.job_id),
@@ -661,11 +685,11 @@ mod gpu_tests {
     fn gpu_stores_keep_a_table_per_source_rank_and_group() {
         let mut g = GpuStores::default();
         let hs = |v: &[u64]| v.iter().map(|h| BlockHash::Int(*h)).collect::<Vec<_>>();
-        g.insert((0, 0, 0), &hs(&[1, 2]), (5, 0));
-        g.insert((0, 0, 1), &hs(&[1]), (5, 1));
-        g.insert((1, 0, 0), &hs(&[2]), (6, 0));
+        g.insert((0, 0, 0), &hs(&[1, 2]), (5, 0), 0);
+        g.insert((0, 0, 1), &hs(&[1]), (5, 1), 0);
+        g.insert((1, 0, 0), &hs(&[2]), (6, 0), 0);
         // Stored again by a later request: the last one counts.
-        g.insert((0, 0, 0), &hs(&[2]), (7, 0));
+        g.insert((0, 0, 0), &hs(&[2]), (7, 0), 0);
         assert_eq!(g.get((0, 0, 0), 1), Some((5, 0)));
         assert_eq!(g.get((0, 0, 0), 2), Some((7, 0)));
         assert_eq!(g.get((0, 0, 1), 1), Some((5, 1)));

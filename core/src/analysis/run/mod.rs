@@ -34,7 +34,7 @@ use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
 use finish::{FinishStep, Finishing};
 pub(crate) use losses::LossTrack;
-pub(crate) use room::make_room;
+pub(crate) use room::{make_room, room_wanted};
 use violations::{Presence, PrimaryPairs, Waiter, Waiting};
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).
@@ -173,6 +173,7 @@ impl Run {
         let mut run = Run::streaming(config);
         run.index.streaming = false;
         run.index.idx.events.reserve_exact(total);
+        run.index.records.1 = trace.records.len();
         run.total = total;
         run.blocks = blocks.min(RESERVED_IDS_MAX);
         run.workers = config.workers_for(trace);

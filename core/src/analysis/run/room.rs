@@ -1,8 +1,9 @@
-//! Room in the tables that grow with the losses, sized from the trace's rate so far.
+//! Room in the tables that grow with the trace, sized from its rate so far.
 //!
 //! A table that gains rows as the events are delivered (the loss roots and their places, the
-//! lost events and blocks) grows by doubling like any `Vec`, and tables that grow at the same
-//! rate double at the same event: at a million events one slice of the page's analysis copied
+//! lost events and blocks) or the records indexed (jobs, the blocks the GPU stored) grows by
+//! doubling like any `Vec` or hash table, and tables that grow at the same rate double at the
+//! same event: at a million events one slice of the page's analysis copied
 //! some hundred megabytes (`docs/performance.md`, "The replay's tables in slices"). A
 //! whole-trace run knows how many events it delivers, so once such a table has [`KNOWN`] rows it
 //! is given room for the rows the whole trace would give it at its rate so far, an eighth more:
@@ -13,16 +14,30 @@
 const KNOWN: usize = 1024;
 
 /// Make room for `more` rows in `v`, which gained its rows over `done` of the run's `total`
-/// events (`total` 0: a streaming run).
+/// events (or records; `total` 0: a streaming run).
 pub(crate) fn make_room<T>(v: &mut Vec<T>, more: usize, done: usize, total: usize) {
-    let n = v.len();
-    if n + more <= v.capacity() || n < KNOWN || done == 0 || total <= done {
-        return; // room already, or the `push` doubles
+    if let Some(k) = room_wanted(v.len(), more, v.capacity(), done, total) {
+        v.reserve_exact(k);
+    }
+}
+
+/// The rows to reserve in a table of `n` rows and room for `capacity` that gains `more`, from
+/// its rate over `done` of `total`: `None` while it has room, is small, or cannot know
+/// (streaming); its own growth (doubling) then applies.
+pub(crate) fn room_wanted(
+    n: usize,
+    more: usize,
+    capacity: usize,
+    done: usize,
+    total: usize,
+) -> Option<usize> {
+    if n + more <= capacity || n < KNOWN || done == 0 || total <= done {
+        return None;
     }
     // At most the rows a table can have at this rate: below `u64` overflow for any trace.
     let projected = (n as u64).saturating_mul(total as u64) / done as u64;
     let want = projected.saturating_add(projected / 8) as usize;
-    v.reserve_exact(want.max(n + n / 4).max(n + more) - n);
+    Some(want.max(n + n / 4).max(n + more) - n)
 }
 
 #[cfg(test)]
