@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kvscope_core::replay::BuildPhase;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -95,6 +96,7 @@ pub fn spawn_analysis(st: AppState) {
         let mut phase = None;
         let mut last_done = 0usize;
         let mut last_paint = t0;
+        let mut events_per_s = 0.0;
         loop {
             if !is_current(st, gen) {
                 return; // a newer load took over
@@ -119,13 +121,18 @@ pub fn spawn_analysis(st: AppState) {
                 let scale = (SLICE_MS / took).clamp(0.25, 4.0);
                 budget = ((budget as f64 * scale) as usize).clamp(64, 1 << 22);
             }
-            let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
+            // The rate of the events' phase; after it, `done` counts findings, roots and rows
+            // (the last rate stays).
+            if p.phase == BuildPhase::Analysis {
+                let secs = ((now_ms() - t0) / 1000.0).max(1e-3);
+                events_per_s = p.done as f64 / secs;
+            }
             st.analysis.set(AnalysisStatus::Running {
                 events,
                 fraction: p.fraction(),
                 done: p.done,
-                events_per_s: p.done as f64 / secs,
-                indexing: p.phase == kvscope_core::replay::BuildPhase::Index,
+                events_per_s,
+                indexing: p.phase == BuildPhase::Index,
             });
             // Held (see `AppState::analysis_hold`): wait, a frame at a time, until released or
             // a newer load takes over.
@@ -165,7 +172,8 @@ pub fn spawn_analysis(st: AppState) {
 /// to the status line's breakdown. Stops when a load newer than `gen` starts.
 async fn index_edges(st: AppState, gen: u64) {
     let t0 = now_ms();
-    let mut budget = 50_000usize;
+    // Small at first: the first slice also sizes the builder's tables for every event.
+    let mut budget = 8_192usize;
     let mut worked = false;
     loop {
         if !is_current(st, gen) {
