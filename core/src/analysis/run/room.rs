@@ -1,14 +1,14 @@
 //! Room in the tables that grow with the trace, sized from its rate so far.
 //!
 //! A table that gains rows as the events are delivered (the loss roots and their places, the
-//! lost events and blocks) or the records indexed (jobs, the blocks the GPU stored) grows by
-//! doubling like any `Vec` or hash table, and tables that grow at the same rate double at the
-//! same event: at a million events one slice of the page's analysis copied
-//! some hundred megabytes (`docs/performance.md`, "The replay's tables in slices"). A
-//! whole-trace run knows how many events it delivers, so once such a table has [`KNOWN`] rows it
-//! is given room for the rows the whole trace would give it at its rate so far, an eighth more:
-//! it is copied while small, and later only if the rate rises. A streaming run (no length
-//! known) doubles.
+//! lost events and blocks) or as the records are indexed (jobs, the blocks the GPU stored)
+//! grows by doubling like any `Vec` or hash table, and tables that grow at the same rate
+//! double at the same event: at a million events one slice of the page's analysis copied some
+//! hundred megabytes (`docs/performance.md`, "The replay's tables in slices"). A whole-trace
+//! run knows how many events and records it has, so once such a table has [`KNOWN`] rows it
+//! gets room for the rows the whole trace would give it at its rate so far, and an eighth
+//! more: it is copied while small, and later only if the rate rises. A streaming run (no
+//! length known) doubles.
 
 /// Rows from which a table's rate is taken as known.
 const KNOWN: usize = 1024;
