@@ -31,4 +31,5 @@ pub mod consumers;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod replay;
+mod room;
 pub mod sort;

@@ -21,9 +21,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::identity::group_of;
-use super::run::{make_room, room_wanted};
 use crate::consumers::{str_hash, EventCtx, HashChain};
 use crate::event::{KvEvent, Tier};
+use crate::room::{make_room, room_wanted};
 use crate::trace::{ProvenanceKind, Trace, TraceBatch, TraceRecord};
 
 type HashMap<K, V> = hashbrown::HashMap<K, V, rustc_hash::FxBuildHasher>;
@@ -246,7 +246,7 @@ pub(crate) struct IndexBuilder {
     /// Blocks the GPU stored, by the batch and request that stored them last.
     gpu: GpuStores,
     /// Records indexed so far and in the whole trace (0: streaming), for the tables that
-    /// grow with them (`run::make_room`).
+    /// grow with them ([`crate::room`]).
     pub(crate) records: (usize, usize),
     /// Scratch of [`IndexBuilder::batch_order`] (kept to reuse the allocations): candidate
     /// positions, (tier, group, last hash) → position, position → in-batch parent position.

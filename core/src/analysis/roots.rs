@@ -106,9 +106,9 @@ impl Places {
     }
 
     /// Room for one more root event's place, `done` of the run's `total` events delivered
-    /// (sized from the rate so far: `analysis/run/room.rs`).
+    /// (sized from the rate so far: [`crate::room`]).
     pub(crate) fn make_room(&mut self, done: usize, total: usize) {
-        super::run::make_room(&mut self.at, 1, done, total);
+        crate::room::make_room(&mut self.at, 1, done, total);
     }
 
     /// Where root event `event` is.

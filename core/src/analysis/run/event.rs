@@ -1,7 +1,7 @@
 //! One event through the consumer models, the loss bookkeeping and the violation index.
 
 use super::violations::{How, PrimaryPairs, Scope, Waiter};
-use super::{make_room, Recorder, Run};
+use super::{Recorder, Run};
 use crate::analysis::findings::{Msg, Rec, Why};
 use crate::analysis::roots::{Root, RootAt};
 use crate::analysis::IndexBuilder;
@@ -9,6 +9,7 @@ use crate::analysis::{EventLoc, Evidence, JobEvidence, ReorderClass, Rule, Verdi
 use crate::consumers::{Hashes, VerdictKind};
 use crate::event::KvEvent;
 use crate::event::Tier;
+use crate::room::make_room;
 use crate::trace::{ProvenanceKind, TraceBatch};
 
 impl Run {

@@ -14,7 +14,6 @@ mod finish;
 mod losses;
 mod preconditions;
 mod recycle;
-mod room;
 mod seq;
 mod violations;
 
@@ -34,7 +33,6 @@ use crate::event::KvEvent;
 use crate::trace::{Trace, TraceRecord};
 use finish::{FinishStep, Finishing};
 pub(crate) use losses::LossTrack;
-pub(crate) use room::{make_room, room_wanted};
 use violations::{Presence, PrimaryPairs, Waiter, Waiting};
 
 /// Receives every consumer's verdict and lane changes (the replay engine's recorder).

@@ -120,6 +120,9 @@ pub struct Dynamo {
     /// A bit per block id that ever entered a device-tree edge (nodes are never freed, and
     /// keep blocks past their cutoff): such an id is never given back ([`Dynamo::uses`]).
     in_tree: Vec<u64>,
+    /// Block hashes stored so far and in the whole trace (0: not known), from which a
+    /// growing node gets room ([`crate::room`]).
+    blocks: (usize, usize),
 }
 
 impl Dynamo {
@@ -151,6 +154,7 @@ impl Dynamo {
             batch_check: BatchCheck::default(),
             scratch: Vec::new(),
             in_tree: Vec::new(),
+            blocks: (0, 0),
         }
     }
 
@@ -173,6 +177,7 @@ impl Dynamo {
         self.lookup.reserve_exact(blocks);
         self.worker_blocks.reserve_exact(blocks);
         self.edges.reserve(blocks);
+        self.blocks.1 = blocks;
     }
 
     /// Whether the model refers to block `id` (a streaming analysis gives back the ids of
@@ -269,6 +274,7 @@ impl Dynamo {
         let lane = ctx.lane();
         let w: Worker = (ctx.source, ctx.dp_rank);
         let hashes: &[u64] = &ids.hashes;
+        self.blocks.0 += hashes.len();
         let tier = match self.admit(
             ctx,
             e.ownership.as_deref(),

@@ -3,6 +3,7 @@
 
 use super::{worker_key, Blk, Dynamo, NodeId, Worker};
 use crate::consumers::{push_block, slot, Blocks, LaneCounts, LaneKey, Map, VerdictKind};
+use crate::room::{make_room, room_wanted};
 
 /// One compressed edge of a worker's device tree (`RadixBlock` + `NodeState`).
 #[derive(Clone, Debug, Default)]
@@ -252,7 +253,14 @@ impl Dynamo {
 
     pub(super) fn append_to_leaf(&mut self, id: NodeId, blocks: &[Blk]) {
         self.mark_in_tree(blocks);
+        let (seen, expected) = self.blocks;
         if let Some(n) = self.nodes.get_mut(id as usize) {
+            // A leaf that keeps growing (a pod's one long chain) gets room from its rate.
+            make_room(&mut n.edge, blocks.len(), seen, expected);
+            let (len, cap) = (n.edge_index.len(), n.edge_index.capacity());
+            if let Some(k) = room_wanted(len, blocks.len(), cap, seen, expected) {
+                n.edge_index.reserve(k);
+            }
             let old = n.edge.len();
             for (i, b) in blocks.iter().enumerate() {
                 n.edge.push(*b);

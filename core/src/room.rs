@@ -1,12 +1,13 @@
 //! Room in the tables that grow with the trace, sized from its rate so far.
 //!
 //! A table that gains rows as the events are delivered (the loss roots and their places, the
-//! lost events and blocks) or as the records are indexed (jobs, the blocks the GPU stored)
-//! grows by doubling like any `Vec` or hash table, and tables that grow at the same rate
-//! double at the same event: at a million events one slice of the page's analysis copied some
-//! hundred megabytes (`docs/performance.md`, "The replay's tables in slices"). A whole-trace
-//! run knows how many events and records it has, so once such a table has [`KNOWN`] rows it
-//! gets room for the rows the whole trace would give it at its rate so far, and an eighth
+//! lost events and blocks), as the records are indexed (jobs, the blocks the GPU stored) or as
+//! a model stores blocks (a Dynamo radix-tree node's blocks and their index) grows by
+//! doubling like any `Vec` or hash table, and tables that grow at the same rate double at the
+//! same event: at a million events one slice of the page's analysis copied some hundred
+//! megabytes (`docs/performance.md`, "The replay's tables in slices"). A whole-trace run knows
+//! how many events, records and block hashes it has, so once such a table has [`KNOWN`] rows
+//! it gets room for the rows the whole trace would give it at its rate so far, and an eighth
 //! more: it is copied while small, and later only if the rate rises. A streaming run (no
 //! length known) doubles.
 
@@ -14,7 +15,7 @@
 const KNOWN: usize = 1024;
 
 /// Make room for `more` rows in `v`, which gained its rows over `done` of the run's `total`
-/// events (or records; `total` 0: a streaming run).
+/// events, records or block hashes (`total` 0: a streaming run).
 pub(crate) fn make_room<T>(v: &mut Vec<T>, more: usize, done: usize, total: usize) {
     if let Some(k) = room_wanted(v.len(), more, v.capacity(), done, total) {
         v.reserve_exact(k);
