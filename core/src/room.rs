@@ -47,30 +47,23 @@ mod tests {
 
     #[test]
     fn a_table_past_its_known_rows_gets_room_for_the_whole_trace_at_its_rate() {
+        // The capacity of a full table of `rows` after `make_room`.
+        let room = |rows: usize, more: usize, done: usize, total: usize| {
+            let mut v = vec![0u32; rows];
+            v.shrink_to_fit();
+            make_room(&mut v, more, done, total);
+            v.capacity()
+        };
         // Small: left to double.
-        let mut v: Vec<u32> = vec![0; 8];
-        v.shrink_to_fit();
-        make_room(&mut v, 1, 16, 1_000);
-        assert_eq!(v.capacity(), 8);
+        assert_eq!(room(8, 1, 16, 1_000), 8);
         // 2,048 rows over 4,096 of 1M events: room for ~562k (half a row an event, an eighth
         // more).
-        let mut v: Vec<u32> = vec![0; 2_048];
-        v.shrink_to_fit();
-        make_room(&mut v, 1, 4_096, 1_000_000);
-        assert!(
-            (562_000..563_000).contains(&v.capacity()),
-            "{}",
-            v.capacity()
-        );
+        let got = room(2_048, 1, 4_096, 1_000_000);
+        assert!((562_000..563_000).contains(&got), "{got}");
         // Streaming (no length): nothing reserved here.
-        let mut w: Vec<u32> = vec![0; 2_048];
-        w.shrink_to_fit();
-        make_room(&mut w, 1, 4_096, 0);
-        assert_eq!(w.capacity(), 2_048);
+        assert_eq!(room(2_048, 1, 4_096, 0), 2_048);
         // Near the end: at least a quarter more, and the rows asked for.
-        let mut u: Vec<u32> = vec![0; 2_048];
-        u.shrink_to_fit();
-        make_room(&mut u, 5_000, 999_000, 1_000_000);
-        assert!(u.capacity() >= 7_048, "{}", u.capacity());
+        let got = room(2_048, 5_000, 999_000, 1_000_000);
+        assert!(got >= 7_048, "{got}");
     }
 }

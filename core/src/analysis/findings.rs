@@ -381,9 +381,8 @@ impl FindingStore {
         std::mem::take(&mut self.losses)
     }
 
-    /// Rebuild up to `budget` more of model `c`'s unreachable prefixes into its loss summary,
-    /// for [`Self::take_losses`] (a whole-trace run does it in slices: a million take tens of
-    /// milliseconds). Returns how many: fewer than `budget` once they are all there.
+    /// Rebuild up to `budget` more of model `c`'s unreachable prefixes into its loss summary
+    /// (a replay, in slices); returns how many: fewer than `budget` once they are all there.
     pub(crate) fn fill_prefixes(&mut self, c: usize, budget: usize) -> usize {
         let (Some(l), Some(roots)) = (self.losses.get_mut(c), self.roots.get(c)) else {
             return 0;
@@ -402,16 +401,6 @@ impl FindingStore {
     /// Findings at any level: their ids ([`FindingRef::id`]) are below this.
     pub(crate) fn id_count(&self) -> usize {
         self.roots_before(self.roots.len())
-    }
-
-    /// Findings other than the loss roots' (ids below this; see [`FindingRef::id`]).
-    pub(crate) fn record_count(&self) -> usize {
-        self.recs.len()
-    }
-
-    /// Models whose loss summaries the store holds (until [`Self::take_losses`]).
-    pub(crate) fn model_count(&self) -> usize {
-        self.losses.len()
     }
 
     /// Loss roots of the models before the `c`-th, after the records (ids, see

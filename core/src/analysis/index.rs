@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::identity::group_of;
 use crate::consumers::{str_hash, EventCtx, HashChain};
 use crate::event::{KvEvent, Tier};
+use crate::hash::BlockHash;
 use crate::room::{make_room, room_wanted};
 use crate::trace::{ProvenanceKind, Trace, TraceBatch, TraceRecord};
 
@@ -157,6 +158,9 @@ enum JobKey {
     Inferred(u32, u32),
 }
 
+/// (source, DP rank, KV group): the engine and group a GPU stores table is for.
+type EngineGroup = (u32, u32, u32);
+
 /// (source, DP rank, group, hash) of a GPU-stored block → (its batch record, the request's
 /// ordinal among that batch's GPU stores): a table of hashes per (source, DP rank, group), to
 /// the request in `jobs` (16-byte entries rather than 32 with the whole key and the pair in
@@ -166,7 +170,7 @@ enum JobKey {
 #[derive(Default)]
 struct GpuStores {
     /// (source, DP rank, group) of each table: few (engines times KV groups), found by a scan.
-    keys: Vec<(u32, u32, u32)>,
+    keys: Vec<EngineGroup>,
     tables: Vec<HashMap<u64, u32>>,
     /// (batch record, request ordinal) of the GPU requests.
     jobs: Vec<(u32, u32)>,
@@ -174,19 +178,13 @@ struct GpuStores {
 
 impl GpuStores {
     /// The table of (source, DP rank, group) `key`.
-    fn table(&self, key: (u32, u32, u32)) -> Option<usize> {
+    fn table(&self, key: EngineGroup) -> Option<usize> {
         self.keys.iter().position(|k| *k == key)
     }
 
     /// The blocks `hashes` of (source, DP rank, group) `key` were stored by request `job`
     /// (of batch record `job.0`, of `records` in the whole trace: 0 when streaming).
-    fn insert(
-        &mut self,
-        key: (u32, u32, u32),
-        hashes: &[crate::hash::BlockHash],
-        job: (u32, u32),
-        records: usize,
-    ) {
+    fn insert(&mut self, key: EngineGroup, hashes: &[BlockHash], job: (u32, u32), records: usize) {
         let done = job.0 as usize;
         let t = match self.table(key) {
             Some(t) => t,
@@ -213,7 +211,7 @@ impl GpuStores {
         }
     }
 
-    fn get(&self, key: (u32, u32, u32), hash: u64) -> Option<(u32, u32)> {
+    fn get(&self, key: EngineGroup, hash: u64) -> Option<(u32, u32)> {
         let t = self.table(key)?;
         let j = *self.tables.get(t)?.get(&hash)?;
         self.jobs.get(j as usize).copied()
@@ -678,8 +676,7 @@ impl EventIndex {
 
 #[cfg(test)]
 mod gpu_tests {
-    use super::GpuStores;
-    use crate::hash::BlockHash;
+    use super::{BlockHash, GpuStores};
 
     #[test]
     fn gpu_stores_keep_a_table_per_source_rank_and_group() {

@@ -86,8 +86,8 @@ impl Tables {
             let did = match self.step {
                 Step::Start => {
                     rec.close(index.events.len());
-                    // Each loss root is a prefix to rebuild and a finding.
-                    let roots = store.id_count() - store.record_count();
+                    // Each loss root is a prefix to rebuild (and a finding).
+                    let roots: usize = store.losses().map(|l| l.prefix_count()).sum();
                     self.total = roots + store.id_count() + index.jobs.len() + rec.rows.len();
                     // Most findings are listed (a million on the bench trace): sized once.
                     self.finding_events.reserve_exact(store.id_count());
@@ -97,7 +97,7 @@ impl Tables {
                 Step::Losses(c) => {
                     let did = store.fill_prefixes(c, left);
                     if did < left {
-                        self.step = if c + 1 < store.model_count() {
+                        self.step = if c + 1 < store.losses().len() {
                             Step::Losses(c + 1)
                         } else {
                             Step::Findings
