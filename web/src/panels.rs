@@ -476,9 +476,12 @@ pub fn Violations() -> impl IntoView {
                 let (lo, hi) = window.get();
                 let shown = hi - lo;
                 let analysing = matches!(st.analysis.get(), AnalysisStatus::Running { .. });
+                let reading = matches!(st.status.get(), LoadStatus::Loading { .. });
                 let router = st.router();
                 let title = match router {
                     Some(k) => format!("{}: {}", k.as_str(), crate::text::count(total, "loss root", "loss roots")),
+                    // While the file is read no violation is looked for yet: no count.
+                    None if reading => "Violations".to_string(),
                     None => format!("Violations ({total}{})", if analysing { " so far" } else { "" }),
                 };
                 view! {

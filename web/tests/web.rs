@@ -522,7 +522,8 @@ async fn the_consumer_views_wait_for_the_whole_trace_while_it_is_read() {
 }
 
 /// While a file is read the Violations panel says the violations come once all of it is read
-/// (it said "Analysing…" before the analysis had started); then that the analysis runs.
+/// (it said "Analysing…" before the analysis had started) and its title has no count; then
+/// that the analysis runs, and the count so far.
 #[wasm_bindgen_test]
 async fn the_violations_panel_waits_for_the_whole_trace_while_it_is_read() {
     let root = container();
@@ -534,8 +535,12 @@ async fn the_violations_panel_waits_for_the_whole_trace_while_it_is_read() {
     reading_a_file(st);
     let reading = until(&root, "violations-analysing", "Reading the trace").await;
     assert!(!reading.contains("Analysing"), "{reading}");
+    // No count yet ("(0 so far)" read as if the analysis ran).
+    let title = until(&root, "violations-title", "Violations").await;
+    assert!(!title.contains("so far"), "{title}");
     st.status.set(kvscope_web::LoadStatus::Idle);
     until(&root, "violations-analysing", "Analysing…").await;
+    until(&root, "violations-title", "(0 so far)").await;
 }
 
 /// The header's counts say "reading…" while the file is read, then "analysing…".
