@@ -10,8 +10,8 @@
 //! million-event trace, its lost block hashes) and no slower on them
 //! (`docs/performance.md`, "The replay's tables in slices").
 
-/// Sort `v` ascending, through [`sort_keyed`] (the crate's one instance of the standard sort:
-/// a temporary pair per value is cheaper than a second copy of the sort code).
+/// Sort `v` ascending, through [`sort_keyed`] (the crate's one sort: a temporary pair per
+/// value is cheaper than a second sort's code).
 pub(crate) fn sort_u64(v: &mut [u64]) {
     let mut keyed: Vec<(u64, u32)> = v.iter().map(|x| (*x, 0)).collect();
     sort_keyed(&mut keyed);
