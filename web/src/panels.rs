@@ -388,26 +388,39 @@ pub fn violation_window(at: usize, total: usize) -> (usize, usize) {
     (hi.saturating_sub(VIOLATION_ROWS), hi)
 }
 
+/// `f` of the model and the positions (in its `violations()`) of the violation list's rows:
+/// `filtered`'s (a chosen rule's), or with no rule chosen the default filter's, which the model
+/// counted as the findings were listed.
+fn with_filtered<R>(
+    st: AppState,
+    filtered: Memo<Option<Vec<u32>>>,
+    f: impl FnOnce(&Model, &[u32]) -> R,
+) -> Option<R> {
+    st.model.with(|m| {
+        let m = m.as_ref()?;
+        Some(filtered.with(|rows| f(m, rows.as_deref().unwrap_or(m.marked_rows()))))
+    })
+}
+
 /// The violation list (filtered by rule), a window of rows around the cursor. A step only
 /// moves the "current" mark (two rows notified); the rows are rebuilt when the window moves,
 /// the rule filter changes or the analysis lands.
 #[component]
 pub fn Violations() -> impl IntoView {
     let st = expect_context::<AppState>();
-    // Positions (in `violations()`) of the rows passing the rule filter.
+    // Positions (in `violations()`) of the rows of a chosen rule; `None` for the default
+    // filter, whose rows the model counted as the findings were listed (`Model::marked_rows`:
+    // at a million findings, filtering them all again when the analysis lands was a pause).
     let filtered = Memo::new(move |_| {
-        let rule = st.rule.get();
+        let rule = st.rule.get()?;
         st.model.with(|m| {
-            m.as_ref()
-                .map(|m| {
-                    m.violations()
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, v)| crate::model::rule_matches(v, rule.as_deref()))
-                        .map(|(k, _)| k as u32)
-                        .collect::<Vec<u32>>()
-                })
-                .unwrap_or_default()
+            let m = m.as_ref()?;
+            let rows = m.violations().iter().enumerate();
+            Some(
+                rows.filter(|(_, v)| crate::model::rule_matches(v, Some(&rule)))
+                    .map(|(k, _)| k as u32)
+                    .collect::<Vec<u32>>(),
+            )
         })
     });
     // With a router chosen, the list is its loss roots (`n` / `p` walk them): their events.
@@ -426,7 +439,8 @@ pub fn Violations() -> impl IntoView {
     let total = move || {
         roots
             .with(|r| r.as_ref().map(Vec::len))
-            .unwrap_or_else(|| filtered.with(Vec::len))
+            .or_else(|| with_filtered(st, filtered, |_, rows| rows.len()))
+            .unwrap_or(0)
     };
     let window = Memo::new(move |_| {
         let cursor = st.cursor.get().saturating_sub(1);
@@ -436,37 +450,32 @@ pub fn Violations() -> impl IntoView {
         }) {
             return violation_window(at.0, at.1);
         }
-        st.model.with_untracked(|m| {
-            let Some(m) = m else { return (0, 0) };
-            filtered.with(|f| {
-                let event = |k: &u32| {
-                    m.violations()
-                        .get(*k as usize)
-                        .map_or(u32::MAX, |v| v.event)
-                };
-                violation_window(f.partition_point(|k| event(k) < cursor), f.len())
-            })
+        with_filtered(st, filtered, |m, rows| {
+            let event = |k: &u32| {
+                m.violations()
+                    .get(*k as usize)
+                    .map_or(u32::MAX, |v| v.event)
+            };
+            violation_window(rows.partition_point(|k| event(k) < cursor), rows.len())
         })
+        .unwrap_or((0, 0))
     });
     let rows = move || {
         let (lo, hi) = window.get();
-        let router = st.router();
-        st.model.with(|m| {
-            let Some(m) = m else { return Vec::new() };
-            if let Some(k) = router {
-                return crate::lens::loss_rows(m, k, lo, hi)
-                    .map(|r| r.1)
-                    .unwrap_or_default();
-            }
-            filtered.with(|f| {
-                f.get(lo..hi)
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|k| m.violations().get(*k as usize))
-                    .map(|v| (v.event, v.rule.to_owned(), m.message(v)))
-                    .collect::<Vec<_>>()
-            })
+        if let Some(k) = st.router() {
+            return st
+                .model
+                .with(|m| crate::lens::loss_rows(m.as_ref()?, k, lo, hi))
+                .map(|r| r.1)
+                .unwrap_or_default();
+        }
+        with_filtered(st, filtered, |m, rows| {
+            let rows = rows.get(lo..hi).unwrap_or_default().iter();
+            rows.filter_map(|k| m.violations().get(*k as usize))
+                .map(|v| (v.event, v.rule.to_owned(), m.message(v)))
+                .collect::<Vec<_>>()
         })
+        .unwrap_or_default()
     };
     let current = Selector::new(move || st.current());
     view! {

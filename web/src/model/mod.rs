@@ -9,7 +9,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use kvscope_core::analysis::{AnalysisConfig, EventIndex, FindingRef, Job, Rule};
+use kvscope_core::analysis::{AnalysisConfig, EventIndex, Job, Rule};
 use kvscope_core::event::{KvEvent, Tier};
 use kvscope_core::replay::{BuildPhase, BuildProgress, Replay, ReplayBuilder, ViolationFilter};
 use kvscope_core::trace::{EventMap, Provenance, Trace, TraceBatch, TraceHeader, TraceRecord};
@@ -18,6 +18,7 @@ mod describe;
 mod edges;
 mod lane;
 mod layout;
+mod listing;
 mod query;
 mod sort;
 #[cfg(test)]
@@ -26,6 +27,8 @@ pub mod topology;
 
 pub use lane::{JobLane, Lane, LaneMode, MAX_JOB_LANES};
 pub use layout::Scan;
+use listing::Listing;
+pub use listing::Violation;
 pub use sort::{insertion_sort, sort_by_u64};
 
 pub use query::{match_note, next_match, Query, GRAMMAR};
@@ -55,48 +58,6 @@ pub struct Edge {
     pub child: u32,
     /// Relation to delivery order.
     pub kind: EdgeKind,
-}
-
-/// A finding of the core's analysis (child-before-parent violations of every class, at every
-/// level, plus the other rules' warn/deny findings), as the violation list shows it: the
-/// core's compact finding ([`FindingRef`]) in the page's compact indices, nothing decided here.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// The offending event (the child delivered first, the removal, ...).
-    pub event: u32,
-    /// Rule name (`child-before-parent-in-job`, ...).
-    pub rule: &'static str,
-    /// Level in this run (`allow`, `warn`, `deny`).
-    pub level: &'static str,
-    /// Child-before-parent findings: the class (`in-job`, `across-jobs`, `ambiguous`, ...).
-    pub class: Option<&'static str>,
-    /// Child-before-parent findings: what the class rests on (`provenance`, `gpu-events`, ...).
-    pub evidence: Option<&'static str>,
-    /// The finding's id in the replay engine ([`Model::message`] reads its sentence): a
-    /// million findings keep no message each.
-    pub id: u32,
-    /// The related event (the late parent), when there is one.
-    pub related: Option<u32>,
-    /// Whether the rule marks an event's order (the default filter, [`Rule::marks_order`]),
-    /// decided once here so a redraw parses no rule names.
-    pub marks_order: bool,
-}
-
-impl Violation {
-    /// The page's row of finding `f` (compact, not rendered), whose id in the replay engine
-    /// is `id`.
-    fn new(id: usize, f: &FindingRef<'_>) -> Violation {
-        Violation {
-            event: f.event.min(u32::MAX as usize) as u32,
-            id: id.min(u32::MAX as usize) as u32,
-            rule: f.rule.name(),
-            level: f.level.name(),
-            class: f.class().map(|c| c.name()),
-            evidence: f.evidence().map(|e| e.name()),
-            related: f.related_event().map(|e| e.min(u32::MAX as usize) as u32),
-            marks_order: ViolationFilter::for_rule(None).keeps(f.rule),
-        }
-    }
 }
 
 /// Kind of an event, for colouring and filtering.
@@ -137,13 +98,10 @@ pub struct Model {
     replay: OnceLock<Mutex<Replay>>,
     /// The analysis' findings, once analysed (nothing before: the page shows no opinion of
     /// its own while the analysis runs).
-    analysed: OnceLock<Vec<Violation>>,
+    analysed: OnceLock<Listing>,
     /// The findings listed so far, once the replay engine is done (a million are listed a
     /// slice at a time, see [`Model::analyse_some`]).
-    listing: Mutex<Vec<Violation>>,
-    /// The events with a violation of the rules [`rule_matches`] keeps by default, ascending
-    /// and distinct (set with `analysed`): what the timeline paints red, read per redraw.
-    order_events: OnceLock<Vec<u32>>,
+    listing: Mutex<Listing>,
     /// Number of batches.
     pub batch_count: usize,
     /// Index of the first event of each batch (in batch order; an empty batch has the index
@@ -263,8 +221,7 @@ impl Model {
             config: AnalysisConfig::default(),
             replay: OnceLock::new(),
             analysed: OnceLock::new(),
-            listing: Mutex::new(Vec::new()),
-            order_events: OnceLock::new(),
+            listing: Mutex::new(Listing::default()),
             batch_count: 0,
             batch_starts: Vec::new(),
             gaps: 0,
@@ -361,31 +318,22 @@ impl Model {
             // hundred milliseconds): sized once, not grown by doubling.
             let total = replay.finding_count();
             let mut listing = self.listing.lock().unwrap_or_else(|e| e.into_inner());
-            let from = listing.len();
-            if listing.capacity() < total {
-                listing.reserve_exact(total - from);
+            let from = listing.violations.len();
+            if listing.violations.capacity() < total {
+                listing.violations.reserve_exact(total - from);
             }
             for (k, f) in replay.findings_from(from).take(budget.max(1)) {
                 listing.push(Violation::new(k, &f));
             }
             drop(replay);
-            if listing.len() < total {
+            if listing.violations.len() < total {
                 return Some(BuildProgress {
                     phase: BuildPhase::Done,
-                    done: listing.len(),
+                    done: listing.violations.len(),
                     total,
                 });
             }
-            let violations = std::mem::take(&mut *listing);
-            drop(listing);
-            let mut order: Vec<u32> = Vec::new();
-            for v in &violations {
-                if v.marks_order && order.last() != Some(&v.event) {
-                    order.push(v.event);
-                }
-            }
-            let _ = self.order_events.set(order);
-            let _ = self.analysed.set(violations);
+            let _ = self.analysed.set(std::mem::take(&mut *listing));
             return None;
         }
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -416,7 +364,7 @@ impl Model {
     /// The analysis' findings, sorted by event (the core's `Replay::findings_by_event`); empty
     /// until the analysis is done.
     pub fn violations(&self) -> &[Violation] {
-        self.analysed.get().map_or(&[], |v| &v[..])
+        self.analysed.get().map_or(&[], |l| &l.violations[..])
     }
 
     /// The replay engine (locked), once analysed.
@@ -507,7 +455,7 @@ impl Model {
     /// The events that are violations ([`Model::is_violation`]), ascending and distinct; empty
     /// until the analysis is done.
     pub fn order_events(&self) -> &[u32] {
-        self.order_events.get().map_or(&[], |v| &v[..])
+        self.analysed.get().map_or(&[], |l| &l.order_events[..])
     }
 
     /// [`Model::order_events`] within `lo..=hi`.
@@ -535,26 +483,20 @@ impl Model {
     }
 
     /// How many findings the violation list shows for a rule filter (see [`rule_matches`]):
-    /// the one count the header and the list both show.
+    /// the one count the header and the list both show. Counted as the findings were listed.
     pub fn violation_count(&self, rule: Option<&str>) -> usize {
-        self.violations()
-            .iter()
-            .filter(|v| rule_matches(v, rule))
-            .count()
+        self.analysed.get().map_or(0, |l| l.count(rule))
+    }
+
+    /// Positions in [`Model::violations`] of the findings the default filter keeps
+    /// ([`rule_matches`] with no rule), ascending: the violation list's rows.
+    pub fn marked_rows(&self) -> &[u32] {
+        self.analysed.get().map_or(&[], |l| &l.marked[..])
     }
 
     /// Rule names present, sorted.
     pub fn rules(&self) -> Vec<String> {
-        // A handful of distinct names: a small list and an insertion sort (no B-tree or
-        // standard sort instance of their own in the wasm).
-        let mut r: Vec<&str> = Vec::new();
-        for v in self.violations() {
-            if !r.contains(&v.rule) {
-                r.push(v.rule);
-            }
-        }
-        insertion_sort(&mut r);
-        r.into_iter().map(str::to_owned).collect()
+        self.analysed.get().map(Listing::rules).unwrap_or_default()
     }
 
     /// The first violation strictly after event `cursor` (`None`: from the start) of `rule`, or

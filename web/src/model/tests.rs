@@ -335,6 +335,34 @@ fn order_events_are_the_default_filter() {
     }
 }
 
+/// What the page reads of all the findings (the default filter's rows and count, the count per
+/// rule, the rule names) is counted as they are listed, a slice at a time: the same as going
+/// over the whole list.
+#[test]
+fn the_listing_counts_what_a_pass_over_the_findings_finds() {
+    let m = model_unanalysed();
+    while m.analyse_some(1).is_some() {}
+    let all = m.violations();
+    let marked: Vec<u32> = (0..all.len() as u32)
+        .filter(|&k| rule_matches(&all[k as usize], None))
+        .collect();
+    let mut rules: Vec<String> = all.iter().map(|v| v.rule.to_owned()).collect();
+    rules.sort();
+    rules.dedup();
+    assert!(
+        rules.len() >= 2 && !marked.is_empty() && marked.len() < all.len(),
+        "{all:?}"
+    );
+    assert_eq!(m.marked_rows(), marked);
+    assert_eq!(m.violation_count(None), marked.len());
+    assert_eq!(m.rules(), rules);
+    for r in &rules {
+        let n = all.iter().filter(|v| rule_matches(v, Some(r))).count();
+        assert_eq!(m.violation_count(Some(r)), n, "{r}");
+    }
+    assert_eq!(m.violation_count(Some("no-such-rule")), 0);
+}
+
 /// Zoomed far out the timeline bins whole blocks of events: the same marks as binning
 /// event by event, each at most one column off.
 #[test]
