@@ -65,7 +65,10 @@ pub async fn yield_now() {
 /// short enough that a pan or a click waits at most about this long.
 const SLICE_MS: f64 = 30.0;
 
-/// Budget (`ReplayBuilder::advance` units) of the first slice of each analysis phase.
+/// Target duration of one call of the analysis within a slice, ms (see [`spawn_analysis`]).
+const CALL_MS: f64 = 5.0;
+
+/// Budget (`ReplayBuilder::advance` units) of the first call of each analysis phase.
 const FIRST_BUDGET: usize = 2_000;
 
 /// Start a new load: every load or analysis task of an earlier one stops at its next slice.
@@ -80,9 +83,10 @@ fn is_current(st: AppState, gen: u64) -> bool {
     st.load_gen.get_untracked() == gen
 }
 
-/// Run (or resume) the core's analysis of the loaded model in slices of about [`SLICE_MS`],
-/// yielding to the browser between slices (the timeline pans and zooms meanwhile) and
-/// publishing progress in [`AppState::analysis`]. Stops when a newer load starts; the model
+/// Run (or resume) the core's analysis of the loaded model in slices of about [`SLICE_MS`]
+/// (calls of about [`CALL_MS`] until the slice's time is up), yielding to the browser between
+/// slices (the timeline pans and zooms meanwhile) and publishing progress in
+/// [`AppState::analysis`]. Stops when a newer load starts; the model
 /// it works on is whatever [`AppState::model`] holds (a re-layout keeps the analysis going).
 pub fn spawn_analysis(st: AppState) {
     let gen = st.load_gen.get_untracked();
@@ -101,26 +105,35 @@ pub fn spawn_analysis(st: AppState) {
             if !is_current(st, gen) {
                 return; // a newer load took over
             }
-            let ts = now_ms();
-            let progress = st
-                .model
-                .with_untracked(|m| m.as_ref().and_then(|m| m.analyse_some(budget)));
-            let took = (now_ms() - ts).max(0.05);
-            let Some(p) = progress else { break };
-            // Adapt the budget so a slice takes about SLICE_MS; a new phase has other costs
-            // per unit (indexing counts batches, the analysis events): start small again. A
-            // call that did much less than its budget (a whole step that ends its call: freeing
-            // a model, a sort, a loss summary) says nothing about the cost per unit: keep the
-            // budget (growing it there let the findings' last step run a million units, seconds,
-            // in one slice).
-            let did = p.done.saturating_sub(last_done);
-            last_done = p.done;
-            if phase.replace(p.phase).is_some_and(|q| q != p.phase) {
-                budget = FIRST_BUDGET;
-            } else if did >= budget / 2 || took > SLICE_MS {
-                let scale = (SLICE_MS / took).clamp(0.25, 4.0);
-                budget = ((budget as f64 * scale) as usize).clamp(64, 1 << 22);
+            // Calls of about CALL_MS until the slice's SLICE_MS are up: a call's cost is only
+            // known after it (uneven costs per event, a busy machine), so a slice of short
+            // calls overshoots its target by about one call. A new phase starts a new slice.
+            let slice = now_ms();
+            let mut progress = None;
+            while now_ms() - slice < SLICE_MS {
+                let ts = now_ms();
+                progress = st
+                    .model
+                    .with_untracked(|m| m.as_ref().and_then(|m| m.analyse_some(budget)));
+                let took = (now_ms() - ts).max(0.05);
+                let Some(p) = &progress else { break };
+                // Adapt the budget so a call takes about CALL_MS; a new phase has other costs
+                // per unit (indexing counts batches, the analysis events): start small again.
+                // A call that did much less than its budget (a whole step that ends its call:
+                // freeing a model, a sort, a loss summary) says nothing about the cost per
+                // unit: keep the budget (growing it there let the findings' last step run a
+                // million units, seconds, in one slice).
+                let did = p.done.saturating_sub(last_done);
+                last_done = p.done;
+                if phase.replace(p.phase).is_some_and(|q| q != p.phase) {
+                    budget = FIRST_BUDGET;
+                    break;
+                } else if did >= budget / 2 || took > CALL_MS {
+                    let scale = (CALL_MS / took).clamp(0.25, 4.0);
+                    budget = ((budget as f64 * scale) as usize).clamp(64, 1 << 22);
+                }
             }
+            let Some(p) = progress else { break };
             // The rate of the events' phase; after it, `done` counts findings, roots and rows
             // (the last rate stays).
             if p.phase == BuildPhase::Analysis {
