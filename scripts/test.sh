@@ -55,6 +55,6 @@ scripts/build-web.sh dist
 
 step "web: end-to-end (Playwright + Debian chromium, served by kvscope serve)"
 cargo build -p kvscope-cli --locked
-KVSCOPE_BIN="$PWD/target/debug/kvscope" KVSCOPE_DIST="$PWD/dist" node --test tests/e2e/e2e.test.mjs
+KVSCOPE_BIN="$PWD/target/debug/kvscope" KVSCOPE_DIST="$PWD/dist" node --test tests/e2e/e2e.test.mjs tests/e2e/journeys.test.mjs
 
 step "all tests passed"

@@ -1,4 +1,4 @@
-//! One source of truth: `kvscope check --json` and the page (`web/tests/web.rs`,
+//! One source of truth: `kvscope check --json` and the page (`web/tests/web/agreement.rs`,
 //! `page_agrees_with_check`) give the same findings on the same traces. Both compare against
 //! `tests/fixtures/agreement/expected.txt`: per case (a trace file and a worker count), one row
 //! per finding: rule, event, related event, class, level. This test runs `check --json` for

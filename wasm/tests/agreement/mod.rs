@@ -2,9 +2,9 @@
 //! of `tests/fixtures/agreement/` loaded through the package's API as JavaScript calls it
 //! (`loadTrace(bytes)`, `trace.analyze({workers})`) gives the findings of
 //! `tests/fixtures/agreement/expected.txt`, which `cli/tests/agreement.rs` pins to
-//! `check --json` and `web/tests/web.rs` (`page_agrees_with_check`) to the page: per finding
-//! the rule, event, related event, class, level and message (the message names the block, its
-//! parent and, for group > 0, the KV group), and the package's own `hashes`, `parent` and
+//! `check --json` and `web/tests/web/agreement.rs` (`page_agrees_with_check`) to the page:
+//! per finding the rule, event, related event, class, level and message (the message names the
+//! block, its parent and, for group > 0, the KV group), and the package's own `hashes`, `parent` and
 //! `group` fields say the same as its message.
 //!
 //! Node only: the fixture list is read from the directory at run time (Node's `fs`), so a new
