@@ -6,15 +6,16 @@
 //! The JS surface is three functions: `builtins()` (JSON list of [`Builtin`]),
 //! `compare(params_json)` (both sides of [`Params`] simulated and analysed: a [`Comparison`] as
 //! JSON) and `compare_loaded(a, a_name, b, b_name, workers)` (two traces the user loaded, in any
-//! format the debugger opens). The analyses and the core's comparison (`compare_traces`: events
-//! aligned by block, what differs, why each count differs) run here too, so the app carries no
+//! format the debugger opens). The analyses and the core's comparison (events aligned by block,
+//! what differs, why each count differs: `compare_traces` for the simulated pair,
+//! `compare_sides` of two streamed sides for loaded traces) run here too, so the app carries no
 //! comparison code: it renders the [`Comparison`].
 #![deny(missing_docs)]
 
 #[path = "../../src/sim_params.rs"]
 pub mod params;
 
-use kvscope_core::analysis::compare::{compare_traces, TraceComparison};
+use kvscope_core::analysis::compare::{self as comparison, Side, SideBuilder, TraceComparison};
 use kvscope_core::analysis::{analyze, AnalysisConfig};
 use kvscope_core::order::OrderMode;
 use kvscope_core::scenario::{builtin, Scenario, SecondaryTierConfig};
@@ -101,12 +102,10 @@ pub fn builtins() -> String {
 /// Differing events listed in a [`Comparison`] (the page's side-by-side list).
 pub const EVENT_ROWS: usize = 200;
 
-/// Analyse `a` and `b` with `cfg` and tabulate the differences under the headings `heads`:
-/// events, every rule with findings on either side, each consumer model's losses, violations
-/// on one side only, the alignment; why each count differs; the first [`EVENT_ROWS`] events
-/// that differ.
-pub fn tabulate(a: &Trace, b: &Trace, cfg: &AnalysisConfig, heads: [String; 2]) -> Comparison {
-    let c: TraceComparison = compare_traces(a, &analyze(a, cfg), b, &analyze(b, cfg));
+/// Tabulate a comparison of two traces under the headings `heads`: events, every rule with
+/// findings on either side, each consumer model's losses, violations on one side only, the
+/// alignment; why each count differs; the first [`EVENT_ROWS`] events that differ.
+pub fn tabulate(c: TraceComparison, heads: [String; 2]) -> Comparison {
     let d = &c.diff;
     let row = |label: String, rule: bool, a: String, b: String, a_worse: bool, b_worse: bool| Row {
         label,
@@ -218,7 +217,11 @@ pub fn compare_sides(p: &Params) -> Result<Comparison, String> {
     let a = simulate_side(p, true)?;
     let b = simulate_side(p, false)?;
     let heads = [format!("left: {}", p.left), format!("right: {}", p.right)];
-    let mut c = tabulate(&a, &b, &AnalysisConfig::default(), heads);
+    let cfg = AnalysisConfig::default();
+    let mut c = tabulate(
+        comparison::compare_traces(&a, &analyze(&a, &cfg), &b, &analyze(&b, &cfg)),
+        heads,
+    );
     c.left = jsonl::write_trace(&a);
     c.right = jsonl::write_trace(&b);
     Ok(c)
@@ -227,6 +230,11 @@ pub fn compare_sides(p: &Params) -> Result<Comparison, String> {
 /// Read two loaded traces (any format the debugger opens) and compare them ([`tabulate`]),
 /// with the debugger's worker count (`None`: each trace header's, else 1). An unreadable trace
 /// is an error naming the side, the file and where it broke.
+///
+/// Each trace is read record by record into its side of the comparison, as `kvscope diff`
+/// reads files ([`SideBuilder`]): no trace is held whole and no finding is rendered but the
+/// few an explanation quotes. At a million events a side, two whole analyses peaked at 2.8 GB
+/// natively, near what a wasm32 module can address at all (`docs/performance.md`).
 pub fn compare_traces_of(
     a: &[u8],
     a_name: &str,
@@ -234,22 +242,30 @@ pub fn compare_traces_of(
     b_name: &str,
     workers: Option<u32>,
 ) -> Result<Comparison, String> {
-    let read = |bytes: &[u8], name: &str, side: &str| {
-        wire::read_trace(bytes, kvscope_core::trace::stream_source_name(name))
-            .map_err(|e| format!("{side} ({name}): {e}"))
-    };
-    let ta = read(a, a_name, "the current trace")?;
-    let tb = read(b, b_name, "the trace to compare with")?;
     let cfg = AnalysisConfig {
         workers,
         ..AnalysisConfig::default()
     };
+    let a_side = side_of(a, a_name, "the current trace", &cfg)?;
+    let b_side = side_of(b, b_name, "the trace to compare with", &cfg)?;
     Ok(tabulate(
-        &ta,
-        &tb,
-        &cfg,
+        comparison::compare_sides(a_side, b_side),
         [format!("A: {a_name}"), format!("B: {b_name}")],
     ))
+}
+
+/// One loaded trace's side of a comparison, read record by record.
+fn side_of(bytes: &[u8], name: &str, side: &str, cfg: &AnalysisConfig) -> Result<Side, String> {
+    let source = kvscope_core::trace::stream_source_name(name);
+    let mut reader = wire::stream::TraceReader::new(bytes, source);
+    let mut builder = SideBuilder::new(cfg);
+    loop {
+        match reader.next_record() {
+            Ok(Some(rec)) => builder.push(&rec),
+            Ok(None) => return Ok(builder.finish()),
+            Err(e) => return Err(format!("{side} ({name}): {e}")),
+        }
+    }
 }
 
 /// JS: compare two loaded traces (see [`compare_traces_of`]); returns a [`Comparison`] as
