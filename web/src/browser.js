@@ -92,10 +92,30 @@ export async function kept_trace(id) {
 
 // The simulator module (kvscope_sim.js and its wasm) runs in a module worker, so simulating or
 // comparing two large traces never blocks the page (at 1M events a side, the comparison is
-// tens of seconds of work). Each message is `[id, js, wasm, name, args]`: the worker loads the
-// module once, reads every `Blob` argument as bytes, calls `name(...args)` (every answer is JSON
-// text) and answers `[id, ok, the parsed answer or an error message]`.
+// seconds of work). Each message is `[id, js, wasm, name, args]`: the worker loads the module
+// once, calls `name(...args)` (every answer is JSON text) and answers `[id, ok, the parsed
+// answer or an error message]`. `compare_loaded(a, a_name, b, b_name, workers)` reads the two
+// `Blob`s 4 MiB at a time into the module's `SideReader`s, so neither file is ever whole in
+// memory.
 const SIM_WORKER = `let sim;
+// A reader not handed to compare_read is freed here (its side can be hundreds of MB).
+const side = async (blob, name, left, workers) => {
+  const r = new sim.SideReader(name, left, workers);
+  try {
+    for (let at = 0; at < blob.size; at += 1 << 22) {
+      r.push(new Uint8Array(await blob.slice(at, at + (1 << 22)).arrayBuffer()));
+    }
+  } catch (e) { r.free(); throw e; }
+  return r;
+};
+const ops = {
+  compare_loaded: async (a, a_name, b, b_name, workers) => {
+    const ra = await side(a, a_name, true, workers);
+    let rb;
+    try { rb = await side(b, b_name, false, workers); } catch (e) { ra.free(); throw e; }
+    return sim.compare_read(ra, rb);
+  },
+};
 onmessage = async ({ data: [id, js, wasm, name, args] }) => {
   try {
     if (!sim) {
@@ -103,8 +123,7 @@ onmessage = async ({ data: [id, js, wasm, name, args] }) => {
       await m.default({ module_or_path: wasm });
       sim = m;
     }
-    const read = (a) => (a instanceof Blob ? a.arrayBuffer().then((b) => new Uint8Array(b)) : a);
-    postMessage([id, true, JSON.parse(sim[name](...(await Promise.all(args.map(read)))))]);
+    postMessage([id, true, JSON.parse(await (ops[name] || sim[name])(...args))]);
   } catch (e) {
     postMessage([id, false, String((e && e.message) || e)]);
   }

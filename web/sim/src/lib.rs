@@ -3,13 +3,13 @@
 //! opens, so the core's scenario simulator stays out of the app's first download; the debugger
 //! itself parses the returned traces and compares their analyses.
 //!
-//! The JS surface is three functions: `builtins()` (JSON list of [`Builtin`]),
-//! `compare(params_json)` (both sides of [`Params`] simulated and analysed: a [`Comparison`] as
-//! JSON) and `compare_loaded(a, a_name, b, b_name, workers)` (two traces the user loaded, in any
-//! format the debugger opens). The analyses and the core's comparison (events aligned by block,
-//! what differs, why each count differs: `compare_traces` for the simulated pair,
-//! `compare_sides` of two streamed sides for loaded traces) run here too, so the app carries no
-//! comparison code: it renders the [`Comparison`].
+//! The JS surface: `builtins()` (JSON list of [`Builtin`]), `compare(params_json)` (both sides
+//! of [`Params`] simulated and analysed: a [`Comparison`] as JSON), and for two traces the user
+//! loaded, in any format the debugger opens, a [`SideReader`] per trace (fed the file a chunk at
+//! a time) and `compare_read(a, b)` (a [`Comparison`] as JSON). The analyses and the core's
+//! comparison (events aligned by block, what differs, why each count differs: `compare_traces`
+//! for the simulated pair, `compare_sides` of two streamed sides for loaded traces) run here
+//! too, so the app carries no comparison code: it renders the [`Comparison`].
 #![deny(missing_docs)]
 
 #[path = "../../src/sim_params.rs"]
@@ -21,7 +21,8 @@ use kvscope_core::order::OrderMode;
 use kvscope_core::scenario::{builtin, Scenario, SecondaryTierConfig};
 use kvscope_core::sim;
 use kvscope_core::trace::Trace;
-use kvscope_core::wire::{self, jsonl};
+use kvscope_core::wire::jsonl;
+use kvscope_core::wire::stream::Decoder;
 use wasm_bindgen::prelude::*;
 
 pub use params::{Builtin, Comparison, Params, Row};
@@ -229,12 +230,8 @@ pub fn compare_sides(p: &Params) -> Result<Comparison, String> {
 
 /// Read two loaded traces (any format the debugger opens) and compare them ([`tabulate`]),
 /// with the debugger's worker count (`None`: each trace header's, else 1). An unreadable trace
-/// is an error naming the side, the file and where it broke.
-///
-/// Each trace is read record by record into its side of the comparison, as `kvscope diff`
-/// reads files ([`SideBuilder`]): no trace is held whole and no finding is rendered but the
-/// few an explanation quotes. At a million events a side, two whole analyses peaked at 2.8 GB
-/// natively, near what a wasm32 module can address at all (`docs/performance.md`).
+/// is an error naming the side, the file and where it broke. The page's worker does the same a
+/// chunk at a time ([`SideReader`], [`compare_read`]).
 pub fn compare_traces_of(
     a: &[u8],
     a_name: &str,
@@ -242,43 +239,100 @@ pub fn compare_traces_of(
     b_name: &str,
     workers: Option<u32>,
 ) -> Result<Comparison, String> {
-    let cfg = AnalysisConfig {
-        workers,
-        ..AnalysisConfig::default()
-    };
-    let a_side = side_of(a, a_name, "the current trace", &cfg)?;
-    let b_side = side_of(b, b_name, "the trace to compare with", &cfg)?;
+    let mut a_side = SideReader::new(a_name, true, workers);
+    a_side.read(a)?;
+    let mut b_side = SideReader::new(b_name, false, workers);
+    b_side.read(b)?;
+    compare_read_sides(a_side, b_side)
+}
+
+/// JS: one loaded trace read into its side of a comparison, a chunk at a time (the worker
+/// reads the file's `Blob` in slices): record by record, as `kvscope diff` reads files
+/// ([`SideBuilder`]), so no trace is held whole and no finding is rendered but the few an
+/// explanation quotes. At a million events a side, two whole traces and two analyses peaked at
+/// 2.8 GB natively, near what a wasm32 module can address at all (`docs/performance.md`).
+#[wasm_bindgen]
+pub struct SideReader {
+    decoder: Decoder,
+    builder: SideBuilder,
+    /// The file's name and which side it is, for errors.
+    name: String,
+    left: bool,
+}
+
+#[wasm_bindgen]
+impl SideReader {
+    /// The side of the trace named `name` (`left`: the current trace, A; else the trace to
+    /// compare with, B), analysed with the debugger's worker count.
+    #[wasm_bindgen(constructor)]
+    pub fn new(name: &str, left: bool, workers: Option<u32>) -> SideReader {
+        let cfg = AnalysisConfig {
+            workers,
+            ..AnalysisConfig::default()
+        };
+        SideReader {
+            decoder: Decoder::new(kvscope_core::trace::stream_source_name(name)),
+            builder: SideBuilder::new(&cfg),
+            name: name.to_owned(),
+            left,
+        }
+    }
+
+    /// Read the next chunk of the file. Throws an `Error` naming the side, the file and where
+    /// it broke.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<(), JsError> {
+        self.read(bytes).map_err(|e| JsError::new(&e))
+    }
+}
+
+impl SideReader {
+    /// [`SideReader::push`] (`String` errors: a `JsError` is made in the browser only).
+    fn read(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.decoder.push(bytes);
+        self.drain()
+    }
+
+    /// Analyse the records read so far.
+    fn drain(&mut self) -> Result<(), String> {
+        loop {
+            match self.decoder.next_record() {
+                Ok(Some(rec)) => self.builder.push(&rec),
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    let side = match self.left {
+                        true => "the current trace",
+                        false => "the trace to compare with",
+                    };
+                    return Err(format!("{side} ({}): {e}", self.name));
+                }
+            }
+        }
+    }
+
+    /// The file is read whole: its side.
+    fn finish(mut self) -> Result<(Side, String), String> {
+        self.decoder.finish();
+        self.drain()?;
+        Ok((self.builder.finish(), self.name))
+    }
+}
+
+/// Compare two sides read whole ([`tabulate`], headed `A: name` and `B: name`).
+fn compare_read_sides(a: SideReader, b: SideReader) -> Result<Comparison, String> {
+    let (a, a_name) = a.finish()?;
+    let (b, b_name) = b.finish()?;
     Ok(tabulate(
-        comparison::compare_sides(a_side, b_side),
+        comparison::compare_sides(a, b),
         [format!("A: {a_name}"), format!("B: {b_name}")],
     ))
 }
 
-/// One loaded trace's side of a comparison, read record by record.
-fn side_of(bytes: &[u8], name: &str, side: &str, cfg: &AnalysisConfig) -> Result<Side, String> {
-    let source = kvscope_core::trace::stream_source_name(name);
-    let mut reader = wire::stream::TraceReader::new(bytes, source);
-    let mut builder = SideBuilder::new(cfg);
-    loop {
-        match reader.next_record() {
-            Ok(Some(rec)) => builder.push(&rec),
-            Ok(None) => return Ok(builder.finish()),
-            Err(e) => return Err(format!("{side} ({name}): {e}")),
-        }
-    }
-}
-
-/// JS: compare two loaded traces (see [`compare_traces_of`]); returns a [`Comparison`] as
-/// JSON (no traces in it). Throws an `Error` naming the trace that cannot be read.
+/// JS: compare two loaded traces read with [`SideReader`]s (see [`compare_traces_of`]); returns
+/// a [`Comparison`] as JSON (no traces in it). Throws an `Error` naming the trace that cannot be
+/// read.
 #[wasm_bindgen]
-pub fn compare_loaded(
-    a: &[u8],
-    a_name: &str,
-    b: &[u8],
-    b_name: &str,
-    workers: Option<u32>,
-) -> Result<String, JsError> {
-    let c = compare_traces_of(a, a_name, b, b_name, workers).map_err(|e| JsError::new(&e))?;
+pub fn compare_read(a: SideReader, b: SideReader) -> Result<String, JsError> {
+    let c = compare_read_sides(a, b).map_err(|e| JsError::new(&e))?;
     serde_json::to_string(&c).map_err(|e| JsError::new(&e.to_string()))
 }
 
@@ -409,6 +463,42 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("line 1"), "{e}");
+    }
+
+    /// The page's worker reads each file in chunks: records cut at any byte give the same
+    /// comparison as the whole files, and a bad record is still found, named by its side.
+    #[test]
+    fn sides_read_in_chunks_compare_like_whole_files() -> Result<(), String> {
+        let p = Params::default();
+        let a = jsonl::write_trace(&simulate_side(&p, true).unwrap());
+        let b = jsonl::write_trace(&simulate_side(&p, false).unwrap());
+        let whole = compare_traces_of(a.as_bytes(), "a.jsonl", b.as_bytes(), "b.jsonl", None);
+        let read = |text: &str, name: &str, left: bool, chunk: usize| {
+            let mut r = SideReader::new(name, left, None);
+            for part in text.as_bytes().chunks(chunk) {
+                r.read(part)?;
+            }
+            Ok::<_, String>(r)
+        };
+        let chunked = compare_read_sides(
+            read(&a, "a.jsonl", true, 7)?,
+            read(&b, "b.jsonl", false, 13)?,
+        );
+        assert_eq!(chunked, whole);
+        assert!(whole.as_ref().is_ok_and(|c| !c.why.is_empty()), "{whole:?}");
+        let bad = format!("{b}{{\"events\": [}}\n");
+        let e = read(&bad, "bad.jsonl", false, 5)
+            .and_then(|r| compare_read_sides(read(&a, "a.jsonl", true, 5)?, r));
+        let e = e.unwrap_err();
+        assert!(
+            e.starts_with("the trace to compare with (bad.jsonl): "),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!("line {}", b.lines().count() + 1)),
+            "{e}"
+        );
+        Ok(())
     }
 
     /// The JSON contract: the debugger's serialized parameters come back as a comparison it
