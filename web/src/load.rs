@@ -86,8 +86,8 @@ fn is_current(st: AppState, gen: u64) -> bool {
 /// Run (or resume) the core's analysis of the loaded model in slices of about [`SLICE_MS`]
 /// (calls of about [`CALL_MS`] until the slice's time is up), yielding to the browser between
 /// slices (the timeline pans and zooms meanwhile) and publishing progress in
-/// [`AppState::analysis`]. Stops when a newer load starts; the model
-/// it works on is whatever [`AppState::model`] holds (a re-layout keeps the analysis going).
+/// [`AppState::analysis`]. Stops when a newer load starts; the model it works on is whatever
+/// [`AppState::model`] holds (a re-layout keeps the analysis going).
 pub fn spawn_analysis(st: AppState) {
     let gen = st.load_gen.get_untracked();
     leptos::task::spawn_local(async move {
