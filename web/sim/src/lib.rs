@@ -258,6 +258,9 @@ pub struct SideReader {
     /// The file's name and which side it is, for errors.
     name: String,
     left: bool,
+    /// The first error, given again by every later call (the decoder reads nothing after it:
+    /// a side that broke never compares as if its file had ended there).
+    error: Option<String>,
 }
 
 #[wasm_bindgen]
@@ -275,6 +278,7 @@ impl SideReader {
             builder: SideBuilder::new(&cfg),
             name: name.to_owned(),
             left,
+            error: None,
         }
     }
 
@@ -294,7 +298,7 @@ impl SideReader {
 
     /// Analyse the records read so far.
     fn drain(&mut self) -> Result<(), String> {
-        loop {
+        while self.error.is_none() {
             match self.decoder.next_record() {
                 Ok(Some(rec)) => self.builder.push(&rec),
                 Ok(None) => return Ok(()),
@@ -303,10 +307,11 @@ impl SideReader {
                         true => "the current trace",
                         false => "the trace to compare with",
                     };
-                    return Err(format!("{side} ({}): {e}", self.name));
+                    self.error = Some(format!("{side} ({}): {e}", self.name));
                 }
             }
         }
+        Err(self.error.clone().unwrap_or_default())
     }
 
     /// The file is read whole: its side.
