@@ -503,6 +503,12 @@ mod tests {
             e.contains(&format!("line {}", b.lines().count() + 1)),
             "{e}"
         );
+        // Read on past the error (a caller that ignored it): the side still fails, with it.
+        let mut r = SideReader::new("bad.jsonl", false, None);
+        assert_eq!(r.read(bad.as_bytes()), Err(e.clone()));
+        assert_eq!(r.read(b.as_bytes()), Err(e.clone()));
+        let good = read(&a, "a.jsonl", true, 64)?;
+        assert_eq!(compare_read_sides(good, r), Err(e));
         Ok(())
     }
 
